@@ -1,0 +1,1 @@
+"""Diagnosers: memory → compute → communication → scaling. Not built yet (issue 4)."""

@@ -1,0 +1,206 @@
+"""The front door: `tracekit analyze | query | ingest …`.
+
+Exit codes: 0 success, 1 a gate failed, 2 bad input or usage (one line on stderr,
+no traceback unless `--debug`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+import traceback
+from pathlib import Path
+
+import click
+
+from tracekit import __version__
+from tracekit.errors import TracekitError
+
+EXIT_BAD_INPUT = 2
+
+
+class _Group(click.Group):
+    """Turns every error into one line and exit code 2 (traceback with --debug)."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except TracekitError as exc:
+            _fail(ctx, str(exc), exc)
+        except KeyboardInterrupt:
+            click.echo("tracekit: interrupted", err=True)
+            ctx.exit(130)
+        except BrokenPipeError:
+            ctx.exit(0)
+        except Exception as exc:  # a bug, or a trace shape we have not met: still one line
+            _fail(
+                ctx,
+                f"internal error ({type(exc).__name__}: {exc}); rerun with --debug and "
+                "report the traceback",
+                exc,
+            )
+
+
+def _fail(ctx: click.Context, message: str, exc: BaseException) -> None:
+    if ctx.obj and ctx.obj.get("debug"):
+        traceback.print_exception(exc)
+    click.echo(f"tracekit: {message}", err=True)
+    ctx.exit(EXIT_BAD_INPUT)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tracekit")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
+    """Analyze PyTorch profiler (Kineto) traces of distributed training runs.
+
+    RUN is a folder with one trace per rank (*.json or *.json.gz), or trace files.
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+_run_arg = click.argument("run", nargs=-1, required=True, type=click.Path())
+_workers = click.option(
+    "--workers", type=click.IntRange(1), default=None, help="Ingest processes (default: cores)."
+)
+
+
+@main.command()
+@_run_arg
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text",
+    show_default=True, help="Report format.",
+)  # fmt: skip
+@click.option(
+    "--window", type=click.Choice(["steps", "trace", "hta"]), default="steps", show_default=True,
+    help="Analysed window: ProfilerStep spans, first-to-last device event, or HTA's window.",
+)  # fmt: skip
+@click.option("--steps", default=None, help="ProfilerSteps to analyse: all, N or A-B.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report here.")
+@_workers
+def analyze(run, fmt, window, steps, output, workers):
+    """Per-rank step time, idle / compute / non-compute, overlap and exposed communication."""
+    from tracekit import report
+    from tracekit.store import open_run
+
+    with open_run(*run, workers=workers) as r:
+        rep = report.build(r, window=window, steps=steps)
+    _emit(report.RENDERERS[fmt](rep), output)
+
+
+@main.command()
+@_run_arg
+@click.option("--sql", "-s", "query", default=None, help="The SELECT to run.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
+    show_default=True,
+)  # fmt: skip
+@click.option("--describe", "describe", default=None, metavar="VIEW", help="Document a view.")
+@click.option("--views", is_flag=True, help="List the tables and views.")
+@click.option("--limit", type=int, default=200, show_default=True, help="Rows shown as a table.")
+@_workers
+def query(run, query, fmt, describe, views, limit, workers):
+    """Read-only SQL over the run's views: tracekit query RUN --sql "SELECT …".
+
+    Without --sql, a last argument that is not a file or folder is the query.
+    """
+    from tracekit.store import docs, open_run
+
+    run = list(run)
+    # `tracekit query RUN "SELECT …"`: a last argument that is no file is the query
+    if query is None and len(run) >= 2 and not Path(run[-1]).exists():
+        query = run.pop()
+    if not run:
+        raise TracekitError("pass a run folder or trace files before the query")
+    if views:
+        for name, d in sorted(docs().items()):
+            click.echo(f"{name:22} {d.what:5}  {d.summary}")
+        return
+    if describe is None and query is None:
+        raise TracekitError('nothing to do: pass --sql "SELECT …", --describe VIEW or --views')
+    with open_run(*run, workers=workers) as r:
+        if describe:
+            d = docs().get(describe, None)
+            rows = r.describe(describe)
+            if d:
+                click.echo(f"{describe} ({d.what}): {d.summary}\n")
+            width = max(len(c) for c, _, _ in rows)
+            for col, typ, doc in rows:
+                click.echo(f"  {col:{width}}  {typ:12}  {doc}")
+            return
+        rel = r.readonly_sql(query)
+        names = rel.columns
+        rows = rel.fetchall()
+    _emit(_render_rows(names, rows, fmt, limit), None)
+
+
+def _render_rows(names: list[str], rows: list[tuple], fmt: str, limit: int) -> str:
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(names)
+        w.writerows(rows)
+        return buf.getvalue()
+    if fmt == "json":
+        records = [dict(zip(names, r, strict=True)) for r in rows]
+        return json.dumps(records, indent=1, default=str) + "\n"
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold")
+    for n in names:
+        table.add_column(n)
+    for r in rows[:limit]:
+        table.add_row(*("NULL" if v is None else str(v) for v in r))
+    buf = io.StringIO()
+    Console(file=buf, width=200, color_system=None).print(table)
+    more = ""
+    if len(rows) > limit:
+        more = f"… {len(rows) - limit} more rows (use --format csv for all)\n"
+    return buf.getvalue() + more + f"({len(rows)} rows)\n"
+
+
+@main.command()
+@_run_arg
+@_workers
+def ingest(run, workers):
+    """Ingest (or refresh) the Parquet cache of a run and print what it holds."""
+    from tracekit.store import open_run
+
+    with open_run(*run, workers=workers) as r:
+        rows = r.sql(
+            "SELECT rank, rank_source, event_count, backend, coalesce(device_name, 'cpu'), "
+            "(SELECT count(*) FROM steps s WHERE s.rank = i.rank), "
+            "(SELECT count(*) FROM collectives c WHERE c.rank = i.rank), source "
+            "FROM rank_info i ORDER BY rank"
+        ).fetchall()
+        click.echo(f"cache {r.cache_dir}")
+        for rank, src, n, be, dev, st, co, path in rows:
+            click.echo(
+                f"rank {rank:>4} ({src}): {n:>8,} events · {st} steps · {co} collectives · "
+                f"{be or '—'} · {dev} · {path}"
+            )
+
+
+def _emit(text: str, output: str | None) -> None:
+    if output:
+        import os
+        import tempfile
+
+        dest = Path(output)
+        fd, tmp = tempfile.mkstemp(dir=dest.parent or ".", prefix=f".{dest.name}.")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, dest)
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()

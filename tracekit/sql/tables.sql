@@ -1,0 +1,97 @@
+-- Base tables: written by ingest (one Parquet file per rank and table), exposed as views.
+-- Times are integer nanoseconds since the Unix epoch; durations integer ns.
+
+-- @table events
+-- One row per complete (`ph: X`) event of every rank.
+-- @column rank: global rank of the trace (distributedInfo.rank, else the file name)
+-- @column kind: cpu_op, user_annotation, python, runtime, kernel, memcpy, memset, gpu_annotation, sync, comm_thread (a gloo:* execution span), trace, other
+-- @column cat: Kineto category as written in the trace
+-- @column name: event name (dictionary-encoded)
+-- @column pid: process id (device id for device events); -1 for pseudo-processes
+-- @column tid: thread id (stream for device events)
+-- @column ts_ns: start, ns since the Unix epoch (baseTimeNanoseconds + ts)
+-- @column dur_ns: duration in ns
+-- @column correlation: CUDA runtime ↔ device event link (args.correlation)
+-- @column external_id: args["External id"]: CPU op ↔ launched work link
+-- @column device: GPU index of a device event
+-- @column stream: CUDA stream of a device event
+-- @column bytes: bytes moved by a memcpy/memset
+-- @column coll_name: collective metadata: "Collective name"
+-- @column in_nelems: collective metadata: "In msg nelems"
+-- @column out_nelems: collective metadata: "Out msg nelems"
+-- @column in_split: collective metadata: "In split size"
+-- @column out_split: collective metadata: "Out split size"
+-- @column group_size: collective metadata: "Group size"
+-- @column dtype: collective metadata: element type (Float, BFloat16 …)
+-- @column pg_name: collective metadata: "Process Group Name"
+-- @column pg_desc: collective metadata: "Process Group Description"
+-- @column pg_ranks: collective metadata: "Process Group Ranks" (text such as "[0, 1]")
+-- @column seq: collective metadata: "Seq" (newer torch)
+-- @column input_dims: "Input Dims" as JSON text (record_shapes=True)
+-- @column input_types: "Input type" as JSON text
+-- @column concrete_inputs: "Concrete Inputs" as JSON text (split sizes, peers, async_op)
+
+-- @table flows
+-- Flow endpoints (`ph: s/f/t`): ac2g CPU→GPU launch links, fwdbwd forward→backward links.
+-- @column rank: global rank
+-- @column flow_id: flow id shared by its start and finish
+-- @column cat: flow category (ac2g, fwdbwd, async …)
+-- @column phase: s (start), f (finish) or t (step)
+-- @column pid: process id
+-- @column tid: thread id / stream
+-- @column ts_ns: time of the endpoint, ns since the epoch
+
+-- @table memory
+-- `[memory]` instants from profile_memory=True: one allocation (+) or free (−) each.
+-- @column rank: global rank
+-- @column ts_ns: time, ns since the epoch
+-- @column pid: process id
+-- @column tid: thread id
+-- @column device_type: 0 CPU, 1 CUDA (Kineto's enum)
+-- @column device_id: device index (−1 for CPU)
+-- @column addr: address of the block
+-- @column bytes: bytes allocated (positive) or freed (negative)
+-- @column total_allocated: allocator's allocated total after this event, bytes
+-- @column total_reserved: allocator's reserved total after this event, bytes
+
+-- @table threads
+-- Thread and process names from `ph: M` metadata.
+-- @column rank: global rank
+-- @column pid: process id
+-- @column tid: thread id (null for process rows)
+-- @column what: thread (thread_name), process (process_name) or labels (process_labels, e.g. "GPU 0")
+-- @column name: the name or label
+
+-- @table rank_info
+-- One row per rank: where it came from and what ran it.
+-- @column rank: global rank
+-- @column rank_source: distributedInfo, file name or single file
+-- @column source: path of the trace file
+-- @column world_size: distributedInfo.world_size
+-- @column backend: nccl, gloo … (distributedInfo.backend)
+-- @column nccl_version: distributedInfo.nccl_version
+-- @column base_time_ns: baseTimeNanoseconds (null in old traces with absolute ts)
+-- @column host_name: host_name from the trace header
+-- @column device_id: GPU index this rank's device events ran on
+-- @column device_name: deviceProperties name of that GPU (null on CPU runs)
+-- @column device_memory_bytes: totalGlobalMem of that GPU
+-- @column device_sms: numSms of that GPU
+-- @column device_compute_capability: computeMajor.computeMinor
+-- @column device_count: GPUs listed in deviceProperties
+-- @column has_device_events: whether the trace has kernels/memcpy/memset (false on CPU runs)
+-- @column record_shapes: record_shapes was on (message sizes and FLOPs need it)
+-- @column profile_memory: profile_memory was on
+-- @column trace_start_ns: first event start
+-- @column trace_end_ns: last event end
+-- @column event_count: complete events in the trace
+-- @column pg_count: distributedInfo.pg_count
+-- @column distributed_info: distributedInfo as JSON text
+
+-- @table process_groups
+-- Process groups each rank belongs to (distributedInfo.pg_config).
+-- @column rank: global rank
+-- @column pg_name: process group name ("0" is the default group)
+-- @column pg_desc: description (default_pg, mesh_tp, mesh_dp …)
+-- @column pg_size: number of ranks in the group
+-- @column ranks: global ranks in the group
+-- @column backend_config: e.g. cuda:nccl or cpu:gloo

@@ -1,0 +1,143 @@
+"""The store: a DuckDB connection with views over a run's cached Parquet tables.
+
+`tracekit.open(RUN)` ingests what is not cached yet and returns a `Run`. Base tables
+(`events`, `flows`, `memory`, `threads`, `rank_info`, `process_groups`) are views
+over the per-rank Parquet files; derived views are the SQL modules in
+`tracekit/sql/`, loaded in `SQL_MODULES` order. Every public column is documented
+in those files (`-- @column name: doc`); `Run.describe(view)` returns the docs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import duckdb
+
+from tracekit import loader
+from tracekit.cache import TABLES, table_path
+from tracekit.errors import TracekitError
+from tracekit.tracefile import find_trace_files
+
+SQL_MODULES = ("steps.sql", "device_activity.sql", "collectives.sql")
+DOC_MODULES = ("tables.sql", *SQL_MODULES)
+# base tables exposed under another name (the public one is a derived view)
+_INTERNAL_NAME = {"collectives": "_collectives"}
+
+
+@dataclass(frozen=True)
+class ViewDoc:
+    name: str
+    what: str  # "table" or "view"
+    summary: str
+    columns: dict[str, str]
+
+
+@cache
+def docs() -> dict[str, ViewDoc]:
+    """Column docs of every public table and view, parsed from the SQL modules."""
+    out: dict[str, ViewDoc] = {}
+    head = re.compile(r"^-- @(table|view) (\w+)\s*$")
+    col = re.compile(r"^-- @column (\w+): (.+)$")
+    for module in DOC_MODULES:
+        text = resources.files("tracekit.sql").joinpath(module).read_text()
+        cur: dict | None = None
+        for line in text.splitlines():
+            if m := head.match(line):
+                cur = {"name": m.group(2), "what": m.group(1), "summary": [], "columns": {}}
+                out[cur["name"]] = cur  # type: ignore[assignment]
+            elif cur is not None and (m := col.match(line)):
+                cur["columns"][m.group(1)] = m.group(2)
+            elif cur is not None and line.startswith("-- ") and not cur["columns"]:
+                cur["summary"].append(line[3:])
+            elif not line.startswith("--"):
+                cur = None
+    return {
+        k: ViewDoc(v["name"], v["what"], " ".join(v["summary"]), v["columns"])
+        for k, v in out.items()  # type: ignore[union-attr]
+    }
+
+
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+class Run:
+    """An ingested run: `run.sql("SELECT …")` returns a DuckDB relation
+    (`.pl()` polars, `.df()` pandas, `.arrow()`, `.fetchall()`)."""
+
+    def __init__(self, root: Path, cache_dir: Path, sources: list[loader.Source]):
+        self.root = root
+        self.cache_dir = cache_dir
+        self.sources = sources
+        self.con = duckdb.connect()
+        self.con.execute("SET enable_progress_bar = false")
+        for table in TABLES:
+            files = [str(table_path(cache_dir, s.key, table)) for s in sources]
+            name = _INTERNAL_NAME.get(table, table)
+            listed = ", ".join(_sql_str(f) for f in files)
+            self.con.execute(
+                f"CREATE VIEW {name} AS "
+                f"SELECT * FROM read_parquet([{listed}], union_by_name = true)"
+            )
+        for module in SQL_MODULES:
+            self.con.execute(resources.files("tracekit.sql").joinpath(module).read_text())
+
+    @property
+    def ranks(self) -> list[int]:
+        return [s.rank for s in self.sources]
+
+    def sql(self, query: str, params: list | dict | None = None) -> duckdb.DuckDBPyRelation:
+        if params is None:
+            return self.con.sql(query)
+        return self.con.sql(query, params=params)
+
+    def readonly_sql(self, query: str) -> duckdb.DuckDBPyRelation:
+        """Run user SQL that may only read: SELECT / WITH / EXPLAIN / DESCRIBE / SHOW."""
+        try:
+            stmts = duckdb.extract_statements(query)
+        except duckdb.Error as exc:
+            raise TracekitError(f"SQL error: {str(exc).splitlines()[0]}") from exc
+        if len(stmts) != 1:
+            raise TracekitError("pass exactly one SQL statement")
+        allowed = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+        if stmts[0].type not in allowed:
+            raise TracekitError(
+                f"tracekit query is read-only; {stmts[0].type.name} statements are not allowed"
+            )
+        try:
+            return self.con.sql(query)
+        except duckdb.Error as exc:
+            raise TracekitError(f"SQL error: {str(exc).splitlines()[0]}") from exc
+
+    def views(self) -> list[str]:
+        return sorted(docs())
+
+    def describe(self, view: str) -> list[tuple[str, str, str]]:
+        """(column, type, doc) for a public table or view."""
+        d = docs().get(view)
+        if d is None:
+            raise TracekitError(f"no view named {view!r}; views: {', '.join(sorted(docs()))}")
+        types = self.con.sql(f"DESCRIBE {view}").fetchall()
+        return [(c, t, d.columns.get(c, "")) for c, t, *_ in types]
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def open_run(*inputs: str | Path, workers: int | None = None) -> Run:
+    """Open a run folder (or trace files), ingesting what the cache lacks."""
+    if not inputs:
+        raise TracekitError("pass a run folder or trace files")
+    root, files = find_trace_files([Path(p) for p in inputs])
+    cdir, sources = loader.ingest_run(root, files, workers=workers)
+    return Run(root, cdir, sources)

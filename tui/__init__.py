@@ -1,0 +1,1 @@
+"""The Textual drill-down app. Not built yet."""
