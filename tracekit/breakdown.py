@@ -125,23 +125,13 @@ sets AS (
     UNION ALL SELECT rank, 'cc', s, e FROM act
               WHERE category IN ('compute', 'communication')
 ),
-marked AS (
-    SELECT *, CASE WHEN s <= max(e) OVER (
-                  PARTITION BY rank, grp ORDER BY s, e
-                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-              THEN 0 ELSE 1 END AS new_island
-    FROM sets
-),
-islands AS (
-    SELECT rank, grp, s, e,
-           sum(new_island) OVER (PARTITION BY rank, grp ORDER BY s, e
-                                 ROWS UNBOUNDED PRECEDING) AS island
-    FROM marked
-),
+-- union length in one pass: sorted by start, each interval adds what sticks out past
+-- the furthest end seen before it
 lens AS (
-    SELECT rank, grp, sum(ie - is_) AS len
-    FROM (SELECT rank, grp, island, min(s) AS is_, max(e) AS ie
-          FROM islands GROUP BY rank, grp, island)
+    SELECT rank, grp, sum(greatest(0, e - greatest(s, coalesce(prev_end, s)))) AS len
+    FROM (SELECT *, max(e) OVER (PARTITION BY rank, grp ORDER BY s, e
+                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+          FROM sets)
     GROUP BY rank, grp
 ),
 p AS (

@@ -18,12 +18,14 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import platformdirs
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from tracekit.ingest import SCHEMA_VERSION
+if TYPE_CHECKING:
+    import duckdb
+
+SCHEMA_VERSION = 5  # bump when any cached table changes shape or meaning
 
 TABLES = (
     "events",
@@ -33,6 +35,8 @@ TABLES = (
     "rank_info",
     "process_groups",
     "collectives",
+    "steps",
+    "device_activity",
 )
 
 
@@ -70,12 +74,17 @@ def table_path(cdir: Path, key: str, table: str) -> Path:
     return cdir / f"{key}.{table}.parquet"
 
 
-def write_table(cdir: Path, key: str, table: str, data: pa.Table) -> None:
+def write_table(con: duckdb.DuckDBPyConnection, cdir: Path, key: str, table: str,
+                source: str | None = None) -> None:  # fmt: skip
+    """Write `source` (a table or view of `con`) as the cached `table` of `key`."""
     dest = table_path(cdir, key, table)
     fd, tmp = tempfile.mkstemp(dir=cdir, prefix=f".{key}.{table}.", suffix=".tmp")
     os.close(fd)
     try:
-        pq.write_table(data, tmp, compression="zstd", compression_level=1)
+        con.execute(
+            f"COPY (SELECT * FROM {source or table}) TO '{tmp}' "
+            "(FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 1)"
+        )
         os.replace(tmp, dest)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

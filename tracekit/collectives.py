@@ -229,14 +229,14 @@ COLUMNS = pa.schema(
 _NCCL_SQL = """
 WITH k AS (
     SELECT row_number() OVER (ORDER BY ts_ns) AS kid, *
-    FROM ev WHERE kind = 'kernel' AND name LIKE 'nccl%'
+    FROM events WHERE kind = 'kernel' AND name LIKE 'nccl%'
 ), rt AS (
     SELECT correlation, tid AS rt_tid, ts_ns AS rt_ts
-    FROM ev WHERE kind = 'runtime' AND correlation IS NOT NULL
+    FROM events WHERE kind = 'runtime' AND correlation IS NOT NULL
 ), rpc AS (
     SELECT tid, ts_ns, ts_ns + dur_ns AS end_ns, coll_name, in_nelems, out_nelems,
            group_size, dtype, pg_name, pg_desc, pg_ranks, seq
-    FROM ev WHERE name = 'record_param_comms'
+    FROM events WHERE name = 'record_param_comms'
 )
 SELECT k.name AS raw_name, k.ts_ns, k.dur_ns, k.stream AS lane,
        coalesce(k.coll_name, r.coll_name)::VARCHAR AS issue_name,
@@ -258,21 +258,24 @@ ORDER BY k.ts_ns
 
 _GLOO_ISSUE_SQL = """
 SELECT name::VARCHAR AS op, ts_ns, input_dims, input_types
-FROM ev WHERE kind = 'cpu_op' AND name LIKE 'c10d::%' ORDER BY ts_ns
+FROM events WHERE kind = 'cpu_op' AND name LIKE 'c10d::%' ORDER BY ts_ns
 """
 _GLOO_SPAN_SQL = """
 SELECT name::VARCHAR AS raw_name, ts_ns, dur_ns, tid, input_dims, input_types
-FROM ev WHERE kind = 'comm_thread' ORDER BY ts_ns
+FROM events WHERE kind = 'comm_thread' ORDER BY ts_ns
 """
 
 _KERNEL_DTYPE = re.compile(
-    r"_(float|half|bf16|bfloat16|f16|f32|f64|double|i8|u8|i32|u32|i64|u64|fp8_e4m3|fp8_e5m2)\b",
+    r"_(float|half|bf16|bfloat16|f16|f32|f64|double|i8|u8|i32|u32|i64|u64|fp8_e4m3|fp8_e5m2"
+    r"|int8_t|uint8_t|int32_t|uint32_t|int64_t|uint64_t)(?=_|$)",
     re.IGNORECASE,
 )
 _KERNEL_DTYPE_NAMES = {
     "f32": "float", "f16": "half", "bf16": "bfloat16", "f64": "double", "i8": "int8",
     "u8": "uint8", "i32": "int32", "u32": "int32", "i64": "int64", "u64": "int64",
-    "fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2",
+    "fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2", "int8_t": "int8",
+    "uint8_t": "uint8", "int32_t": "int32", "uint32_t": "int32", "int64_t": "int64",
+    "uint64_t": "int64",
 }  # fmt: skip
 
 
@@ -294,10 +297,11 @@ def _default_group_size(pgs: pa.Table, world_size: int | None) -> int | None:
     return None
 
 
-def derive(rank: int, events: pa.Table, pgs: pa.Table, world_size: int | None) -> pa.Table:
-    """The rank-local collectives rows (cross-rank matching is the `collectives` view)."""
-    con = duckdb.connect()
-    con.register("ev", events)
+def derive(
+    con: duckdb.DuckDBPyConnection, rank: int, pgs: pa.Table, world_size: int | None
+) -> pa.Table:
+    """The rank-local collectives rows from the `events` table of `con`
+    (cross-rank matching is the `collectives` view)."""
     rows: list[dict] = []
     default_n = _default_group_size(pgs, world_size)
 
@@ -363,7 +367,6 @@ def derive(rank: int, events: pa.Table, pgs: pa.Table, world_size: int | None) -
                 "bytes": max(sizes) * eb if sizes and eb else None,
             }
         )
-    con.close()
     for r in rows:
         r["rank"] = rank
     cols = {f.name: [r.get(f.name) for r in rows] for f in COLUMNS}

@@ -1,17 +1,19 @@
-"""One decoded trace → typed Arrow tables (the DESIGN store contract).
+"""One trace's events → typed tables (the DESIGN store contract), in DuckDB.
 
-Tables built per rank:
+`load_raw` hands the text of the `traceEvents` array to DuckDB's JSON reader with
+an explicit schema: every kept `args` key is read as JSON and cast with TRY_CAST,
+so a value of an unexpected type becomes NULL instead of failing the file. The
+tables below are then plain SQL over that `raw` table:
 
 - `events`: one row per complete (`ph: X`) event, integer-ns absolute time.
 - `flows`: `ph: s/f/t` flow endpoints (`ac2g` CPU→GPU launches, `fwdbwd`).
 - `memory`: `[memory]` instants (allocator deltas and totals).
 - `threads`: thread and process names from `ph: M` metadata.
-- `rank_info`: one row: rank, world size, backend, device, process groups, source.
-- `process_groups`: one row per process group this rank belongs to.
+- `rank_info` / `process_groups`: built from the header (`rank_info_tables`).
 
-Time: `ts_ns = baseTimeNanoseconds + round(ts_us * 1000)`; the integer and
-fractional parts of `ts` are scaled separately so 3-decimal microsecond stamps
-land on the exact nanosecond.
+Time: `ts_ns = baseTimeNanoseconds + round(ts_us * 1000)`, scaling the integer and
+fractional parts of `ts` separately so 3-decimal microsecond stamps land on the
+exact nanosecond.
 """
 
 from __future__ import annotations
@@ -20,13 +22,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from tracekit.tracefile import Args, Event, TraceDoc
-
-SCHEMA_VERSION = 3  # bump when any cached table changes shape or meaning
+from tracekit.tracefile import Header
 
 # Kineto `cat` (lower-cased; old traces capitalise) → tracekit `kind`.
 CAT_KIND = {
@@ -48,257 +47,250 @@ CAT_KIND = {
     "trace": "trace",
 }
 
-_EMPTY_ARGS = Args()
+# `args` keys kept, with their type on the fast path. Kineto spells two keys two
+# ways, and a DuckDB struct cannot hold names that differ only in case:
+# - "external id" (old traces) is renamed "External id" by `tracefile.decode`;
+# - "bytes" (memcpy/memset) beside "Bytes" ([memory] instants): only "Bytes" is read;
+#   a copy's size is recovered as its "memory bandwidth (GB/s)" × duration (ns),
+#   the figure Kineto computed from it.
+ARG_TYPES = {
+    "External id": "BIGINT", "correlation": "BIGINT", "device": "BIGINT", "stream": "BIGINT",
+    "memory bandwidth (GB/s)": "DOUBLE",
+    "Collective name": "VARCHAR", "In msg nelems": "BIGINT", "Out msg nelems": "BIGINT",
+    "In split size": "VARCHAR", "Out split size": "VARCHAR", "Group size": "BIGINT",
+    "dtype": "VARCHAR", "Process Group Name": "VARCHAR",
+    "Process Group Description": "VARCHAR", "Process Group Ranks": "VARCHAR", "Seq": "BIGINT",
+    "Input Dims": "JSON", "Input type": "JSON", "Concrete Inputs": "JSON",
+    "Device Type": "BIGINT", "Device Id": "BIGINT", "Addr": "BIGINT", "Bytes": "BIGINT",
+    "Total Allocated": "BIGINT", "Total Reserved": "BIGINT", "name": "VARCHAR",
+    "labels": "VARCHAR",
+}  # fmt: skip
+
+
+def _raw_columns(typed: bool) -> str:
+    args = ", ".join(f'"{k}" {t if typed else "JSON"}' for k, t in ARG_TYPES.items())
+    cols = {
+        "ph": "VARCHAR", "cat": "VARCHAR", "name": "VARCHAR", "pid": "VARCHAR", "tid": "VARCHAR",
+        "ts": "DOUBLE", "dur": "DOUBLE", "id": "VARCHAR", "args": f"STRUCT({args})",
+    }  # fmt: skip
+    return "{" + ", ".join(f"{k}: '{v}'" for k, v in cols.items()) + "}"
+
+
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def load_raw(con: duckdb.DuckDBPyConnection, events_json: Path) -> None:
+    """Parse the events array file into the `raw` table.
+
+    Fast path: args read with their usual types. A trace where some value has
+    another type (a string stream id, a list where a count belongs) fails that
+    cast; it is read again with every arg as JSON and cast with TRY_CAST, so the
+    odd value becomes NULL and the rest of the file is kept.
+    """
+    for typed in (True, False):
+        try:
+            con.execute(
+                "CREATE OR REPLACE TABLE raw AS SELECT * FROM read_json("
+                f"{_sql_str(str(events_json))}, format = 'array', "
+                f"columns = {_raw_columns(typed)}, maximum_object_size = 268435456)"
+            )
+            return
+        except duckdb.ConversionException:
+            if not typed:
+                raise
+        except duckdb.InvalidInputException as exc:
+            if not typed or "transform error" not in str(exc):
+                raise
+
+
+def raw_is_typed(con: duckdb.DuckDBPyConnection) -> bool:
+    kinds = con.execute(
+        "SELECT data_type FROM duckdb_columns() WHERE table_name = 'raw' AND column_name = 'args'"
+    ).fetchall()
+    return bool(kinds) and "BIGINT" in kinds[0][0]
+
+
+def _kind_case() -> str:
+    whens = "\n".join(f"        WHEN '{c}' THEN '{k}'" for c, k in CAT_KIND.items())
+    return f"""CASE
+        WHEN lower(cat) = 'user_annotation' AND starts_with(name, 'gloo:') THEN 'comm_thread'
+        ELSE CASE lower(cat)
+{whens}
+        ELSE 'other' END
+    END"""
+
+
+def _id(col: str) -> str:
+    """pid/tid: ints, numeric strings, "stream 7" (old traces); pseudo-processes → NULL."""
+    return (
+        f"coalesce(TRY_CAST({col} AS BIGINT), "
+        f"TRY_CAST(nullif(regexp_extract({col}, '-?[0-9]+'), '') AS BIGINT))"
+    )
+
+
+def _ns(col: str, base_ns: int) -> str:
+    whole = f"floor({col})"
+    return f"({whole}::BIGINT * 1000 + round(({col} - {whole}) * 1000)::BIGINT + {base_ns})"
+
+
+class _Args:
+    """SQL for one `args` key, on the typed or the all-JSON raw table."""
+
+    def __init__(self, typed: bool):
+        self.typed = typed
+
+    def int(self, key: str) -> str:
+        return f'args."{key}"' if self.typed else f'TRY_CAST(args."{key}" AS BIGINT)'
+
+    def float(self, key: str) -> str:
+        return f'args."{key}"' if self.typed else f'TRY_CAST(args."{key}" AS DOUBLE)'
+
+    def str(self, key: str) -> str:
+        return f'args."{key}"' if self.typed else f"(args.\"{key}\"->>'$')"
+
+    def json(self, key: str) -> str:
+        return f'args."{key}"::VARCHAR'
+
+
+def events_sql(rank: int, base_ns: int, typed: bool) -> str:
+    a = _Args(typed)
+    return f"""
+SELECT {rank}::INTEGER AS rank,
+       {_kind_case()} AS kind,
+       cat, name,
+       {_id("pid")} AS pid, {_id("tid")} AS tid,
+       {_ns("ts", base_ns)} AS ts_ns,
+       round(coalesce(dur, 0) * 1000)::BIGINT AS dur_ns,
+       {a.int("correlation")} AS correlation,
+       {a.int("External id")} AS external_id,
+       {a.int("device")} AS device,
+       {a.int("stream")} AS stream,
+       round({a.float("memory bandwidth (GB/s)")} * dur * 1000)::BIGINT AS bytes,
+       {a.str("Collective name")} AS coll_name,
+       {a.int("In msg nelems")} AS in_nelems,
+       {a.int("Out msg nelems")} AS out_nelems,
+       {a.str("In split size")} AS in_split,
+       {a.str("Out split size")} AS out_split,
+       {a.int("Group size")} AS group_size,
+       {a.str("dtype")} AS dtype,
+       {a.str("Process Group Name")} AS pg_name,
+       {a.str("Process Group Description")} AS pg_desc,
+       {a.str("Process Group Ranks")} AS pg_ranks,
+       {a.int("Seq")} AS seq,
+       {a.json("Input Dims")} AS input_dims,
+       {a.json("Input type")} AS input_types,
+       {a.json("Concrete Inputs")} AS concrete_inputs
+FROM raw WHERE ph = 'X' AND ts IS NOT NULL
+"""
+
+
+def flows_sql(rank: int, base_ns: int) -> str:
+    return f"""
+SELECT {rank}::INTEGER AS rank, TRY_CAST(id AS BIGINT) AS flow_id, cat, ph AS phase,
+       {_id("pid")} AS pid, {_id("tid")} AS tid, {_ns("ts", base_ns)} AS ts_ns
+FROM raw WHERE ph IN ('s', 'f', 't') AND ts IS NOT NULL
+"""
+
+
+def memory_sql(rank: int, base_ns: int, typed: bool) -> str:
+    a = _Args(typed)
+    return f"""
+SELECT {rank}::INTEGER AS rank, {_ns("ts", base_ns)} AS ts_ns,
+       {_id("pid")} AS pid, {_id("tid")} AS tid,
+       {a.int("Device Type")} AS device_type, {a.int("Device Id")} AS device_id,
+       {a.int("Addr")} AS addr, {a.int("Bytes")} AS bytes,
+       {a.int("Total Allocated")} AS total_allocated, {a.int("Total Reserved")} AS total_reserved
+FROM raw WHERE ph = 'i' AND name = '[memory]' AND ts IS NOT NULL
+"""
+
+
+def threads_sql(rank: int, typed: bool) -> str:
+    """Latest thread/process name per (pid, tid); process labels ("GPU 0", "CPU")."""
+    a = _Args(typed)
+    return f"""
+SELECT {rank}::INTEGER AS rank, {_id("pid")} AS pid,
+       CASE WHEN name = 'thread_name' THEN {_id("tid")} END AS tid,
+       CASE name WHEN 'thread_name' THEN 'thread' WHEN 'process_name' THEN 'process'
+                 ELSE 'labels' END AS what,
+       arg_max(coalesce({a.str("name")}, {a.str("labels")}), coalesce(ts, 0)) AS name
+FROM raw
+WHERE ph = 'M' AND name IN ('thread_name', 'process_name', 'process_labels')
+GROUP BY ALL
+"""
 
 
 def _as_int(v: Any) -> int | None:
-    if v is None or isinstance(v, bool):
+    if isinstance(v, bool) or v is None:
         return None
     if isinstance(v, int):
         return v
-    if isinstance(v, float):
-        return int(v) if v.is_integer() else None
-    if isinstance(v, str):
-        s = v.strip()
-        if s.lstrip("-").isdigit():
-            return int(s)
-        if s.startswith("stream "):  # old traces: tid "stream 7"
-            return _as_int(s[7:])
-        if s.startswith("0x"):
-            try:
-                return int(s, 16)
-            except ValueError:
-                return None
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        return int(v)
     return None
 
 
-def int_col(values: list[Any]) -> pa.Array:
-    """int64 column; values of the wrong type are normalised, never fatal."""
-    try:
-        return pa.array(values, type=pa.int64())
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-        return pa.array([_as_int(v) for v in values], type=pa.int64())
+def _ranks(value: Any) -> list[int]:
+    ints = (_as_int(r) for r in value) if isinstance(value, list) else ()
+    return [r for r in ints if r is not None]
 
 
-def str_col(values: list[Any], dictionary: bool = False) -> pa.Array:
-    try:
-        arr = pa.array(values, type=pa.string())
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
-        arr = pa.array(
-            [v if v is None or isinstance(v, str) else json.dumps(v) for v in values],
-            type=pa.string(),
-        )
-    return arr.dictionary_encode() if dictionary else arr
-
-
-def json_col(values: list[Any]) -> pa.Array:
-    """Nested args (`Input Dims` …) kept as compact JSON text."""
-    dumps = json.dumps
-    return pa.array(
-        [None if v is None else dumps(v, separators=(",", ":")) for v in values],
-        type=pa.string(),
-    )
-
-
-def ts_to_ns(ts: list[Any], base_ns: int) -> np.ndarray:
-    """Microsecond stamps (int or 3-decimal float) → absolute integer ns."""
-    a = np.asarray(ts, dtype=np.float64)
-    whole = np.floor(a)
-    ns = whole.astype(np.int64) * 1000 + np.rint((a - whole) * 1000.0).astype(np.int64)
-    if base_ns:
-        ns += base_ns
-    return ns
-
-
-def dur_to_ns(dur: list[Any]) -> np.ndarray:
-    return np.rint(np.asarray(dur, dtype=np.float64) * 1000.0).astype(np.int64)
-
-
-def _ids(values: list[Any]) -> pa.Array:
-    # pid/tid are ints, except "Spans"/"Traces" pseudo-processes and old "stream 7" tids
-    if all(type(v) is int for v in values):
-        return pa.array(values, type=pa.int64())
-    return pa.array([v if type(v) is int else _as_int(v) for v in values], type=pa.int64())
-
-
-def events_table(rank: int, xs: list[Event], base_ns: int) -> pa.Table:
-    n = len(xs)
-    args = [e.args or _EMPTY_ARGS for e in xs]
-    cats = [e.cat for e in xs]
-    names = [e.name for e in xs]
-    kinds = []
-    ckind = CAT_KIND
-    for cat, name in zip(cats, names, strict=False):
-        k = ckind.get(cat.lower(), "other") if cat else "other"
-        if k == "user_annotation" and name.startswith("gloo:"):
-            k = "comm_thread"
-        kinds.append(k)
-    ext = [a.external_id for a in args]
-    if any(a.external_id_old is not None for a in args):
-        ext = [x if x is not None else a.external_id_old for x, a in zip(ext, args, strict=False)]
-    cols = {
-        "rank": pa.array(np.full(n, rank, dtype=np.int32)),
-        "kind": str_col(kinds, dictionary=True),
-        "cat": str_col(cats, dictionary=True),
-        "name": str_col(names, dictionary=True),
-        "pid": _ids([e.pid for e in xs]),
-        "tid": _ids([e.tid for e in xs]),
-        "ts_ns": pa.array(ts_to_ns([e.ts for e in xs], base_ns)),
-        "dur_ns": pa.array(dur_to_ns([e.dur for e in xs])),
-        "correlation": int_col([a.correlation for a in args]),
-        "external_id": int_col(ext),
-        "device": int_col([a.device for a in args]),
-        "stream": int_col([a.stream for a in args]),
-        "bytes": int_col([a.bytes for a in args]),
-        "coll_name": str_col([a.coll_name for a in args], dictionary=True),
-        "in_nelems": int_col([a.in_nelems for a in args]),
-        "out_nelems": int_col([a.out_nelems for a in args]),
-        "in_split": str_col([a.in_split for a in args]),
-        "out_split": str_col([a.out_split for a in args]),
-        "group_size": int_col([a.group_size for a in args]),
-        "dtype": str_col([a.dtype for a in args], dictionary=True),
-        "pg_name": str_col([a.pg_name for a in args], dictionary=True),
-        "pg_desc": str_col([a.pg_desc for a in args], dictionary=True),
-        "pg_ranks": str_col([a.pg_ranks for a in args], dictionary=True),
-        "seq": int_col([a.seq for a in args]),
-        "input_dims": json_col([a.input_dims for a in args]),
-        "input_types": json_col([a.input_type for a in args]),
-        "concrete_inputs": json_col([a.concrete_inputs for a in args]),
-    }
-    return pa.table(cols)
-
-
-def flows_table(rank: int, fs: list[Event], base_ns: int) -> pa.Table:
-    return pa.table(
-        {
-            "rank": pa.array(np.full(len(fs), rank, dtype=np.int32)),
-            "flow_id": int_col([e.id for e in fs]),
-            "cat": str_col([e.cat for e in fs], dictionary=True),
-            "phase": str_col([e.ph for e in fs], dictionary=True),
-            "pid": _ids([e.pid for e in fs]),
-            "tid": _ids([e.tid for e in fs]),
-            "ts_ns": pa.array(ts_to_ns([e.ts for e in fs], base_ns)),
-        }
-    )
-
-
-def memory_table(rank: int, ms: list[Event], base_ns: int) -> pa.Table:
-    args = [e.args or _EMPTY_ARGS for e in ms]
-    return pa.table(
-        {
-            "rank": pa.array(np.full(len(ms), rank, dtype=np.int32)),
-            "ts_ns": pa.array(ts_to_ns([e.ts for e in ms], base_ns)),
-            "pid": _ids([e.pid for e in ms]),
-            "tid": _ids([e.tid for e in ms]),
-            "device_type": int_col([a.device_type for a in args]),
-            "device_id": int_col([a.device_id for a in args]),
-            "addr": int_col([a.addr for a in args]),
-            "bytes": int_col([a.mem_bytes for a in args]),
-            "total_allocated": int_col([a.total_allocated for a in args]),
-            "total_reserved": int_col([a.total_reserved for a in args]),
-        }
-    )
-
-
-def threads_table(rank: int, meta: list[Event]) -> pa.Table:
-    """Latest thread/process name per (pid, tid); process labels ("GPU 0", "CPU")."""
-    names: dict[tuple[int | None, int | None, str], str] = {}
-    for e in meta:
-        a = e.args or _EMPTY_ARGS
-        if e.name == "thread_name":
-            names[(_as_int(e.pid), _as_int(e.tid), "thread")] = str(a.meta_name)
-        elif e.name == "process_name":
-            names[(_as_int(e.pid), None, "process")] = str(a.meta_name)
-        elif e.name == "process_labels":
-            names[(_as_int(e.pid), None, "labels")] = str(a.labels)
-    rows = list(names.items())
-    return pa.table(
-        {
-            "rank": pa.array([rank] * len(rows), type=pa.int32()),
-            "pid": pa.array([k[0] for k, _ in rows], type=pa.int64()),
-            "tid": pa.array([k[1] for k, _ in rows], type=pa.int64()),
-            "what": pa.array([k[2] for k, _ in rows], type=pa.string()),
-            "name": pa.array([v for _, v in rows], type=pa.string()),
-        }
-    )
-
-
-def split_events(doc: TraceDoc) -> tuple[list[Event], list[Event], list[Event], list[Event]]:
-    """(complete, flow, memory, metadata) events."""
-    evs = doc.traceEvents
-    xs = [e for e in evs if e.ph == "X"]
-    flows = [e for e in evs if e.ph in ("s", "f", "t")]
-    mem = [e for e in evs if e.ph == "i" and e.name == "[memory]"]
-    meta = [e for e in evs if e.ph == "M"]
-    return xs, flows, mem, meta
-
-
-def rank_info(
-    rank: int,
-    rank_source: str,
-    path: Path,
-    doc: TraceDoc,
-    events: pa.Table,
+def rank_info_tables(
+    con: duckdb.DuckDBPyConnection, rank: int, rank_source: str, path: Path, header: Header
 ) -> tuple[pa.Table, pa.Table]:
-    """The `rank_info` row and `process_groups` rows of one rank."""
-    info = doc.distributedInfo or {}
-    devices = {d.get("id"): d for d in (doc.deviceProperties or []) if isinstance(d, dict)}
-    # the GPU this rank used: the `device` arg of its device events
-    used = events.filter(pc.is_valid(events["device"]))["device"]
-    dev_id = pc.mode(used)[0]["mode"].as_py() if len(used) else None
+    """The `rank_info` row and `process_groups` rows of one rank (needs `events`)."""
+    info = header.distributedInfo or {}
+    devices = {d.get("id"): d for d in header.deviceProperties or [] if isinstance(d, dict)}
+    dev_id, start, end, n, has_dev = con.execute(
+        "SELECT mode(device), min(ts_ns), max(ts_ns + dur_ns), count(*), "
+        "count(*) FILTER (kind IN ('kernel', 'memcpy', 'memset')) > 0 FROM events"
+    ).fetchall()[0]
     dev = devices.get(dev_id) or (next(iter(devices.values())) if devices else {})
-    ts = events["ts_ns"]
-    end = pc.add(ts, events["dur_ns"])
     pgs = info.get("pg_config") or []
     if isinstance(pgs, dict):  # some versions key the groups by name
         pgs = [{"pg_name": k, **v} for k, v in pgs.items() if isinstance(v, dict)]
+    pgs = [p for p in pgs if isinstance(p, dict)]
+    cc = f"{dev['computeMajor']}.{dev.get('computeMinor', 0)}" if "computeMajor" in dev else None
+
+    def text(v: Any) -> str | None:
+        return str(v) if v not in (None, "") else None
+
     row = {
-        "rank": [rank],
+        "rank": pa.array([rank], pa.int32()),
         "rank_source": [rank_source],
         "source": [str(path)],
-        "world_size": [_as_int(info.get("world_size"))],
-        "backend": [str(info["backend"]) if info.get("backend") else None],
-        "nccl_version": [str(info["nccl_version"]) if info.get("nccl_version") else None],
-        "base_time_ns": [doc.baseTimeNanoseconds],
-        "host_name": [doc.host_name],
-        "device_id": [dev_id],
-        "device_name": [dev.get("name")],
-        "device_memory_bytes": [_as_int(dev.get("totalGlobalMem"))],
-        "device_sms": [_as_int(dev.get("numSms"))],
-        "device_compute_capability": [
-            f"{dev['computeMajor']}.{dev.get('computeMinor', 0)}" if "computeMajor" in dev else None
-        ],
-        "device_count": [len(devices)],
-        "has_device_events": [
-            bool(
-                pc.any(
-                    pc.is_in(
-                        events["kind"].cast(pa.string()),
-                        pa.array(["kernel", "memcpy", "memset"]),
-                    )
-                ).as_py()
-            )
-        ],
-        "record_shapes": [bool(doc.record_shapes)],
-        "profile_memory": [bool(doc.profile_memory)],
-        "trace_start_ns": [pc.min(ts).as_py()],
-        "trace_end_ns": [pc.max(end).as_py()],
-        "event_count": [len(events)],
-        "pg_count": [_as_int(info.get("pg_count"))],
-        "distributed_info": [json.dumps(info) if info else None],
+        "world_size": pa.array([_as_int(info.get("world_size"))], pa.int64()),
+        "backend": pa.array([text(info.get("backend"))], pa.string()),
+        "nccl_version": pa.array([text(info.get("nccl_version"))], pa.string()),
+        "base_time_ns": pa.array([header.baseTimeNanoseconds], pa.int64()),
+        "host_name": pa.array([text(header.host_name)], pa.string()),
+        "device_id": pa.array([dev_id], pa.int64()),
+        "device_name": pa.array([text(dev.get("name"))], pa.string()),
+        "device_memory_bytes": pa.array([_as_int(dev.get("totalGlobalMem"))], pa.int64()),
+        "device_sms": pa.array([_as_int(dev.get("numSms"))], pa.int64()),
+        "device_compute_capability": pa.array([cc], pa.string()),
+        "device_count": pa.array([len(devices)], pa.int64()),
+        "has_device_events": [bool(has_dev)],
+        "record_shapes": [bool(header.record_shapes)],
+        "profile_memory": [bool(header.profile_memory)],
+        "trace_start_ns": pa.array([start], pa.int64()),
+        "trace_end_ns": pa.array([end], pa.int64()),
+        "event_count": pa.array([n], pa.int64()),
+        "pg_count": pa.array([_as_int(info.get("pg_count"))], pa.int64()),
+        "distributed_info": pa.array([json.dumps(info) if info else None], pa.string()),
     }
-    ri = pa.table(row)
     pg = pa.table(
         {
             "rank": pa.array([rank] * len(pgs), type=pa.int32()),
             "pg_name": pa.array([str(p.get("pg_name")) for p in pgs], type=pa.string()),
-            "pg_desc": pa.array([p.get("pg_desc") for p in pgs], type=pa.string()),
+            "pg_desc": pa.array([text(p.get("pg_desc")) for p in pgs], type=pa.string()),
             "pg_size": pa.array([_as_int(p.get("pg_size")) for p in pgs], type=pa.int64()),
-            "ranks": pa.array(
-                [[_as_int(r) for r in p.get("ranks") or []] for p in pgs],
-                type=pa.list_(pa.int64()),
+            "ranks": pa.array([_ranks(p.get("ranks")) for p in pgs], type=pa.list_(pa.int64())),
+            "backend_config": pa.array(
+                [text(p.get("backend_config")) for p in pgs], type=pa.string()
             ),
-            "backend_config": pa.array([p.get("backend_config") for p in pgs], type=pa.string()),
         }
     )
-    return ri, pg
+    return pa.table(row), pg

@@ -1,10 +1,12 @@
 """The store: a DuckDB connection with views over a run's cached Parquet tables.
 
 `tracekit.open(RUN)` ingests what is not cached yet and returns a `Run`. Base tables
-(`events`, `flows`, `memory`, `threads`, `rank_info`, `process_groups`) are views
-over the per-rank Parquet files; derived views are the SQL modules in
-`tracekit/sql/`, loaded in `SQL_MODULES` order. Every public column is documented
-in those files (`-- @column name: doc`); `Run.describe(view)` returns the docs.
+(`events`, `flows`, `memory`, `threads`, `rank_info`, `process_groups`) and the
+rank-local derived views (`steps`, `device_activity`, materialized at ingest from
+their SQL modules) are views over the per-rank Parquet files; cross-rank views
+(`collectives`, `collective_instances`) are SQL modules run at open. Every public
+column is documented in those files (`-- @column name: doc`); `Run.describe(view)`
+returns the docs.
 """
 
 from __future__ import annotations
@@ -19,11 +21,14 @@ import duckdb
 
 from tracekit import loader
 from tracekit.cache import TABLES, table_path
+from tracekit.discover import find_trace_files
 from tracekit.errors import TracekitError
-from tracekit.tracefile import find_trace_files
 
-SQL_MODULES = ("steps.sql", "device_activity.sql", "collectives.sql")
-DOC_MODULES = ("tables.sql", *SQL_MODULES)
+# Rank-local views are materialized once per rank at ingest (tracekit.loader) and read
+# back from Parquet; cross-rank views are created over them when a run is opened.
+RANK_MODULES = ("steps.sql", "device_activity.sql")
+RUN_MODULES = ("collectives.sql",)
+DOC_MODULES = ("tables.sql", *RANK_MODULES, *RUN_MODULES)
 # base tables exposed under another name (the public one is a derived view)
 _INTERNAL_NAME = {"collectives": "_collectives"}
 
@@ -36,6 +41,10 @@ class ViewDoc:
     columns: dict[str, str]
 
 
+def sql_module(name: str) -> str:
+    return resources.files("tracekit.sql").joinpath(name).read_text()
+
+
 @cache
 def docs() -> dict[str, ViewDoc]:
     """Column docs of every public table and view, parsed from the SQL modules."""
@@ -43,7 +52,7 @@ def docs() -> dict[str, ViewDoc]:
     head = re.compile(r"^-- @(table|view) (\w+)\s*$")
     col = re.compile(r"^-- @column (\w+): (.+)$")
     for module in DOC_MODULES:
-        text = resources.files("tracekit.sql").joinpath(module).read_text()
+        text = sql_module(module)
         cur: dict | None = None
         for line in text.splitlines():
             if m := head.match(line):
@@ -83,8 +92,8 @@ class Run:
                 f"CREATE VIEW {name} AS "
                 f"SELECT * FROM read_parquet([{listed}], union_by_name = true)"
             )
-        for module in SQL_MODULES:
-            self.con.execute(resources.files("tracekit.sql").joinpath(module).read_text())
+        for module in RUN_MODULES:
+            self.con.execute(sql_module(module))
 
     @property
     def ranks(self) -> list[int]:

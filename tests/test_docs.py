@@ -1,0 +1,38 @@
+"""Every public column is documented; the engine does not pull in heavy optional parts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import tracekit
+from tests.tracegen import ddp_like_rank
+from tracekit.store import docs
+
+
+def test_every_public_column_has_a_doc(tmp_path):
+    ddp_like_rank(0).write(tmp_path / "rank-0.json")
+    with tracekit.open(tmp_path) as run:
+        public = [
+            name for (name,) in run.sql(
+                "SELECT view_name FROM duckdb_views() WHERE NOT internal AND "
+                "NOT starts_with(view_name, '_') UNION SELECT table_name FROM duckdb_tables()"
+            ).fetchall()
+        ]  # fmt: skip
+        assert set(public) == set(docs()), "a public view lacks an @view/@table doc block"
+        for view in public:
+            for col, _typ, doc in run.describe(view):
+                assert doc, f"{view}.{col} has no -- @column doc"
+            documented = set(docs()[view].columns)
+            actual = {c for c, _, _ in run.describe(view)}
+            assert documented == actual, f"{view}: docs name columns that do not exist"
+
+
+@pytest.mark.parametrize("module", ["tracekit", "tracekit.cli", "tracekit.store"])
+def test_engine_imports_no_textual_or_torch(module):
+    code = (f"import sys, {module}; bad = [m for m in ('textual', 'torch', 'hta', 'diagnosers',"
+            " 'tui', 'instrument') if m in sys.modules]; print(bad); sys.exit(bool(bad))")  # fmt: skip
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr

@@ -1,0 +1,72 @@
+"""Find the trace files of a run: a folder scanned recursively, or files listed.
+
+Kept free of heavy imports: a warm open (everything cached) runs only this, the
+cache check and DuckDB.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+from tracekit.errors import TracekitError
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+def looks_like_trace(path: Path, probe_bytes: int = 1 << 20) -> bool:
+    """Cheap check used when scanning a folder: does `traceEvents` appear near the start?"""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(2)
+            fh.seek(0)
+            if head == b"\x1f\x8b":
+                with gzip.open(fh) as gz:
+                    chunk = gz.read(probe_bytes)
+            else:
+                chunk = fh.read(probe_bytes)
+    except (OSError, EOFError):
+        return True  # let the real read report the problem in one line
+    return b'"traceEvents"' in chunk
+
+
+def find_trace_files(inputs: list[Path]) -> tuple[Path, list[Path]]:
+    """The run root and its trace files, from a folder or a list of files.
+
+    A folder is scanned recursively for `*.json` / `*.json.gz` (skipping `.tracekit/`
+    caches and `job.json`); files whose start holds no `traceEvents` are skipped.
+    """
+    files: list[Path] = []
+    roots: list[Path] = []
+    for raw in inputs:
+        p = Path(raw)
+        if not p.exists():
+            raise TracekitError(f"{p} does not exist; pass a run folder or trace files")
+        if p.is_dir():
+            roots.append(p)
+            found = sorted(
+                f
+                for f in p.rglob("*")
+                if f.is_file()
+                and f.name.endswith(TRACE_SUFFIXES)
+                and ".tracekit" not in f.relative_to(p).parts
+                and f.name != "job.json"
+            )
+            files.extend(f for f in found if looks_like_trace(f))
+        else:
+            if not p.name.endswith(TRACE_SUFFIXES):
+                raise TracekitError(f"{p} is not a .json or .json.gz trace file")
+            roots.append(p.parent)
+            files.append(p)
+    if not files:
+        where = ", ".join(str(r) for r in roots)
+        raise TracekitError(
+            f"no Kineto traces (*.json, *.json.gz with traceEvents) found in {where}"
+        )
+    root = Path(os.path.commonpath([str(r.resolve()) for r in roots]))
+    # one file listed twice is one file
+    seen: dict[Path, None] = {}
+    for f in files:
+        seen.setdefault(f.resolve(), None)
+    return root, list(seen)
