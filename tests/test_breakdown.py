@@ -144,8 +144,13 @@ def test_matches_hta_within_half_a_point(name, shared_trace, tmp_path):
             ov.loc[rank, "comp_comm_overlap_pctg"], abs=0.5
         )
         assert (comp, noncomp, overlap) == pytest.approx(
-            (100 * got["compute_fraction"], 100 * got["non_compute_fraction"],
-             100 * got["comm_overlap_fraction"]), abs=0.5)  # fmt: skip
+            (
+                100 * got["compute_fraction"],
+                100 * got["non_compute_fraction"],
+                100 * got["comm_overlap_fraction"],
+            ),
+            abs=0.5,
+        )
 
 
 @pytest.mark.parametrize("name", sorted(HTA_REFERENCE))

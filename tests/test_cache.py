@@ -9,8 +9,8 @@ import stat
 import pytest
 
 import tracekit
-from tracekit import cache
 from tests.tracegen import ddp_like_rank
+from tracekit import cache
 
 
 def _run(tmp_path, n=2):
@@ -51,8 +51,10 @@ def test_index_records_fingerprints(tmp_path):
     (entry,) = index.values()
     st = (run / "rank-0.json.gz").stat()
     assert entry["fingerprint"] == {
-        "size": st.st_size, "mtime_ns": st.st_mtime_ns, "schema": cache.SCHEMA_VERSION
-    }  # fmt: skip
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "schema": cache.SCHEMA_VERSION,
+    }
     assert entry["rank"] == 0 and entry["rank_source"] == "distributedInfo"
 
 

@@ -23,26 +23,46 @@ from tracekit.collectives import (
         ("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(x)", "reduce_scatter"),
         ("ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)", "send_recv"),
         ("ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclWorkElem)", "broadcast"),
-        ("allreduce", "all_reduce"), ("_allgather_base", "all_gather"),
+        ("allreduce", "all_reduce"),
+        ("_allgather_base", "all_gather"),
         ("all_gather_into_tensor_coalesced", "all_gather"),
-        ("reduce_scatter_tensor_coalesced", "reduce_scatter"), ("all_to_all", "all_to_all"),
-        ("alltoall_base", "all_to_all"), ("send", "send"), ("recv", "recv"),
-        ("c10d::allreduce_", "all_reduce"), ("c10d::_reduce_scatter_base_", "reduce_scatter"),
-        ("c10d::alltoall_base_", "all_to_all"), ("c10d::recv_", "recv"),
-        ("c10d::barrier", "barrier"), ("c10d::monitored_barrier_", "barrier"),
-        ("gloo:all_gather", "all_gather"), ("nccl:all_reduce", "all_reduce"),
-        ("aten::mm", None), ("", None), (None, None),
+        ("reduce_scatter_tensor_coalesced", "reduce_scatter"),
+        ("all_to_all", "all_to_all"),
+        ("alltoall_base", "all_to_all"),
+        ("send", "send"),
+        ("recv", "recv"),
+        ("c10d::allreduce_", "all_reduce"),
+        ("c10d::_reduce_scatter_base_", "reduce_scatter"),
+        ("c10d::alltoall_base_", "all_to_all"),
+        ("c10d::recv_", "recv"),
+        ("c10d::barrier", "barrier"),
+        ("c10d::monitored_barrier_", "barrier"),
+        ("gloo:all_gather", "all_gather"),
+        ("nccl:all_reduce", "all_reduce"),
+        ("aten::mm", None),
+        ("", None),
+        (None, None),
     ],
-)  # fmt: skip
+)
 def test_canonical_name(raw, name):
     assert canonical_name(raw) == name
 
 
 @pytest.mark.parametrize(
     "dtype,size",
-    [("Float", 4), ("BFloat16", 2), ("c10::BFloat16", 2), ("Half", 2), ("double", 8),
-     ("long int", 8), ("Float8_e4m3fn", 1), ("unsigned char", 1), ("mystery", None), (None, None)],
-)  # fmt: skip
+    [
+        ("Float", 4),
+        ("BFloat16", 2),
+        ("c10::BFloat16", 2),
+        ("Half", 2),
+        ("double", 8),
+        ("long int", 8),
+        ("Float8_e4m3fn", 1),
+        ("unsigned char", 1),
+        ("mystery", None),
+        (None, None),
+    ],
+)
 def test_dtype_bytes(dtype, size):
     assert dtype_bytes(dtype) == size
 
@@ -72,8 +92,14 @@ def test_issue_sizes(op, dims, expected):
 
 
 def _op(name, ts, n_in, n_out=None, op=None):
-    return {"name": name, "op": op or name, "ts_ns": ts, "in": n_in,
-            "out": n_in if n_out is None else n_out, "dtype": "float"}  # fmt: skip
+    return {
+        "name": name,
+        "op": op or name,
+        "ts_ns": ts,
+        "in": n_in,
+        "out": n_in if n_out is None else n_out,
+        "dtype": "float",
+    }
 
 
 def _span(raw, ts, size):
@@ -103,6 +129,8 @@ def test_match_gloo_fifo_per_op_and_size():
 
 
 def test_match_gloo_span_issued_before_the_trace_stays_unpaired():
-    pairs = match_gloo([_op("all_reduce", 50, 8)], [_span("gloo:all_reduce", 10, 8),
-                                                    _span("gloo:all_reduce", 60, 8)])  # fmt: skip
+    pairs = match_gloo(
+        [_op("all_reduce", 50, 8)],
+        [_span("gloo:all_reduce", 10, 8), _span("gloo:all_reduce", 60, 8)],
+    )
     assert [op and op["ts_ns"] for _, op in pairs] == [None, 50]

@@ -16,11 +16,12 @@ def test_every_public_column_has_a_doc(tmp_path):
     ddp_like_rank(0).write(tmp_path / "rank-0.json")
     with tracekit.open(tmp_path) as run:
         public = [
-            name for (name,) in run.sql(
+            name
+            for (name,) in run.sql(
                 "SELECT view_name FROM duckdb_views() WHERE NOT internal AND "
                 "NOT starts_with(view_name, '_') UNION SELECT table_name FROM duckdb_tables()"
             ).fetchall()
-        ]  # fmt: skip
+        ]
         assert set(public) == set(docs()), "a public view lacks an @view/@table doc block"
         for view in public:
             for col, _typ, doc in run.describe(view):
@@ -32,7 +33,9 @@ def test_every_public_column_has_a_doc(tmp_path):
 
 @pytest.mark.parametrize("module", ["tracekit", "tracekit.cli", "tracekit.store"])
 def test_engine_imports_no_textual_or_torch(module):
-    code = (f"import sys, {module}; bad = [m for m in ('textual', 'torch', 'hta', 'diagnosers',"
-            " 'tui', 'instrument') if m in sys.modules]; print(bad); sys.exit(bool(bad))")  # fmt: skip
+    code = (
+        f"import sys, {module}; bad = [m for m in ('textual', 'torch', 'hta', 'diagnosers',"
+        " 'tui', 'instrument') if m in sys.modules]; print(bad); sys.exit(bool(bad))"
+    )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr

@@ -17,8 +17,12 @@ pytestmark = pytest.mark.slow
 def gloo_run(tmp_path_factory):
     pytest.importorskip("torch")
     out = tmp_path_factory.mktemp("gloo")
-    subprocess.run([sys.executable, "-m", "tests.jobs.gloo_collectives", str(out)], check=True,
-                   timeout=240, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "tests.jobs.gloo_collectives", str(out)],
+        check=True,
+        timeout=240,
+        capture_output=True,
+    )
     return out
 
 
@@ -40,8 +44,10 @@ def test_gloo_collectives_have_sizes_and_matched_ranks(gloo_run):
         recv = run.sql("SELECT count(*) FROM collectives WHERE rank = 1 AND name = 'recv'")
         assert recv.fetchall() == [(2,)]
         # every matched instance spans both ranks; waits are non-negative
-        inst = run.sql("SELECT min(ranks_matched), max(ranks_matched), min(wait_ns) "
-                       "FROM collectives WHERE instance_key IS NOT NULL").fetchall()  # fmt: skip
+        inst = run.sql(
+            "SELECT min(ranks_matched), max(ranks_matched), min(wait_ns) "
+            "FROM collectives WHERE instance_key IS NOT NULL"
+        ).fetchall()
         assert inst == [(2, 2, 0)]
         # issue precedes execution
         assert run.sql("SELECT count(*) FROM collectives WHERE issue_ts_ns > ts_ns").fetchall() == [

@@ -47,10 +47,27 @@ def test_old_capitalised_categories_and_string_ids(tmp_path):
     b.x("ProfilerStep#5", "Operator", 100, 50, tid="25738")
     b.x("aten::mm", "Operator", 110, 5, tid="25738", **{"Input Dims": [[2, 3], [3, 4]]})
     b.x("cudaLaunchKernel", "Runtime", 112, 2, tid="25738", correlation=9, **{"external id": 3})
-    b.x("volta_sgemm", "Kernel", 115, 10, pid=0, tid="stream 7", stream=7, correlation=9,
-        **{"external id": 3})  # fmt: skip
-    b.x("Memcpy HtoD", "Memcpy", 130, 4, pid=0, tid="stream 7", stream=7,
-        **{"memory bandwidth (GB/s)": 0.25, "bytes": 1000})  # fmt: skip
+    b.x(
+        "volta_sgemm",
+        "Kernel",
+        115,
+        10,
+        pid=0,
+        tid="stream 7",
+        stream=7,
+        correlation=9,
+        **{"external id": 3},
+    )
+    b.x(
+        "Memcpy HtoD",
+        "Memcpy",
+        130,
+        4,
+        pid=0,
+        tid="stream 7",
+        stream=7,
+        **{"memory bandwidth (GB/s)": 0.25, "bytes": 1000},
+    )
     b.x("PyTorch Profiler (0)", "Trace", 100, 100, pid="Spans", tid="PyTorch Profiler")
     b.write(tmp_path / "resnet_worker0.json")
     with tracekit.open(tmp_path) as run:
@@ -75,8 +92,10 @@ def test_odd_arg_types_become_null_not_errors(tmp_path):
     b.x("c", "cpu_op", 1.0, 2.0, **{"Group size": [2], "Input Dims": "n/a"})
     b.write(tmp_path / "rank-0.json")
     with tracekit.open(tmp_path) as run:
-        rows = run.sql("SELECT name, stream, correlation, group_size, input_dims FROM events "
-                       "WHERE name IN ('k', 'c') ORDER BY name").fetchall()  # fmt: skip
+        rows = run.sql(
+            "SELECT name, stream, correlation, group_size, input_dims FROM events "
+            "WHERE name IN ('k', 'c') ORDER BY name"
+        ).fetchall()
     assert rows == [("c", None, None, None, '"n/a"'), ("k", None, 12, None, None)]
 
 
@@ -90,11 +109,13 @@ def test_steps_flows_memory_threads(tmp_path):
     b.write(tmp_path / "x.json")
     with tracekit.open(tmp_path) as run:
         assert run.sql("SELECT rank, step, dur_ns FROM steps ORDER BY step").fetchall() == [
-            (3, 7, 100_000), (3, 8, 120_000)
-        ]  # fmt: skip
+            (3, 7, 100_000),
+            (3, 8, 120_000),
+        ]
         assert run.sql("SELECT phase, count(*) FROM flows GROUP BY 1 ORDER BY 1").fetchall() == [
-            ("f", 1), ("s", 1)
-        ]  # fmt: skip
+            ("f", 1),
+            ("s", 1),
+        ]
         assert run.sql(
             "SELECT device_type, bytes, total_allocated, total_reserved FROM memory"
         ).fetchall() == [(1, 4096, 8192, 1 << 20)]
@@ -122,7 +143,12 @@ def test_device_activity_classification(tmp_path):
     b.write(tmp_path / "rank-0.json")
     with tracekit.open(tmp_path) as run:
         rows = run.sql("SELECT category, count(*) FROM device_activity GROUP BY 1 ORDER BY 1")
-        assert rows.fetchall() == [("communication", 2), ("compute", 1), ("memcpy", 1), ("memset", 1)]
+        assert rows.fetchall() == [
+            ("communication", 2),
+            ("compute", 1),
+            ("memcpy", 1),
+            ("memset", 1),
+        ]
 
 
 def test_cpu_run_uses_host_ops_and_gloo_spans(tmp_path):
@@ -130,9 +156,17 @@ def test_cpu_run_uses_host_ops_and_gloo_spans(tmp_path):
     b.step(1, 0, 1000)
     b.cpu_op("aten::mm", 10, 300)
     b.cpu_op("aten::add", 20, 50)  # nested inside mm: unions count it once
-    b.cpu_op("c10d::allreduce_", 400, 10, **{"Input Dims": [[[1000]]], "Input type": ["TensorList"]})
-    b.x("gloo:all_reduce", "user_annotation", 420, 200, tid=2001,
-        **{"Input Dims": [[1000]], "Input type": ["float"]})  # fmt: skip
+    b.cpu_op(
+        "c10d::allreduce_", 400, 10, **{"Input Dims": [[[1000]]], "Input type": ["TensorList"]}
+    )
+    b.x(
+        "gloo:all_reduce",
+        "user_annotation",
+        420,
+        200,
+        tid=2001,
+        **{"Input Dims": [[1000]], "Input type": ["float"]},
+    )
     b.write(tmp_path / "rank-0.json")
     from tracekit.breakdown import per_rank
 
@@ -179,12 +213,17 @@ def test_collective_instances_skew_and_last_rank(tmp_path):
 def test_nccl_metadata_on_kernel_is_used_directly(tmp_path):
     b = TraceBuilder(rank=0, world_size=4)
     b.step(1, 0, 100)
-    b.kernel("ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", 10, 5,
-             **nccl_meta("_allgather_base", 256, dtype="BFloat16", group=4, out_nelems=1024))  # fmt: skip
+    b.kernel(
+        "ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+        10,
+        5,
+        **nccl_meta("_allgather_base", 256, dtype="BFloat16", group=4, out_nelems=1024),
+    )
     b.write(tmp_path / "rank-0.json")
     with tracekit.open(tmp_path) as run:
-        assert run.sql("SELECT name, in_nelems, out_nelems, elem_bytes, bytes, group_size "
-                       "FROM collectives").fetchall() == [("all_gather", 256, 1024, 2, 2048, 4)]  # fmt: skip
+        assert run.sql(
+            "SELECT name, in_nelems, out_nelems, elem_bytes, bytes, group_size FROM collectives"
+        ).fetchall() == [("all_gather", 256, 1024, 2, 2048, 4)]
 
 
 def test_nccl_kernel_without_metadata(tmp_path):
@@ -193,5 +232,6 @@ def test_nccl_kernel_without_metadata(tmp_path):
     b.kernel("ncclKernel_AllReduce_RING_LL_Sum_half(ncclWorkElem)", 10, 5)
     b.write(tmp_path / "rank-0.json")
     with tracekit.open(tmp_path) as run:
-        assert run.sql("SELECT name, dtype, elem_bytes, bytes, group_size FROM collectives"
-                       ).fetchall() == [("all_reduce", "half", 2, None, 2)]  # fmt: skip
+        assert run.sql(
+            "SELECT name, dtype, elem_bytes, bytes, group_size FROM collectives"
+        ).fetchall() == [("all_reduce", "half", 2, None, 2)]

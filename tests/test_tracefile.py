@@ -30,9 +30,13 @@ def test_rank_from_distributed_info_compact_or_spaced(tmp_path, compact):
 
 @pytest.mark.parametrize(
     "name,rank",
-    [("rank-3.json", 3), ("rank3.trace.json.gz", 3), ("trainer_rank_12.pt.trace.json", 12),
-     ("host_77.1700.pt.trace.json", None)],
-)  # fmt: skip
+    [
+        ("rank-3.json", 3),
+        ("rank3.trace.json.gz", 3),
+        ("trainer_rank_12.pt.trace.json", 12),
+        ("host_77.1700.pt.trace.json", None),
+    ],
+)
 def test_rank_from_file_name(name, rank, tmp_path):
     assert rank_from_name(tmp_path / name) == rank
 

@@ -116,8 +116,7 @@ def ingest_run(
             else:
                 with ProcessPoolExecutor(max_workers=n) as pool:
                     futs = {
-                        pool.submit(ingest_file, f, cdir, keys[f], single, threads): f
-                        for f in todo
+                        pool.submit(ingest_file, f, cdir, keys[f], single, threads): f for f in todo
                     }
                     try:
                         for fut in as_completed(futs):

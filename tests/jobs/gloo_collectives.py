@@ -13,10 +13,10 @@ import sys
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch: ranks share 2 cores
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
-from torch.profiler import ProfilerActivity, profile, schedule  # noqa: E402
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.profiler import ProfilerActivity, profile, schedule
 
 N = 1000
 
@@ -45,9 +45,13 @@ def worker(rank: int, world: int, port: int, out: str) -> None:
     def on_ready(prof):
         prof.export_chrome_trace(os.path.join(out, f"rank-{rank}.json.gz"))
 
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, profile_memory=True,
-                 schedule=schedule(wait=0, warmup=1, active=2, repeat=1),
-                 on_trace_ready=on_ready) as prof:  # fmt: skip
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        record_shapes=True,
+        profile_memory=True,
+        schedule=schedule(wait=0, warmup=1, active=2, repeat=1),
+        on_trace_ready=on_ready,
+    ) as prof:
         for _ in range(4):
             step(rank, world)
             prof.step()
