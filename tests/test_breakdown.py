@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import logging
 
-import duckdb
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tracekit
 from tests.conftest import HTA_REFERENCE
-from tests.tracegen import ddp_like_rank
+from tests.tracegen import TraceBuilder, ddp_like_rank
 from tracekit.breakdown import StepSelection, per_rank
 from tracekit.errors import TracekitError
 
@@ -60,45 +59,54 @@ def test_trace_window_is_first_to_last_device_event(ddp_run):
     assert r["window_ms"] == pytest.approx(2.8)  # 100 µs … 2900 µs (last comm kernel end)
 
 
-def _union_sql(intervals: list[tuple[int, int]]) -> int:
-    """Drive the breakdown's union expression on its own."""
-    con = duckdb.connect()
-    con.execute("CREATE TABLE sets (rank INT, grp VARCHAR, s BIGINT, e BIGINT)")
-    if intervals:
-        con.executemany("INSERT INTO sets VALUES (0, 'g', ?, ?)", intervals)
-    (v,) = con.execute(
-        "SELECT coalesce(sum(greatest(0, e - greatest(s, coalesce(prev_end, s)))), 0) FROM ("
-        "SELECT *, max(e) OVER (PARTITION BY rank, grp ORDER BY s, e "
-        "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end FROM sets)"
-    ).fetchall()[0]
-    return int(v)
+KIND = {
+    "compute": "sm90_gemm",
+    "comm": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)",
+    "memcpy": None,
+}
 
 
-def _union_reference(intervals: list[tuple[int, int]]) -> int:
-    covered = set()
-    for s, e in intervals:
-        covered.update(range(s, e))
-    return len(covered)
+def _reference(intervals, start, end):
+    """Per-µs sets: the definitions of the module docstring, computed the slow way."""
+    sets = {k: set() for k in KIND}
+    for kind, s, e in intervals:
+        sets[kind].update(range(max(s, start), min(e, end)))
+    busy = sets["compute"] | sets["comm"] | sets["memcpy"]
+    return {
+        "idle": (end - start) - len(busy),
+        "compute": len(sets["compute"]),
+        "comm": len(sets["comm"]),
+        "overlap": len(sets["compute"] & sets["comm"]),
+    }
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 200), st.integers(0, 60)), max_size=25))
-def test_union_length_matches_reference(spans):
-    intervals = [(s, s + d) for s, d in spans]
-    assert _union_sql(intervals) == _union_reference(intervals)
-
-
-def _breakdown_source() -> str:
-    import inspect
-
-    from tracekit import breakdown
-
-    return inspect.getsource(breakdown._breakdown_sql)
-
-
-def test_union_expression_is_the_one_the_breakdown_uses():
-    # the property test above exercises this exact expression
-    assert "greatest(0, e - greatest(s, coalesce(prev_end, s)))" in _breakdown_source()
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(sorted(KIND)), st.integers(0, 300), st.integers(1, 80)),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_breakdown_matches_reference(tmp_path_factory, spans):
+    tmp = tmp_path_factory.mktemp("prop")
+    b = TraceBuilder(rank=0)
+    b.step(1, 50.0, 250.0)  # window 50–300 µs clips some intervals
+    intervals = []
+    for i, (kind, s, d) in enumerate(spans):
+        if kind == "memcpy":
+            b.memcpy(float(s), float(d))
+        else:
+            b.kernel(KIND[kind], float(s), float(d), stream=7 + i % 3)
+        intervals.append((kind, s, s + d))
+    b.write(tmp / "rank-0.json")
+    with tracekit.open(tmp) as run:
+        (r,) = per_rank(run)
+    ref = _reference(intervals, 50, 300)
+    assert r["idle_fraction"] * 250 == pytest.approx(ref["idle"], abs=1e-6)
+    assert r["compute_fraction"] * 250 == pytest.approx(ref["compute"], abs=1e-6)
+    assert r["comm_fraction"] * 250 == pytest.approx(ref["comm"], abs=1e-6)
+    assert r["overlap_ms"] * 1000 == pytest.approx(ref["overlap"], abs=1e-6)
 
 
 # ------------------------------------------------------------ HTA as the oracle

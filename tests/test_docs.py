@@ -31,11 +31,24 @@ def test_every_public_column_has_a_doc(tmp_path):
             assert documented == actual, f"{view}: docs name columns that do not exist"
 
 
-@pytest.mark.parametrize("module", ["tracekit", "tracekit.cli", "tracekit.store"])
-def test_engine_imports_no_textual_or_torch(module):
+HEAVY = ("textual", "torch", "hta", "pandas", "polars")
+OTHER_PACKAGES = ("diagnosers", "tui", "instrument")
+
+
+@pytest.mark.parametrize(
+    "module,forbidden",
+    [
+        ("tracekit", HEAVY + OTHER_PACKAGES),
+        ("tracekit.store", HEAVY + OTHER_PACKAGES),
+        ("tracekit.breakdown", HEAVY + OTHER_PACKAGES),
+        # the front door wires everything together, but imports torch only for `run`
+        ("tracekit.cli", HEAVY),
+    ],
+)
+def test_engine_imports_nothing_heavy(module, forbidden):
     code = (
-        f"import sys, {module}; bad = [m for m in ('textual', 'torch', 'hta', 'diagnosers',"
-        " 'tui', 'instrument') if m in sys.modules]; print(bad); sys.exit(bool(bad))"
+        f"import sys, {module}; bad = [m for m in {forbidden!r} if m in sys.modules]; "
+        "print(bad); sys.exit(bool(bad))"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr

@@ -156,9 +156,9 @@ def test_cpu_run_uses_host_ops_and_gloo_spans(tmp_path):
     b.step(1, 0, 1000)
     b.cpu_op("aten::mm", 10, 300)
     b.cpu_op("aten::add", 20, 50)  # nested inside mm: unions count it once
-    b.cpu_op(
-        "c10d::allreduce_", 400, 10, **{"Input Dims": [[[1000]]], "Input type": ["TensorList"]}
-    )
+    # a functional collective's wait inside an enclosing op is not compute
+    b.cpu_op("_c10d_functional::wait_tensor", 200, 60)
+    b.cpu_op("c10d::allreduce_", 400, 10, **{"Input Dims": [[[1000]]]})
     b.x(
         "gloo:all_reduce",
         "user_annotation",
@@ -167,21 +167,29 @@ def test_cpu_run_uses_host_ops_and_gloo_spans(tmp_path):
         tid=2001,
         **{"Input Dims": [[1000]], "Input type": ["float"]},
     )
+    b.x("gloo:send", "user_annotation", 700, 100, **{"Input Dims": [[1000]]})
     b.write(tmp_path / "rank-0.json")
     from tracekit.breakdown import per_rank
 
     with tracekit.open(tmp_path) as run:
-        cats = run.sql("SELECT category, kind, name FROM device_activity ORDER BY ts_ns").fetchall()
+        cats = run.sql(
+            "SELECT category, kind, name FROM device_activity ORDER BY ts_ns, category"
+        ).fetchall()
         assert cats == [
             ("compute", "cpu_op", "aten::mm"),
             ("compute", "cpu_op", "aten::add"),
+            ("host_wait", "cpu_op", "_c10d_functional::wait_tensor"),
+            ("host_wait", "cpu_op", "c10d::allreduce_"),
             ("communication", "comm_thread", "gloo:all_reduce"),
+            ("communication", "comm_thread", "gloo:send"),
+            ("host_wait", "comm_thread", "gloo:send"),
         ]
         (r,) = per_rank(run)
-    assert r["compute_fraction"] == pytest.approx(0.3)
-    assert r["comm_fraction"] == pytest.approx(0.2)
-    assert r["idle_fraction"] == pytest.approx(0.5)
-    assert r["exposed_comm_fraction"] == pytest.approx(0.2)
+    assert r["compute_fraction"] == pytest.approx(0.24)  # 300 µs of mm less the 60 µs wait
+    assert r["comm_fraction"] == pytest.approx(0.3)  # all_reduce 200 + send 100
+    assert r["idle_fraction"] == pytest.approx(0.46)
+    assert r["comm_overlap_fraction"] == pytest.approx(0)
+    assert r["exposed_comm_fraction"] == pytest.approx(0.3)
 
 
 def test_nccl_collectives_take_metadata_from_record_param_comms(ddp_run):

@@ -2,9 +2,10 @@
 
 Definitions (shared with Holistic Trace Analysis, so users can cross-check):
 
-- busy       = length of the union of all device activity in the window
+- busy       = length of the union of all device activity in the window (on a CPU
+               run, time the host only waits for communication is not activity)
 - idle       = window − busy
-- compute    = length of the union of compute activity
+- compute    = length of the union of compute activity, less host waits (CPU runs)
 - non-compute = busy − compute (communication, memcpy, memset not hidden under compute)
 - overlap    = time where compute and communication run together
              = |compute| + |comm| − |compute ∪ comm|
@@ -109,6 +110,11 @@ WHERE l.n IS NULL OR l.n < 2
 
 
 def _breakdown_sql(window: str, steps: StepSelection) -> str:
+    """One sweep over interval boundaries: per rank, the running depth of compute (C),
+    communication (M), other device work (O: memcpy, memset) and host waits (W); each
+    segment between two boundaries is then classified. Compute is C > 0 and W = 0
+    (a thread waiting for communication is not computing, whatever op encloses it);
+    GPU runs have no host waits."""
     activity = "_hta_activity" if window == "hta" else "device_activity"
     return f"""
 WITH w AS ({_windows_sql(window, steps)}),
@@ -118,36 +124,45 @@ act AS (
     FROM {activity} a JOIN w ON a.rank = w.rank
     WHERE a.end_ns > w.start_ns AND a.ts_ns < w.end_ns
 ),
-sets AS (
-    SELECT rank, 'busy' AS grp, s, e FROM act
-    UNION ALL SELECT rank, 'compute', s, e FROM act WHERE category = 'compute'
-    UNION ALL SELECT rank, 'comm', s, e FROM act WHERE category = 'communication'
-    UNION ALL SELECT rank, 'cc', s, e FROM act
-              WHERE category IN ('compute', 'communication')
+edges AS (
+    SELECT rank, t, sum(dc) AS dc, sum(dm) AS dm, sum(do_) AS do_, sum(dw) AS dw
+    FROM (
+        SELECT rank, s AS t,
+               (category = 'compute')::INT AS dc, (category = 'communication')::INT AS dm,
+               (category IN ('memcpy', 'memset'))::INT AS do_,
+               (category = 'host_wait')::INT AS dw
+        FROM act
+        UNION ALL
+        SELECT rank, e,
+               -(category = 'compute')::INT, -(category = 'communication')::INT,
+               -(category IN ('memcpy', 'memset'))::INT, -(category = 'host_wait')::INT
+        FROM act
+    )
+    GROUP BY rank, t
 ),
--- union length in one pass: sorted by start, each interval adds what sticks out past
--- the furthest end seen before it
-lens AS (
-    SELECT rank, grp, sum(greatest(0, e - greatest(s, coalesce(prev_end, s)))) AS len
-    FROM (SELECT *, max(e) OVER (PARTITION BY rank, grp ORDER BY s, e
-                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-          FROM sets)
-    GROUP BY rank, grp
+segments AS (
+    SELECT rank,
+           lead(t) OVER (PARTITION BY rank ORDER BY t) - t AS len,
+           sum(dc) OVER run > 0 AS c, sum(dm) OVER run > 0 AS m,
+           sum(do_) OVER run > 0 AS o, sum(dw) OVER run > 0 AS wt
+    FROM edges
+    WINDOW run AS (PARTITION BY rank ORDER BY t ROWS UNBOUNDED PRECEDING)
 ),
 p AS (
     SELECT rank,
-           coalesce(sum(len) FILTER (grp = 'busy'), 0) AS busy_ns,
-           coalesce(sum(len) FILTER (grp = 'compute'), 0) AS compute_ns,
-           coalesce(sum(len) FILTER (grp = 'comm'), 0) AS comm_ns,
-           coalesce(sum(len) FILTER (grp = 'cc'), 0) AS cc_ns
-    FROM lens GROUP BY rank
+           coalesce(sum(len) FILTER ((c AND NOT wt) OR m OR o), 0) AS busy_ns,
+           coalesce(sum(len) FILTER (c AND NOT wt), 0) AS compute_ns,
+           coalesce(sum(len) FILTER (m), 0) AS comm_ns,
+           coalesce(sum(len) FILTER (c AND NOT wt AND m), 0) AS overlap_ns
+    FROM segments WHERE len > 0
+    GROUP BY rank
 )
 SELECT w.rank, w.n_steps, w.step_ns, w.start_ns, w.end_ns,
        w.end_ns - w.start_ns AS window_ns,
        coalesce(p.busy_ns, 0) AS busy_ns,
        coalesce(p.compute_ns, 0) AS compute_ns,
        coalesce(p.comm_ns, 0) AS comm_ns,
-       coalesce(p.compute_ns + p.comm_ns - p.cc_ns, 0) AS overlap_ns
+       coalesce(p.overlap_ns, 0) AS overlap_ns
 FROM w LEFT JOIN p USING (rank)
 ORDER BY w.rank
 """

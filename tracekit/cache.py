@@ -25,7 +25,7 @@ import platformdirs
 if TYPE_CHECKING:
     import duckdb
 
-SCHEMA_VERSION = 5  # bump when any cached table changes shape or meaning
+SCHEMA_VERSION = 8  # bump when any cached table changes shape or meaning
 
 TABLES = (
     "events",
@@ -74,8 +74,9 @@ def table_path(cdir: Path, key: str, table: str) -> Path:
     return cdir / f"{key}.{table}.parquet"
 
 
-def write_table(con: duckdb.DuckDBPyConnection, cdir: Path, key: str, table: str,
-                source: str | None = None) -> None:  # fmt: skip
+def write_table(
+    con: duckdb.DuckDBPyConnection, cdir: Path, key: str, table: str, source: str | None = None
+) -> None:
     """Write `source` (a table or view of `con`) as the cached `table` of `key`."""
     dest = table_path(cdir, key, table)
     fd, tmp = tempfile.mkstemp(dir=cdir, prefix=f".{key}.{table}.", suffix=".tmp")
@@ -85,6 +86,7 @@ def write_table(con: duckdb.DuckDBPyConnection, cdir: Path, key: str, table: str
             f"COPY (SELECT * FROM {source or table}) TO '{tmp}' "
             "(FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 1)"
         )
+        os.chmod(tmp, 0o644)
         os.replace(tmp, dest)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -102,6 +104,7 @@ def save_index(cdir: Path, index: dict) -> None:
     fd, tmp = tempfile.mkstemp(dir=cdir, prefix=".index.", suffix=".tmp")
     with os.fdopen(fd, "w") as fh:
         json.dump(index, fh, indent=1, sort_keys=True)
+    os.chmod(tmp, 0o644)
     os.replace(tmp, cdir / "index.json")
 
 

@@ -74,13 +74,20 @@ _workers = click.option(
 @main.command()
 @_run_arg
 @click.option(
-    "--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text",
-    show_default=True, help="Report format.",
-)  # fmt: skip
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+    help="Report format.",
+)
 @click.option(
-    "--window", type=click.Choice(["steps", "trace", "hta"]), default="steps", show_default=True,
+    "--window",
+    type=click.Choice(["steps", "trace", "hta"]),
+    default="steps",
+    show_default=True,
     help="Analysed window: ProfilerStep spans, first-to-last device event, or HTA's window.",
-)  # fmt: skip
+)
 @click.option("--steps", default=None, help="ProfilerSteps to analyse: all, N or A-B.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report here.")
 @_workers
@@ -98,9 +105,12 @@ def analyze(run, fmt, window, steps, output, workers):
 @_run_arg
 @click.option("--sql", "-s", "query", default=None, help="The SELECT to run.")
 @click.option(
-    "--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json"]),
+    default="table",
     show_default=True,
-)  # fmt: skip
+)
 @click.option("--describe", "describe", default=None, metavar="VIEW", help="Document a view.")
 @click.option("--views", is_flag=True, help="List the tables and views.")
 @click.option("--limit", type=int, default=200, show_default=True, help="Rows shown as a table.")
@@ -114,7 +124,7 @@ def query(run, query, fmt, describe, views, limit, workers):
 
     run = list(run)
     # `tracekit query RUN "SELECT …"`: a last argument that is no file is the query
-    if query is None and len(run) >= 2 and not Path(run[-1]).exists():
+    if query is None and len(run) >= 2 and not _is_path(run[-1]):
         query = run.pop()
     if not run:
         raise TracekitError("pass a run folder or trace files before the query")
@@ -138,6 +148,13 @@ def query(run, query, fmt, describe, views, limit, workers):
         names = rel.columns
         rows = rel.fetchall()
     _emit(_render_rows(names, rows, fmt, limit), None)
+
+
+def _is_path(text: str) -> bool:
+    try:
+        return Path(text).exists()
+    except OSError:  # e.g. a name too long to be a file: it is the query
+        return False
 
 
 def _render_rows(names: list[str], rows: list[tuple], fmt: str, limit: int) -> str:
@@ -188,6 +205,67 @@ def ingest(run, workers):
             )
 
 
+def _job_options(func):
+    """One --option per JobConfig field; the field docs are the help."""
+    from dataclasses import MISSING, fields
+
+    from instrument.config import JobConfig
+
+    for f in reversed(fields(JobConfig)):
+        if f.name in ("job", "world_size", "out"):
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        default = f.default if f.default is not MISSING else None
+        if isinstance(default, bool):
+            func = click.option(
+                f"{flag}/--no-{flag[2:]}",
+                default=default,
+                show_default=True,
+                help=f.metadata["doc"],
+            )(func)
+        else:
+            func = click.option(
+                flag, type=type(default), default=default, show_default=True, help=f.metadata["doc"]
+            )(func)
+    return func
+
+
+def _run_command():
+    from importlib.util import find_spec
+
+    if find_spec("torch") is None:  # checked without importing torch (0.9 s)
+        return None
+
+    @main.command("run")
+    @click.argument("job", type=click.Choice(["ddp", "fsdp", "tp", "pp", "moe", "hybrid"]))
+    @click.option(
+        "--world-size",
+        "-n",
+        type=click.IntRange(1),
+        default=2,
+        show_default=True,
+        help="Ranks, one process each (gloo on CPU; NCCL, one GPU each, on CUDA).",
+    )
+    @click.option(
+        "--out",
+        "-o",
+        required=True,
+        type=click.Path(file_okay=False),
+        help="Run folder to write: rank-<r>.json.gz per rank and job.json.",
+    )
+    @_job_options
+    def run(job, world_size, out, **options):
+        """Run a reference job with the profiler on: traces per rank + job.json."""
+        from instrument.config import JobConfig
+        from instrument.launch import run_job
+
+        cfg = JobConfig(job=job, world_size=world_size, out=out, **options)
+        path = run_job(cfg)
+        click.echo(f"wrote {cfg.world_size} traces and job.json to {path}")
+
+    return run
+
+
 def _emit(text: str, output: str | None) -> None:
     if output:
         import os
@@ -201,6 +279,8 @@ def _emit(text: str, output: str | None) -> None:
     else:
         sys.stdout.write(text)
 
+
+_run_command()  # `tracekit run` exists where torch is installed (the `jobs` extra)
 
 if __name__ == "__main__":
     main()

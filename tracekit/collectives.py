@@ -13,7 +13,8 @@ gloo (CPU)
     included) on the process group's worker thread (`send`/`recv` on the caller's).
     Its issuing `c10d::*` op on the main thread is found by order: spans and issue
     ops are paired first-in-first-out per (expected gloo op, message size). The
-    span's `External id` is not the issuing op's, so ids cannot be used.
+    span's `External id` is not the issuing op's, so ids cannot be used. The trace
+    does not say which process group a gloo span belongs to (`pg_name` is null).
     Reduce-scatter runs as `gloo:all_reduce` over the full input; the issue op keeps
     the collective's real name.
 
@@ -50,13 +51,35 @@ CANONICAL = (
 # Element sizes for NCCL metadata dtypes (`Float`, `BFloat16` …) and the C++ type
 # names gloo traces show in `Input type` (`float`, `c10::BFloat16` …); lower-cased.
 DTYPE_BYTES = {
-    "float": 4, "float32": 4, "double": 8, "float64": 8,
-    "half": 2, "float16": 2, "bfloat16": 2, "c10::half": 2, "c10::bfloat16": 2,
-    "int": 4, "int32": 4, "long": 8, "long int": 8, "int64": 8, "long long": 8,
-    "short": 2, "short int": 2, "int16": 2,
-    "char": 1, "signed char": 1, "unsigned char": 1, "byte": 1, "uint8": 1, "int8": 1,
-    "bool": 1, "complexfloat": 8, "c10::complex<float>": 8, "complexdouble": 16,
-}  # fmt: skip
+    "float": 4,
+    "float32": 4,
+    "double": 8,
+    "float64": 8,
+    "half": 2,
+    "float16": 2,
+    "bfloat16": 2,
+    "c10::half": 2,
+    "c10::bfloat16": 2,
+    "int": 4,
+    "int32": 4,
+    "long": 8,
+    "long int": 8,
+    "int64": 8,
+    "long long": 8,
+    "short": 2,
+    "short int": 2,
+    "int16": 2,
+    "char": 1,
+    "signed char": 1,
+    "unsigned char": 1,
+    "byte": 1,
+    "uint8": 1,
+    "int8": 1,
+    "bool": 1,
+    "complexfloat": 8,
+    "c10::complex<float>": 8,
+    "complexdouble": 16,
+}
 
 _KERNEL_COLL = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)")
 _PREFIXES = ("c10d::", "_c10d_functional::", "gloo:", "nccl:")
@@ -172,10 +195,10 @@ def issue_sizes(op: str, dims_json: str | None) -> tuple[int | None, int | None]
 
 
 def _exec_size(name: str, n_in: int | None, n_out: int | None) -> int | None:
-    """The element count the gloo span shows for an issue op of this name."""
-    if name in ("all_to_all",):
-        return n_out
-    return n_in  # all_gather shows the shard; reduce_scatter the full input
+    """The element count the gloo span shows for an issue op of this name: its input
+    (the shard for all-gather, the full input for reduce-scatter, this rank's send
+    buffer for all-to-all — seen in torch 2.13 traces with uneven all-to-all splits)."""
+    return n_in
 
 
 def match_gloo(issue: list[dict], spans: list[dict]) -> list[tuple[dict, dict | None]]:
@@ -271,12 +294,25 @@ _KERNEL_DTYPE = re.compile(
     re.IGNORECASE,
 )
 _KERNEL_DTYPE_NAMES = {
-    "f32": "float", "f16": "half", "bf16": "bfloat16", "f64": "double", "i8": "int8",
-    "u8": "uint8", "i32": "int32", "u32": "int32", "i64": "int64", "u64": "int64",
-    "fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2", "int8_t": "int8",
-    "uint8_t": "uint8", "int32_t": "int32", "uint32_t": "int32", "int64_t": "int64",
+    "f32": "float",
+    "f16": "half",
+    "bf16": "bfloat16",
+    "f64": "double",
+    "i8": "int8",
+    "u8": "uint8",
+    "i32": "int32",
+    "u32": "int32",
+    "i64": "int64",
+    "u64": "int64",
+    "fp8_e4m3": "float8_e4m3fn",
+    "fp8_e5m2": "float8_e5m2",
+    "int8_t": "int8",
+    "uint8_t": "uint8",
+    "int32_t": "int32",
+    "uint32_t": "int32",
+    "int64_t": "int64",
     "uint64_t": "int64",
-}  # fmt: skip
+}
 
 
 def _kernel_dtype(name: str) -> str | None:
@@ -328,9 +364,15 @@ def derive(
             continue
         n_in, n_out = issue_sizes(r["op"], r["input_dims"])
         issue.append(
-            {"name": name, "op": r["op"], "ts_ns": r["ts_ns"], "in": n_in, "out": n_out,
-             "dtype": _first_type(r["input_types"])}
-        )  # fmt: skip
+            {
+                "name": name,
+                "op": r["op"],
+                "ts_ns": r["ts_ns"],
+                "in": n_in,
+                "out": n_out,
+                "dtype": _first_type(r["input_types"]),
+            }
+        )
     spans = []
     for r in con.sql(_GLOO_SPAN_SQL).to_arrow_table().to_pylist():
         dims = json.loads(r["input_dims"]) if r["input_dims"] else None

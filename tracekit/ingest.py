@@ -54,25 +54,49 @@ CAT_KIND = {
 #   a copy's size is recovered as its "memory bandwidth (GB/s)" × duration (ns),
 #   the figure Kineto computed from it.
 ARG_TYPES = {
-    "External id": "BIGINT", "correlation": "BIGINT", "device": "BIGINT", "stream": "BIGINT",
+    "External id": "BIGINT",
+    "correlation": "BIGINT",
+    "device": "BIGINT",
+    "stream": "BIGINT",
     "memory bandwidth (GB/s)": "DOUBLE",
-    "Collective name": "VARCHAR", "In msg nelems": "BIGINT", "Out msg nelems": "BIGINT",
-    "In split size": "VARCHAR", "Out split size": "VARCHAR", "Group size": "BIGINT",
-    "dtype": "VARCHAR", "Process Group Name": "VARCHAR",
-    "Process Group Description": "VARCHAR", "Process Group Ranks": "VARCHAR", "Seq": "BIGINT",
-    "Input Dims": "JSON", "Input type": "JSON", "Concrete Inputs": "JSON",
-    "Device Type": "BIGINT", "Device Id": "BIGINT", "Addr": "BIGINT", "Bytes": "BIGINT",
-    "Total Allocated": "BIGINT", "Total Reserved": "BIGINT", "name": "VARCHAR",
+    "Collective name": "VARCHAR",
+    "In msg nelems": "BIGINT",
+    "Out msg nelems": "BIGINT",
+    "In split size": "VARCHAR",
+    "Out split size": "VARCHAR",
+    "Group size": "BIGINT",
+    "dtype": "VARCHAR",
+    "Process Group Name": "VARCHAR",
+    "Process Group Description": "VARCHAR",
+    "Process Group Ranks": "VARCHAR",
+    "Seq": "BIGINT",
+    "Input Dims": "JSON",
+    "Input type": "JSON",
+    "Concrete Inputs": "JSON",
+    "Device Type": "BIGINT",
+    "Device Id": "BIGINT",
+    "Addr": "BIGINT",
+    "Bytes": "BIGINT",
+    "Total Allocated": "BIGINT",
+    "Total Reserved": "BIGINT",
+    "name": "VARCHAR",
     "labels": "VARCHAR",
-}  # fmt: skip
+}
 
 
 def _raw_columns(typed: bool) -> str:
     args = ", ".join(f'"{k}" {t if typed else "JSON"}' for k, t in ARG_TYPES.items())
     cols = {
-        "ph": "VARCHAR", "cat": "VARCHAR", "name": "VARCHAR", "pid": "VARCHAR", "tid": "VARCHAR",
-        "ts": "DOUBLE", "dur": "DOUBLE", "id": "VARCHAR", "args": f"STRUCT({args})",
-    }  # fmt: skip
+        "ph": "VARCHAR",
+        "cat": "VARCHAR",
+        "name": "VARCHAR",
+        "pid": "VARCHAR",
+        "tid": "VARCHAR",
+        "ts": "DOUBLE",
+        "dur": "DOUBLE",
+        "id": "VARCHAR",
+        "args": f"STRUCT({args})",
+    }
     return "{" + ", ".join(f"{k}: '{v}'" for k, v in cols.items()) + "}"
 
 

@@ -1,7 +1,10 @@
 -- @view collectives
 -- One row per collective instance per rank, any backend (see tracekit/collectives.py for
 -- how NCCL kernels and gloo spans become rows), matched across ranks by instance_key:
--- same process group, collective, size and occurrence number on that rank.
+-- same process group, collective, size and occurrence number on that rank. all_to_all
+-- sizes differ between ranks (uneven splits), so its key leaves the size out. gloo traces
+-- do not name the process group: disjoint groups of one kind (TP groups {0,1} and {2,3}
+-- of a 2-D mesh) then share keys and match as one instance.
 -- Point-to-point transfers (send, recv, send_recv) are not matched (instance_key null).
 -- @column rank: global rank
 -- @column backend: nccl or gloo
@@ -29,17 +32,21 @@
 -- @column last_arrival_ns: latest transfer start among matched ranks
 -- @column wait_ns: last_arrival_ns − ts_ns: time this rank waited for the last peer
 CREATE OR REPLACE VIEW collectives AS
-WITH c AS (
+WITH s AS (
+    SELECT *, CASE WHEN name = 'all_to_all' THEN '*' ELSE coalesce(bytes::VARCHAR, '?') END
+              AS _size_key
+    FROM _collectives
+), c AS (
     SELECT *, ts_ns + dur_ns AS end_ns,
            row_number() OVER (
-               PARTITION BY rank, coalesce(pg_name, ''), name, coalesce(bytes, -1)
+               PARTITION BY rank, coalesce(pg_name, ''), name, _size_key
                ORDER BY ts_ns) AS occurrence
-    FROM _collectives
+    FROM s
 ), k AS (
-    SELECT *,
+    SELECT * EXCLUDE (_size_key),
            CASE WHEN name IN ('send', 'recv', 'send_recv') THEN NULL
-                ELSE concat_ws('/', coalesce(pg_name, '?'), name,
-                               coalesce(bytes::VARCHAR, '?'), occurrence::VARCHAR)
+                ELSE concat_ws('/', coalesce(pg_name, '?'), name, _size_key,
+                               occurrence::VARCHAR)
            END AS instance_key
     FROM c
 )

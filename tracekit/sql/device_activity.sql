@@ -3,12 +3,14 @@
 --   GPU run: kernels named nccl* (ncclKernel_*, ncclDevKernel_*) are communication;
 --            memcpy and memset events are memcpy / memset; every other kernel is compute.
 --   CPU run (no device events in the trace): the host is the device. gloo:* execution
---            spans are communication; cpu_op events are compute, except the c10d /
---            _c10d_functional collective ops and record_param_comms, which only issue
---            or wait for communication.
+--            spans are communication; cpu_op events are compute; the c10d /
+--            _c10d_functional collective ops, record_param_comms and the gloo:send /
+--            gloo:recv spans on the calling thread are host_wait: the thread is issuing
+--            or waiting for communication, and metrics take that time out of compute
+--            even where an enclosing op (autograd, DTensor dispatch) spans it.
 -- Overlapping events are allowed; metrics take unions of intervals.
 -- @column rank: global rank
--- @column category: compute, communication, memcpy or memset
+-- @column category: compute, communication, memcpy, memset or host_wait (CPU runs)
 -- @column kind: event kind (kernel, memcpy, memset, comm_thread, cpu_op)
 -- @column name: event name
 -- @column lane: stream (GPU) or thread (CPU) the work ran on
@@ -27,13 +29,20 @@ FROM events e
 WHERE e.kind IN ('kernel', 'memcpy', 'memset')
 UNION ALL
 SELECT e.rank,
-       CASE WHEN e.kind = 'comm_thread' THEN 'communication' ELSE 'compute' END,
+       CASE WHEN e.kind = 'comm_thread' THEN 'communication'
+            WHEN starts_with(e.name::VARCHAR, 'c10d::')
+              OR starts_with(e.name::VARCHAR, '_c10d_functional::')
+              OR e.name::VARCHAR = 'record_param_comms' THEN 'host_wait'
+            ELSE 'compute' END,
        e.kind::VARCHAR, e.name::VARCHAR, e.tid, e.correlation, e.ts_ns, e.dur_ns,
        e.ts_ns + e.dur_ns
 FROM events e
 JOIN rank_info r ON r.rank = e.rank AND NOT r.has_device_events
-WHERE e.kind = 'comm_thread'
-   OR (e.kind = 'cpu_op'
-       AND NOT starts_with(e.name::VARCHAR, 'c10d::')
-       AND NOT starts_with(e.name::VARCHAR, '_c10d_functional::')
-       AND e.name::VARCHAR <> 'record_param_comms');
+WHERE e.kind IN ('comm_thread', 'cpu_op')
+UNION ALL
+-- point-to-point gloo spans run on the calling thread: that thread waits meanwhile
+SELECT e.rank, 'host_wait', e.kind::VARCHAR, e.name::VARCHAR, e.tid, e.correlation, e.ts_ns,
+       e.dur_ns, e.ts_ns + e.dur_ns
+FROM events e
+JOIN rank_info r ON r.rank = e.rank AND NOT r.has_device_events
+WHERE e.kind = 'comm_thread' AND e.name::VARCHAR IN ('gloo:send', 'gloo:recv');

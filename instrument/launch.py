@@ -1,0 +1,151 @@
+"""`tracekit run JOB`: launch one process per rank, profile, write traces and job.json."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shlex
+import socket
+import sys
+import traceback
+from dataclasses import asdict
+from pathlib import Path
+
+from instrument.config import JobConfig
+from tracekit.errors import TracekitError
+from tracekit.manifest import JobManifest, ModelConfig
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _device_and_backend(cfg: JobConfig, rank: int):
+    import torch
+
+    want_cuda = cfg.device == "cuda" or (
+        cfg.device == "auto"
+        and torch.cuda.is_available()
+        and torch.cuda.device_count() >= cfg.world_size
+    )
+    if want_cuda:
+        if torch.cuda.device_count() < cfg.world_size:
+            raise TracekitError(
+                f"--device cuda needs {cfg.world_size} GPUs, found {torch.cuda.device_count()}"
+            )
+        torch.cuda.set_device(rank)
+        return torch.device("cuda", rank), "nccl"
+    return torch.device("cpu"), "gloo"
+
+
+def _worker(rank: int, cfg_dict: dict, port: int, command: str) -> None:
+    import torch
+
+    torch.set_num_threads(1)  # ranks share the cores; oversubscription makes steps erratic
+    import torch.distributed as dist
+
+    from instrument.calibrate import calibrate
+    from instrument.jobs import BUILDERS
+    from instrument.model import param_counts
+    from instrument.profiling import make_profiler
+
+    cfg = JobConfig(**cfg_dict)
+    device, backend = _device_and_backend(cfg, rank)
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=cfg.world_size,
+        device_id=device if backend == "nccl" else None,
+    )
+    try:
+        torch.manual_seed(cfg.seed)
+        cal = calibrate(getattr(torch, cfg.dtype), device) if cfg.calibrate else None
+        job = BUILDERS[cfg.job](cfg, device, rank, cfg.world_size)
+        wait, warmup = 1, 1
+        with make_profiler(cfg.out, rank, active=cfg.steps, wait=wait, warmup=warmup) as prof:
+            for _ in range(wait + warmup + cfg.steps):
+                job.step()
+                prof.step()
+        dist.barrier()
+        if rank == 0:
+            counts = param_counts(cfg)
+            man = JobManifest(
+                strategy=cfg.job,
+                world_size=cfg.world_size,
+                mesh=job.mesh,
+                schedule=job.schedule,
+                microbatches=job.microbatches,
+                virtual_stages=job.virtual_stages,
+                model=ModelConfig(
+                    layers=cfg.layers,
+                    hidden=cfg.hidden,
+                    heads=cfg.heads,
+                    kv_heads=cfg.kv_heads,
+                    ffn=cfg.ffn,
+                    vocab=cfg.vocab,
+                    seq=cfg.seq,
+                    experts=cfg.experts if cfg.job == "moe" else None,
+                    top_k=cfg.top_k if cfg.job == "moe" else None,
+                    **counts,
+                ),
+                global_batch=job.global_batch,
+                micro_batch=job.micro_batch,
+                tokens_per_step=job.global_batch * cfg.seq,
+                dtype=cfg.dtype,
+                optimizer="adamw",
+                activation_checkpointing=False,
+                fsdp_prefetch=cfg.fsdp_prefetch if cfg.job in ("fsdp", "hybrid") else None,
+                device=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+                backend=backend,
+                torch_version=torch.__version__,
+                steps=wait + warmup + cfg.steps,
+                profiled_steps=cfg.steps,
+                calibration=cal if cal is not None else JobManifest().calibration,
+                command=command,
+                created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                notes={"config": asdict(cfg), **job.notes},
+            )
+            man.write(cfg.out)
+    finally:
+        dist.destroy_process_group()
+
+
+def run_job(cfg: JobConfig, command: str | None = None) -> Path:
+    """Run all ranks of a reference job; return the run folder."""
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in out.glob("rank-*.json.gz"):
+        stale.unlink()  # a folder holds one run: old ranks would mix with new ones
+    cfg = JobConfig(**{**asdict(cfg), "out": str(out.resolve())})
+    # set before the ranks import torch (spawned children inherit the environment)
+    os.environ["OMP_NUM_THREADS"] = "1"
+    import torch.multiprocessing as mp
+
+    command = command or shlex.join(["tracekit", *sys.argv[1:]])
+    try:
+        mp.start_processes(
+            _worker,
+            args=(asdict(cfg), free_port(), command),
+            nprocs=cfg.world_size,
+            start_method="spawn",
+        )
+    except mp.ProcessRaisedException as exc:
+        last = str(exc).strip().splitlines()[-1]
+        raise TracekitError(f"job {cfg.job} failed on a rank: {last}") from exc
+    except mp.ProcessExitedException as exc:
+        raise TracekitError(f"job {cfg.job}: a rank exited abnormally ({exc})") from exc
+    missing = [r for r in range(cfg.world_size) if not (out / f"rank-{r}.json.gz").exists()]
+    if missing or not (out / "job.json").exists():
+        raise TracekitError(f"job {cfg.job} finished without writing traces for ranks {missing}")
+    return out
+
+
+if __name__ == "__main__":  # pragma: no cover - debugging aid
+    try:
+        run_job(JobConfig(job=sys.argv[1], out=sys.argv[2]))
+    except TracekitError:
+        traceback.print_exc()
+        sys.exit(2)

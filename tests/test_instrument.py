@@ -1,0 +1,200 @@
+"""The reference jobs: each runs at world size 2 (hybrid 4) and yields valid traces with the
+collectives its strategy must issue, and a valid job.json; capture() on a user's loop."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import tracekit
+from tracekit import manifest
+from tracekit.errors import TracekitError
+
+pytestmark = pytest.mark.slow
+
+EXPECTED = {
+    # job, extra options → collectives that must appear on every rank
+    ("ddp", ()): {"all_reduce"},
+    ("fsdp", ("--fsdp-prefetch",)): {"all_gather", "reduce_scatter"},
+    ("tp", ()): {"all_reduce"},
+    ("pp", ("--schedule", "1f1b")): {"send", "recv"},
+    ("pp", ("--schedule", "gpipe")): {"send", "recv"},
+    ("pp", ("--schedule", "interleaved")): {"send", "recv"},
+    ("moe", ()): {"all_to_all", "all_reduce"},
+    ("hybrid", ("--tp", "2")): {"all_gather", "reduce_scatter", "all_reduce"},
+}
+
+
+def _run(tmp_path, job, extra, world):
+    pytest.importorskip("torch")
+    out = tmp_path / job
+    cmd = [
+        sys.executable,
+        "-m",
+        "tracekit.cli",
+        "run",
+        job,
+        "-n",
+        str(world),
+        "--out",
+        str(out),
+        "--steps",
+        "1",
+        "--no-calibrate",
+        *extra,
+    ]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return out
+
+
+@pytest.mark.parametrize("job,extra", sorted(EXPECTED))
+def test_job_yields_traces_collectives_and_manifest(tmp_path, job, extra):
+    world = 4 if job == "hybrid" else 2
+    out = _run(tmp_path, job, extra, world)
+    man = manifest.load(out)
+    assert man.strategy == job and man.world_size == world and man.profiled_steps == 1
+    assert man.model.params > 0 and man.model.seq == 64 and man.backend == "gloo"
+    with tracekit.open(out) as run:
+        assert run.ranks == list(range(world))
+        steps = run.sql("SELECT rank, count(*) FROM steps GROUP BY 1").fetchall()
+        assert all(n == 1 for _, n in steps) and len(steps) == world
+        for rank in range(world):
+            names = {
+                n
+                for (n,) in run.sql(
+                    f"SELECT DISTINCT name FROM collectives WHERE rank = {rank}"
+                ).fetchall()
+            }
+            assert EXPECTED[(job, extra)] <= names, (rank, names)
+        assert run.sql(
+            "SELECT count(*) FROM collectives WHERE bytes IS NULL AND name <> 'barrier'"
+        ).fetchall() == [(0,)]
+        if job == "pp":
+            labels = run.sql(
+                "SELECT count(*) FROM events WHERE name LIKE 'PP:%' OR name LIKE 'Forward %'"
+            ).fetchall()[0][0]
+            assert labels >= 2 * man.microbatches
+            assert man.schedule == extra[1] and man.mesh.pp == 2
+        if job == "hybrid":
+            assert (man.mesh.dp, man.mesh.tp) == (2, 2)
+            descs = {
+                d for (d,) in run.sql("SELECT DISTINCT pg_desc FROM process_groups").fetchall()
+            }
+            assert {"mesh_dp", "mesh_tp"} <= descs
+        if job == "moe":
+            assert man.model.experts == 4 and man.model.active_params < man.model.params
+
+
+def test_calibration_is_measured(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "ddp"
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tracekit.cli",
+            "run",
+            "ddp",
+            "-n",
+            "2",
+            "--out",
+            str(out),
+            "--steps",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    cal = manifest.load(out).calibration
+    assert cal.peak_flops > 1e8 and cal.dtype == "float32"
+    assert {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv"} <= set(
+        cal.collectives
+    )
+    ar = cal.collectives["all_reduce"]
+    assert ar.alpha_s >= 0 and ar.algbw_Bps > 0 and ar.busbw_Bps == pytest.approx(ar.algbw_Bps)
+    assert len(ar.sizes_bytes) == len(ar.times_s) >= 4
+
+
+def test_invalid_job_is_refused_with_field_names():
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tracekit.cli",
+            "run",
+            "pp",
+            "-n",
+            "2",
+            "--out",
+            "/tmp/never",
+            "--layers",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 2 and "layers 1 < pipeline stages 2" in res.stderr
+
+
+def test_job_config_validation():
+    from instrument.config import JobConfig
+
+    with pytest.raises(TracekitError, match="heads 4 must be divisible by kv_heads 3"):
+        JobConfig(kv_heads=3)
+    with pytest.raises(TracekitError, match="hybrid needs world_size"):
+        JobConfig(job="hybrid", world_size=2, tp=2)
+    with pytest.raises(TracekitError, match="experts 3 must be divisible"):
+        JobConfig(job="moe", experts=3)
+
+
+CAPTURE_LOOP = """
+import os, sys
+os.environ["OMP_NUM_THREADS"] = "1"
+import torch, torch.distributed as dist, torch.multiprocessing as mp
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+def worker(rank, out, port):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=2)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
+                                torch.nn.Linear(256, 64))
+    ddp = DDP(model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    from instrument import capture
+    with capture(out, model=model, seq=1, global_batch=64, strategy="ddp") as cap:
+        for _ in range(5):
+            opt.zero_grad()
+            ddp(torch.randn(32, 64)).sum().backward()
+            opt.step()
+            cap.step()
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    from instrument.launch import free_port
+    mp.spawn(worker, args=(sys.argv[1], free_port()), nprocs=2)
+"""
+
+
+def test_capture_users_own_loop(tmp_path):
+    pytest.importorskip("torch")
+    script = tmp_path / "loop.py"
+    script.write_text(CAPTURE_LOOP)
+    out = tmp_path / "run"
+    res = subprocess.run(
+        [sys.executable, str(script), str(out)], capture_output=True, text=True, timeout=240
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    man = manifest.load(out)
+    assert (man.strategy, man.world_size, man.mesh.dp, man.backend) == ("ddp", 2, 2, "gloo")
+    assert man.model.params == 64 * 256 + 256 + 256 * 64 + 64
+    assert man.tokens_per_step == 64 and man.profiled_steps == 2
+    with tracekit.open(out) as run:
+        assert (
+            run.sql("SELECT count(DISTINCT rank), count(*) FROM collectives").fetchall()[0][0] == 2
+        )

@@ -1,0 +1,4 @@
+"""The analytic model: hardware, FLOPs, collectives (α-β, bus bandwidth), memory, pipeline.
+
+One formula in one place, each with its source in the docstring.
+"""
