@@ -25,7 +25,7 @@ import platformdirs
 if TYPE_CHECKING:
     import duckdb
 
-SCHEMA_VERSION = 8  # bump when any cached table changes shape or meaning
+SCHEMA_VERSION = 9  # bump when any cached table changes shape or meaning
 
 TABLES = (
     "events",
@@ -37,6 +37,7 @@ TABLES = (
     "collectives",
     "steps",
     "device_activity",
+    "op_flops",
 )
 
 

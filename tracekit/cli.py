@@ -90,15 +90,78 @@ _workers = click.option(
 )
 @click.option("--steps", default=None, help="ProfilerSteps to analyse: all, N or A-B.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report here.")
+@click.option("--breakdown-only", is_flag=True, help="Only the per-rank table; no diagnosers.")
+@click.option("--peak-tflops", type=float, help="Override the device's peak TFLOP/s.")
+@click.option(
+    "--busbw-GBps",
+    "busbw_gbps",
+    type=float,
+    help="Override the realistic in-node bus bandwidth, GB/s.",
+)
+@click.option(
+    "--device-memory-GB",
+    "device_memory_gb",
+    type=float,
+    help="Override the device memory capacity, GB.",
+)
+@click.option("--latency-us", type=float, help="Override the per-collective latency α, µs.")
 @_workers
-def analyze(run, fmt, window, steps, output, workers):
-    """Per-rank step time, idle / compute / non-compute, overlap and exposed communication."""
+@click.pass_context
+def analyze(
+    ctx,
+    run,
+    fmt,
+    window,
+    steps,
+    output,
+    breakdown_only,
+    peak_tflops,
+    busbw_gbps,
+    device_memory_gb,
+    latency_us,
+    workers,
+):
+    """Walk memory → compute → communication → scaling: each figure measured beside its
+    prediction, then the findings, ordered by the time a fix would win per step."""
     from tracekit import report
     from tracekit.store import open_run
 
     with open_run(*run, workers=workers) as r:
-        rep = report.build(r, window=window, steps=steps)
+        if breakdown_only:
+            rep = report.build(r, window=window, steps=steps)
+        else:
+            from diagnosers import Overrides
+
+            ov = Overrides(
+                peak_tflops=peak_tflops,
+                busbw_GBps=busbw_gbps,
+                device_memory_GB=device_memory_gb,
+                latency_us=latency_us,
+            )
+            rep = report.diagnose(
+                r,
+                window=window,
+                steps=steps,
+                overrides=ov,
+                debug=bool(ctx.obj and ctx.obj.get("debug")),
+            )
     _emit(report.RENDERERS[fmt](rep), output)
+
+
+@main.command()
+@click.argument("code", required=False)
+def explain(code):
+    """Explain a finding: tracekit explain TK-N301 (or a kind, or a name); no CODE lists all."""
+    from diagnosers.findings import KINDS, lookup
+
+    if not code:
+        for k in KINDS.values():
+            click.echo(f"{k.code}  {k.kind:32} {k.name:32} {k.status}")
+        return
+    kind = lookup(code)
+    if kind is None:
+        raise TracekitError(f"no finding {code!r}; `tracekit explain` lists them")
+    click.echo(kind.explain())
 
 
 @main.command()

@@ -1,5 +1,11 @@
 """The analysis report: a dict following the DESIGN JSON contract, rendered as text,
-JSON or Markdown. Keys only grow; a figure that cannot be known is `null`."""
+JSON or Markdown. Keys only grow; a figure that cannot be known is `null`, and
+`summary.null_reasons` says why.
+
+`build(run)` is the per-rank breakdown alone (the engine); `diagnose(run)` adds the four
+levels, the collectives and the findings — it imports `diagnosers`, so only the front
+door (`cli.py`) calls it.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ from tracekit.breakdown import per_rank
 from tracekit.store import Run
 
 REPORT_SCHEMA = 1
+SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
 
 def run_info(run: Run) -> dict[str, Any]:
@@ -45,6 +52,94 @@ def build(run: Run, window: str = "steps", steps: str | None = None) -> dict[str
         "window": {"kind": window, "steps": steps or "all"},
         "ranks": ranks,
     }
+
+
+def diagnose(
+    run: Run, window: str = "steps", steps: str | None = None, overrides=None, debug: bool = False
+) -> dict[str, Any]:
+    """The whole report: breakdown, the four levels, collectives, findings."""
+    import diagnosers
+
+    ctx = diagnosers.build(run, window=window, steps=steps, overrides=overrides)
+    levels = diagnosers.run_all(ctx, debug=debug)
+    by = {lv.level: lv for lv in levels}
+    findings = [f for lv in levels for f in lv.findings]
+    findings.sort(key=lambda f: (-(f.impact_ms or 0), SEVERITY_ORDER[f.severity]))
+    comp = by.get("compute")
+    comm = by.get("communication")
+    scal = by.get("scaling")
+    mem = by.get("memory")
+    rep = build(run, window=window, steps=steps)
+    rep["ranks"] = ctx.ranks
+    for r in rep["ranks"]:  # per-rank figures the levels computed
+        c = next(
+            (x for x in (comp.metrics.get("ranks", []) if comp else []) if x["rank"] == r["rank"]),
+            {},
+        )
+        r["mfu"] = c.get("mfu")
+        r["host_bound_fraction"] = c.get("host_bound_fraction")
+        m = next(
+            (x for x in (mem.metrics.get("ranks", []) if mem else []) if x["rank"] == r["rank"]), {}
+        )
+        r["peak_memory_fraction"] = m.get("fraction")
+        r["peak_reserved_bytes"] = m.get("peak_reserved_bytes")
+    proj = (scal.predicted.get("projection") if scal else None) or {}
+    summary = {
+        "step_time_ms": ctx.step_ms,
+        "mfu": comp.measured.get("mfu") if comp else None,
+        "gemm_efficiency": comp.measured.get("gemm_efficiency") if comp else None,
+        "peak_flops_source": comp.measured.get("peak_source") if comp else None,
+        "flops_per_step": comp.measured.get("flops_per_step") if comp else None,
+        "predicted_flops_per_step": comp.predicted.get("flops_per_step") if comp else None,
+        "idle_fraction": _mean(r["idle_fraction"] for r in ctx.ranks),
+        "host_bound_fraction": comp.measured.get("host_bound_fraction") if comp else None,
+        "comm_fraction": _mean(r["comm_fraction"] for r in ctx.ranks),
+        "exposed_comm_fraction": comm.measured.get("exposed_fraction") if comm else None,
+        "bubble_fraction": scal.measured.get("bubble_fraction") if scal else None,
+        "predicted_bubble_fraction": scal.predicted.get("bubble_fraction") if scal else None,
+        "straggler_ranks": scal.measured.get("straggler_ranks") if scal else [],
+        "peak_memory_fraction": mem.measured.get("peak_fraction") if mem else None,
+        "peak_memory_bytes": mem.measured.get("peak_bytes") if mem else None,
+        "predicted_memory_bytes": mem.predicted.get("total_bytes") if mem else None,
+        "projected_efficiency_2x": (proj.get("2x") or {}).get("efficiency"),
+        "projected_efficiency_8x": (proj.get("8x") or {}).get("efficiency"),
+        "device_spec": ctx.spec.name if ctx.spec else None,
+        "manifest": bool(ctx.manifest),
+    }
+    summary["null_reasons"] = {
+        k: next((n for lv in levels for n in lv.notes if _note_for(k, n)), "not measurable")
+        for k, v in summary.items()
+        if v is None and k != "null_reasons"
+    }
+    rep["summary"] = summary
+    rep["levels"] = [lv.to_dict() for lv in levels]
+    rep["collectives"] = comm.metrics.get("collectives", []) if comm else []
+    rep["top_ops"] = comp.metrics.get("top_ops", []) if comp else []
+    rep["findings"] = [f.to_dict() for f in findings]
+    return rep
+
+
+_NOTE_KEYS = {
+    "mfu": "MFU",
+    "gemm_efficiency": "MFU",
+    "peak_flops_source": "MFU",
+    "predicted_flops_per_step": "predicted FLOPs",
+    "bubble_fraction": "pipeline",
+    "predicted_bubble_fraction": "pipeline",
+    "peak_memory_fraction": "memory",
+    "predicted_memory_bytes": "predicted memory",
+    "peak_memory_bytes": "memory",
+}
+
+
+def _note_for(key: str, note: str) -> bool:
+    word = _NOTE_KEYS.get(key)
+    return bool(word) and word.lower() in note.lower()
+
+
+def _mean(values) -> float | None:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
 
 
 def to_json(report: dict) -> str:
@@ -87,23 +182,117 @@ def _header(report: dict) -> list[str]:
     ]
 
 
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {_fmt(x)}" for k, x in v.items() if not isinstance(x, dict))
+    return str(v)
+
+
+LEVEL_LINES = {
+    # level → [(label, measured key, predicted key, formatter)]
+    "memory": [
+        ("peak memory", "peak_fraction", None, "pct"),
+        ("peak reserved", "peak_reserved_bytes", "total_bytes", "gb"),
+    ],
+    "compute": [
+        ("MFU", "mfu", None, "pct"),
+        ("GEMM efficiency", "gemm_efficiency", None, "pct"),
+        ("FLOPs / step", "flops_per_step", "flops_per_step", "flops"),
+        ("host-bound", "host_bound_fraction", None, "pct"),
+        ("idle", "idle_fraction", None, "pct"),
+    ],
+    "communication": [
+        ("exposed", "exposed_fraction", None, "pct"),
+        ("comm / compute overlap", "comm_overlap_fraction", None, "pct"),
+    ],
+    "scaling": [
+        ("pipeline bubble", "bubble_fraction", "bubble_fraction", "pct"),
+        ("stragglers", "straggler_ranks", None, "list"),
+    ],
+}
+
+
+def _val(v: Any, kind: str) -> str:
+    if v is None:
+        return "—"
+    if kind == "pct":
+        return f"{100 * v:.1f}%"
+    if kind == "gb":
+        return f"{v / 1e9:.2f} GB"
+    if kind == "flops":
+        return f"{v / 1e12:.3f} TFLOP"
+    if kind == "list":
+        return ", ".join(map(str, v)) or "none"
+    return _fmt(v)
+
+
+def _level_rows(report: dict) -> list[tuple[str, str, str, str, str]]:
+    rows = []
+    for lv in report.get("levels", []):
+        for i, (label, mkey, pkey, kind) in enumerate(LEVEL_LINES.get(lv["level"], [])):
+            rows.append(
+                (
+                    lv["level"] if i == 0 else "",
+                    label,
+                    _val(lv["measured"].get(mkey), kind),
+                    _val(lv["predicted"].get(pkey), kind) if pkey else "",
+                    lv["verdict"] if i == 0 else "",
+                )
+            )
+    return rows
+
+
+def _finding_lines(report: dict) -> list[str]:
+    out = []
+    for f in report.get("findings", []):
+        impact = f" · {f['impact_ms']:.1f} ms/step" if f.get("impact_ms") else ""
+        ranks = f" · ranks {', '.join(map(str, f['ranks']))}" if f["ranks"] else ""
+        out.append(f"{f['severity'].upper():8} {f['code']} {f['kind']}{impact}{ranks}")
+        out.append(f"         {f['title']}")
+        if f["remedy"]:
+            out.append(f"         → {f['remedy']}")
+    return out
+
+
 def to_text(report: dict) -> str:
     from io import StringIO
 
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for _, title, _ in RANK_COLUMNS:
-        table.add_column(title, justify="right")
-    for row in report["ranks"]:
-        table.add_row(*(fmt(row[key]) for key, _, fmt in RANK_COLUMNS))
     buf = StringIO()
     console = Console(file=buf, width=120, force_terminal=False, color_system=None)
     for line in _header(report):
         console.print(line, highlight=False, soft_wrap=True)
     console.print()
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for _, title, _ in RANK_COLUMNS:
+        table.add_column(title, justify="right")
+    for row in report["ranks"]:
+        table.add_row(*(fmt(row[key]) for key, _, fmt in RANK_COLUMNS))
     console.print(table)
+    if report.get("levels"):
+        console.print()
+        lt = Table(box=None, header_style="bold", pad_edge=False)
+        for col in ("level", "figure", "measured", "predicted", "verdict"):
+            lt.add_column(col)
+        for row in _level_rows(report):
+            lt.add_row(*row)
+        console.print(lt)
+        for lv in report["levels"]:
+            for note in lv["notes"]:
+                console.print(f"  note ({lv['level']}): {note}", highlight=False, soft_wrap=True)
+        console.print()
+        lines = _finding_lines(report)
+        console.print(
+            "findings" if lines else "findings: none — healthy at every level", highlight=False
+        )
+        for line in lines:
+            console.print(line, highlight=False, soft_wrap=True)
     return buf.getvalue()
 
 
@@ -113,6 +302,22 @@ def to_markdown(report: dict) -> str:
     lines.append("|" + "---:|" * len(RANK_COLUMNS))
     for row in report["ranks"]:
         lines.append("| " + " | ".join(fmt(row[k]) for k, _, fmt in RANK_COLUMNS) + " |")
+    if report.get("levels"):
+        lines += [
+            "",
+            "| level | figure | measured | predicted | verdict |",
+            "|---|---|---|---|---|",
+        ]
+        lines += ["| " + " | ".join(r) + " |" for r in _level_rows(report)]
+        lines += ["", "### Findings", ""]
+        if not report["findings"]:
+            lines.append("None — healthy at every level.")
+        for f in report["findings"]:
+            impact = f" ({f['impact_ms']:.1f} ms/step)" if f.get("impact_ms") else ""
+            lines.append(
+                f"- **{f['severity']}** `{f['code']}` {f['kind']}{impact}: {f['title']}."
+                f" *Remedy:* {f['remedy']}"
+            )
     return "\n".join(lines) + "\n"
 
 

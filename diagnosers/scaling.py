@@ -1,0 +1,231 @@
+"""Level 4, scaling: does it improve with more devices?
+
+- Pipeline bubble per stage, measured as the share of the step the stage does not
+  compute (1 − compute fraction), beside (P−1)/(M+P−1) or (P−1)/(V·M+P−1).
+- Stragglers: per matched collective instance, the rank that arrived last (its transfer
+  started last) and the skew it caused; a rank last at most instances that costs the
+  others ≥ 2% of the step is a straggler, with its compute excess over the median rank.
+- Projection: step time and weak-scaling efficiency at 2× and 8× the world size —
+  compute per rank stays, each data-parallel collective's time follows the α-β model
+  to the new group size (in a node, then between nodes past `gpus_per_node`), and the
+  communication that compute hides today stays hidden up to the same amount.
+"""
+
+from __future__ import annotations
+
+from statistics import median
+
+from diagnosers.base import LevelResult, pct, severity
+from diagnosers.communication import predict_seconds
+from diagnosers.context import Context
+from diagnosers.findings import Finding
+from diagnosers.pipeline import detect_pipeline
+from tracekit.model.pipeline import bubble_fraction, microbatches_for
+
+BUBBLE_WARN, BUBBLE_CRIT = 0.20, 0.40
+LAST_SHARE = 0.6
+STRAGGLER_COST = 0.02  # of the step
+POOR_EFFICIENCY = 0.6
+
+
+def _bubble(ctx: Context, res: LevelResult) -> None:
+    pipe = detect_pipeline(ctx)
+    if pipe is None:
+        res.measured["bubble_fraction"] = None
+        res.predicted["bubble_fraction"] = None
+        res.notes.append("not a pipeline-parallel run (no job.json pp, PP labels or mesh_pp)")
+        return
+    per_stage = [
+        {"rank": r["rank"], "bubble_fraction": 1 - r["compute_fraction"]}
+        for r in ctx.ranks
+        if r["compute_fraction"] is not None
+    ]
+    measured = sum(s["bubble_fraction"] for s in per_stage) / len(per_stage) if per_stage else None
+    pred = (
+        bubble_fraction(pipe.stages, pipe.microbatches, pipe.virtual) if pipe.microbatches else None
+    )
+    res.measured["bubble_fraction"] = measured
+    res.predicted["bubble_fraction"] = pred
+    res.metrics["pipeline"] = {
+        "stages": pipe.stages,
+        "microbatches": pipe.microbatches,
+        "virtual_stages": pipe.virtual,
+        "schedule": pipe.schedule,
+        "source": pipe.source,
+        "per_rank": per_stage,
+    }
+    if pred is not None and measured is not None and abs(measured - pred) > 0.10:
+        res.notes.append(
+            f"measured bubble {pct(measured)} differs from the formula's {pct(pred)}: "
+            + (
+                "stages are unbalanced or other idle time adds to it"
+                if measured > pred
+                else "stages overlap more than the schedule's model (or the window cuts steps)"
+            )
+        )
+    sev = severity(measured or 0, BUBBLE_WARN, BUBBLE_CRIT)
+    if sev is None:
+        return
+    p, m, v = pipe.stages, pipe.microbatches, pipe.virtual
+    step_ms = ctx.step_ms or 0
+    if m and m < 4 * p:
+        target_m = 4 * p
+        after = bubble_fraction(p, target_m, v)
+        remedy = (
+            f"use M ≥ 4·P microbatches: with M = {target_m}, the bubble would drop from "
+            f"{pct(pred)} to {pct(after)}; or interleave (V = 2: "
+            f"{pct(bubble_fraction(p, m, 2 * v))} at M = {m})"
+        )
+        impact = (measured - after) * step_ms if measured else None
+    else:
+        remedy = (
+            "the bubble exceeds what the schedule explains: balance layers across stages "
+            f"(M = {microbatches_for(p, 0.1, v)} would bring the formula under 10%)"
+        )
+        impact = (measured - (pred or 0)) * step_ms if measured else None
+    res.findings.append(
+        Finding(
+            "scaling.pipeline_bubble",
+            sev,
+            f"pipeline stages idle {pct(measured)} of the step (P = {p}, M = {m}, V = {v}; "
+            f"formula {pct(pred)})",
+            ranks=[s["rank"] for s in per_stage if s["bubble_fraction"] >= BUBBLE_WARN],
+            measured={"bubble_fraction": measured},
+            predicted={"bubble_fraction": pred},
+            impact_ms=max(impact or 0.0, 0.0),
+            remedy=remedy,
+        )
+    )
+
+
+def _straggler(ctx: Context, res: LevelResult) -> None:
+    rows = ctx.run.sql("""
+        SELECT last_rank, count(*), sum(skew_ns) FROM collective_instances
+        WHERE ranks_matched >= 2 GROUP BY last_rank""").fetchall()
+    total = sum(n for _, n, _ in rows)
+    res.metrics["last_arrivals"] = [
+        {"rank": r, "instances": n, "skew_ms": s / 1e6} for r, n, s in sorted(rows)
+    ]
+    if not total or len(ctx.ranks) < 2:
+        res.measured["straggler_ranks"] = []
+        return
+    steps = max(max((r["steps"] for r in ctx.ranks), default=1), 1)
+    step_ms = ctx.step_ms or 0
+    found = []
+    for rank, n, skew in rows:
+        share, cost_ms = n / total, skew / 1e6 / steps
+        if share >= LAST_SHARE and step_ms and cost_ms >= STRAGGLER_COST * step_ms:
+            found.append((rank, share, cost_ms))
+    res.measured["straggler_ranks"] = [r for r, _, _ in found]
+    for rank, share, cost_ms in found:
+        comp = {
+            r["rank"]: r["compute_fraction"] * (r["step_time_ms"] or r["window_ms"])
+            for r in ctx.ranks
+            if r["compute_fraction"] is not None
+        }
+        others = [v for k, v in comp.items() if k != rank]
+        excess = comp.get(rank, 0) - median(others) if others and rank in comp else None
+        why = (
+            f"; its compute takes {excess:.1f} ms longer per step than the median rank's"
+            if excess is not None and excess > 0.25 * cost_ms
+            else "; its compute is not longer: look for host-side delays (data loading, "
+            "Python) or a slower link on that rank"
+        )
+        res.findings.append(
+            Finding(
+                "scaling.straggler",
+                "critical" if cost_ms >= 0.10 * step_ms else "warning",
+                f"rank {rank} arrives last at {pct(share)} of collectives; the others wait "
+                f"{cost_ms:.1f} ms per step" + why,
+                ranks=[rank],
+                measured={
+                    "last_share": share,
+                    "wait_ms_per_step": cost_ms,
+                    "compute_excess_ms": excess,
+                },
+                predicted={"wait_ms_per_step": 0.0},
+                impact_ms=cost_ms,
+                remedy="check that rank's GPU (clocks, throttling, ECC errors), its input "
+                "(sequence lengths, data-loader workers) and the work assigned to it "
+                "(uneven sharding, pipeline stage balance)",
+            )
+        )
+
+
+def _projection(ctx: Context, res: LevelResult) -> None:
+    coll = ctx.metrics.get("communication", {}).get("collectives", [])
+    world = len(ctx.ranks)
+    step_ms = ctx.step_ms
+    if not step_ms or world < 1:
+        return
+    comm_ms = (
+        _mean(
+            r["comm_fraction"] * (r["step_time_ms"] or r["window_ms"])
+            for r in ctx.ranks
+            if r["comm_fraction"] is not None
+        )
+        or 0.0
+    )
+    exposed_ms = (
+        _mean(
+            r["exposed_comm_fraction"] * (r["step_time_ms"] or r["window_ms"])
+            for r in ctx.ranks
+            if r["exposed_comm_fraction"] is not None
+        )
+        or 0.0
+    )
+    hidden_ms = max(comm_ms - exposed_ms, 0.0)
+    proj = {}
+    for mult in (2, 8):
+        new_comm = 0.0
+        for c in coll:
+            g = c["group_size"] or world
+            scales = g >= world and c["name"] in (
+                "all_reduce",
+                "all_gather",
+                "reduce_scatter",
+                "all_to_all",
+            )
+            now = predict_seconds(ctx, c["name"], g, c["bytes"] or 0)
+            later = predict_seconds(ctx, c["name"], g * mult, c["bytes"] or 0) if scales else now
+            ratio = later / now if now and later else 1.0
+            new_comm += c["time_ms_per_step"] * ratio
+        other_comm = max(comm_ms - sum(c["time_ms_per_step"] for c in coll), 0.0)
+        new_comm += other_comm
+        new_step = step_ms - exposed_ms + max(new_comm - hidden_ms, 0.0)
+        proj[f"{mult}x"] = {
+            "world_size": world * mult,
+            "step_time_ms": new_step,
+            "efficiency": step_ms / new_step if new_step else None,
+        }
+    res.predicted["projection"] = proj
+    eff2 = proj["2x"]["efficiency"]
+    comm_found = any(f.level == "communication" for f in ctx.metrics.get("_findings", []))
+    if eff2 is not None and eff2 < POOR_EFFICIENCY and not comm_found:
+        res.findings.append(
+            Finding(
+                "scaling.poor_projection",
+                "warning",
+                f"at {proj['2x']['world_size']} ranks the step would take "
+                f"{proj['2x']['step_time_ms']:.1f} ms (efficiency {pct(eff2)})",
+                ranks=[],
+                measured={"step_time_ms": step_ms},
+                predicted=proj,
+                impact_ms=proj["2x"]["step_time_ms"] - step_ms,
+                remedy="overlap communication with compute, shard within a node (TP/HSDP), or "
+                "raise the per-rank batch so compute grows with communication",
+            )
+        )
+
+
+def _mean(values) -> float | None:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def diagnose(ctx: Context) -> LevelResult:
+    res = LevelResult("scaling")
+    _bubble(ctx, res)
+    _straggler(ctx, res)
+    _projection(ctx, res)
+    return res
