@@ -106,7 +106,10 @@ def collective_table(ctx: Context) -> list[dict]:
 
 
 def exposure(ctx: Context) -> dict[int, dict]:
-    """Per rank: transfer time not under compute, total and per collective name."""
+    """Per rank: transfer time not under compute, total and per collective name.
+
+    (DuckDB's least/greatest skip NULLs: a transfer with no compute beside it must be
+    filtered out of the sum, not clipped against NULL.)"""
     comp = "category = 'compute'"
     rows = ctx.run.sql(f"""
         WITH w AS {ctx.window_sql()},
@@ -130,17 +133,24 @@ def exposure(ctx: Context) -> dict[int, dict]:
         ),
         ov AS (
             SELECT cm.rank, cm.name, cm.n, cm.s, cm.e,
-                   coalesce(sum(greatest(0, least(cm.e, comp.e) - greatest(cm.s, comp.s))), 0)
+                   coalesce(sum(greatest(0, least(cm.e, comp.e) - greatest(cm.s, comp.s)))
+                            FILTER (comp.s IS NOT NULL), 0)
                        AS hidden
             FROM cm LEFT JOIN comp ON comp.rank = cm.rank AND comp.s < cm.e AND comp.e > cm.s
             GROUP BY cm.rank, cm.name, cm.n, cm.s, cm.e
         )
-        SELECT rank, name, any_value(n), sum(greatest(0, e - s)), sum(greatest(0, e - s - hidden))
+        SELECT rank, name, any_value(n), sum(greatest(0, e - s)), sum(greatest(0, e - s - hidden)),
+               count(*) FILTER (e > s AND e - s - hidden >= 0.9 * (e - s)), count(*)
         FROM ov GROUP BY rank, name""").fetchall()
     out: dict[int, dict] = {}
-    for rank, name, n, transfer, exposed in rows:
+    for rank, name, n, transfer, exposed, bare, count in rows:
         d = out.setdefault(rank, {"steps": n, "by_name": {}})
-        d["by_name"][name] = {"transfer_ns": transfer, "exposed_ns": exposed}
+        d["by_name"][name] = {
+            "transfer_ns": transfer,
+            "exposed_ns": exposed,
+            "bare": bare,
+            "count": count,
+        }
     return out
 
 
@@ -254,29 +264,31 @@ def diagnose(ctx: Context) -> LevelResult:
                 measured={"exposed_fraction": mean_exposed},
                 predicted={"exposed_fraction": 0.0},
                 impact_ms=ms,
-                remedy=_exposed_remedy(ctx, top),
+                remedy=_exposed_remedy(ctx, top, exp),
                 details={"ranks": per_rank},
             )
         )
     return res
 
 
-def _exposed_remedy(ctx: Context, top: str | None) -> str:
+def _exposed_remedy(ctx: Context, top: str | None, exp: dict) -> str:
     strategy = ctx.manifest.strategy if ctx.manifest else None
     if top == "all_reduce" and strategy in (None, "ddp", "custom"):
-        late = ctx.run.sql("""
-            WITH b AS (SELECT rank, max(end_ns) AS bwd_end FROM device_activity
-                       WHERE category = 'compute' GROUP BY rank)
-            SELECT count(*) FILTER (c.ts_ns >= b.bwd_end), count(*)
-            FROM collectives c JOIN b USING (rank) WHERE c.name = 'all_reduce'""").fetchall()
-        n_late, n = late[0] if late else (0, 0)
+        bare = sum(d["by_name"].get("all_reduce", {}).get("bare", 0) for d in exp.values())
+        n = sum(d["by_name"].get("all_reduce", {}).get("count", 0) for d in exp.values())
+        per = max(sum(max(d["steps"] or 1, 1) for d in exp.values()), 1)  # rank-steps
         lead = (
-            f"{n_late} of {n} all-reduce buckets start after the last compute kernel: " if n else ""
+            (
+                f"{bare / per:.0f} of {n / per:.0f} all-reduce buckets per step run with no "
+                "compute beside them: "
+            )
+            if n
+            else ""
         )
         return (
-            lead + "raise overlap with smaller DDP buckets (bucket_cap_mb) so reduction "
-            "starts during backward, check find_unused_parameters=False, and keep the "
-            "optimizer from waiting on every bucket"
+            lead + "start reduction during backward with smaller DDP buckets "
+            "(bucket_cap_mb), check find_unused_parameters=False and that no hook or "
+            "sync holds the buckets until backward ends"
         )
     if top in ("all_gather", "reduce_scatter"):
         return (

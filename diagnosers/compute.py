@@ -7,7 +7,8 @@
   the kernels themselves run, whatever the idle time around them.
 - host-bound time: a device gap (no kernel, memcpy or memset on any stream) before a
   kernel launched only after the previous work had ended — the device waited for the
-  host.
+  host. A gap across the start of a ProfilerStep is left out: that is the previous
+  step's tail (waiting on other ranks, a pipeline's cooldown), not launch overhead.
 - the FLOPs predicted from job.json: tokens per step × (6N + 12·L·H·Q·T).
 """
 
@@ -60,10 +61,19 @@ def _host_bound(ctx: Context) -> dict[int, dict]:
                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
             FROM d
         ),
-        l AS (
+        l0 AS (
             SELECT o.*, r.ts_ns AS launch_ns FROM o
             LEFT JOIN events r ON r.rank = o.rank AND r.correlation = o.correlation
                               AND r.kind = 'runtime'
+        ),
+        -- a gap across a step boundary is the step's tail (waiting on other ranks, a
+        -- pipeline's cooldown), not launch overhead
+        boundary AS (
+            SELECT DISTINCT l0.rank, l0.ts_ns FROM l0 JOIN steps s
+              ON s.rank = l0.rank AND s.ts_ns > l0.prev_end AND s.ts_ns <= l0.launch_ns
+        ),
+        l AS (
+            SELECT l0.* FROM l0 ANTI JOIN boundary b ON b.rank = l0.rank AND b.ts_ns = l0.ts_ns
         )
         SELECT rank, any_value(n),
                coalesce(sum(ts_ns - prev_end) FILTER (ts_ns > prev_end

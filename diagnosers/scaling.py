@@ -202,10 +202,11 @@ def _projection(ctx: Context, res: LevelResult) -> None:
     eff2 = proj["2x"]["efficiency"]
     comm_found = any(f.level == "communication" for f in ctx.metrics.get("_findings", []))
     if eff2 is not None and eff2 < POOR_EFFICIENCY and not comm_found:
+        # a projection, not a measurement: information, never a warning
         res.findings.append(
             Finding(
                 "scaling.poor_projection",
-                "warning",
+                "info",
                 f"at {proj['2x']['world_size']} ranks the step would take "
                 f"{proj['2x']['step_time_ms']:.1f} ms (efficiency {pct(eff2)})",
                 ranks=[],

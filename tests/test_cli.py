@@ -59,7 +59,7 @@ def test_analyze_every_shared_trace(name, shared_trace):
 
 
 def test_analyze_text_and_markdown(run_dir):
-    out = invoke("analyze", run_dir).output
+    out = invoke("analyze", run_dir, "--breakdown-only").output
     assert "2 of 2 ranks" in out
     # rank, steps, step ms, idle, compute, non-compute, overlap, exposed
     assert out.splitlines()[-1].split() == [
@@ -72,8 +72,10 @@ def test_analyze_text_and_markdown(run_dir):
         "33.3",
         "20.0",
     ]
+    full = invoke("analyze", run_dir).output
+    assert "level" in full and "communication" in full and "findings" in full
     md = invoke("analyze", run_dir, "--format", "markdown").output
-    assert md.count("\n|") >= 4 and "| 20.0 |" in md
+    assert md.count("\n|") >= 4 and "| 20.0 |" in md and "### Findings" in md
 
 
 def test_analyze_writes_output_file(run_dir, tmp_path):

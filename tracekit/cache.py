@@ -25,7 +25,7 @@ import platformdirs
 if TYPE_CHECKING:
     import duckdb
 
-SCHEMA_VERSION = 9  # bump when any cached table changes shape or meaning
+SCHEMA_VERSION = 10  # bump when any cached table changes shape or meaning
 
 TABLES = (
     "events",

@@ -9,7 +9,7 @@
 -- @column dur_ns: op duration (CPU), ns
 -- @column flops: FLOPs of the op (2 per multiply-add)
 -- @column dtype: first input tensor dtype as traced (c10::BFloat16, float …)
--- @column kernels: kernels launched inside the op (0 on CPU runs)
+-- @column kernels: compute kernels launched inside the op (NCCL kernels excluded; 0 on CPU runs)
 -- @column kernel_ns: summed duration of those kernels (GPU), ns
 -- @column device_ns: time the work took: kernel_ns on GPU runs, dur_ns on CPU runs
 -- @column achieved_flops_per_s: flops ÷ device_ns
@@ -28,7 +28,7 @@ inner_ops AS (SELECT * FROM o WHERE op_id NOT IN (SELECT op_id FROM nested)),
 launches AS (
     SELECT r.tid, r.ts_ns AS launch_ns, k.dur_ns AS k_dur
     FROM events r JOIN events k ON k.correlation = r.correlation
-    WHERE r.kind = 'runtime' AND k.kind = 'kernel'
+    WHERE r.kind = 'runtime' AND k.kind = 'kernel' AND NOT starts_with(k.name, 'nccl')
 ),
 k AS (
     SELECT i.op_id, count(l.k_dur) AS kernels, sum(l.k_dur) AS kernel_ns
