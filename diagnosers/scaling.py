@@ -58,7 +58,7 @@ def _bubble(ctx: Context, res: LevelResult) -> None:
         res.notes.append(
             f"measured bubble {pct(measured)} differs from the formula's {pct(pred)}: "
             + (
-                "stages are unbalanced or other idle time adds to it"
+                _imbalance(per_stage)
                 if measured > pred
                 else "stages overlap more than the schedule's model (or the window cuts steps)"
             )
@@ -95,6 +95,15 @@ def _bubble(ctx: Context, res: LevelResult) -> None:
             impact_ms=max(impact or 0.0, 0.0),
             remedy=remedy,
         )
+    )
+
+
+def _imbalance(per_stage: list[dict]) -> str:
+    comp = [1 - s["bubble_fraction"] for s in per_stage]
+    return (
+        f"stages compute {pct(min(comp))}–{pct(max(comp))} of the step (unbalanced stages "
+        "wait for the slowest), and the optimizer, loss and host overhead outside the "
+        "microbatches add idle time the formula does not count"
     )
 
 

@@ -196,7 +196,7 @@ LEVEL_LINES = {
     # level → [(label, measured key, predicted key, formatter)]
     "memory": [
         ("peak memory", "peak_fraction", None, "pct"),
-        ("peak reserved", "peak_reserved_bytes", "total_bytes", "gb"),
+        ("peak bytes", "peak_bytes", "total_bytes", "gb"),
     ],
     "compute": [
         ("MFU", "mfu", None, "pct"),
