@@ -162,13 +162,18 @@ def diagnose(ctx: Context) -> LevelResult:
     win = {r["rank"]: r["window_ms"] for r in ctx.ranks}
     steps = {r["rank"]: max(r["steps"], 1) for r in ctx.ranks}
     n_ranks = max(len(ctx.ranks), 1)
+    # exposure is measured per collective name; share it across the name's sizes by time
+    name_time = {}
+    for row in table:
+        name_time[row["name"]] = name_time.get(row["name"], 0) + row["time_ms_per_step"]
     for row in table:
         tot = sum(
             exp.get(r, {}).get("by_name", {}).get(row["name"], {}).get("exposed_ns", 0)
             / steps.get(r, 1)
             for r in exp
         )
-        row["exposed_ms"] = tot / 1e6 / n_ranks
+        share = row["time_ms_per_step"] / name_time[row["name"]] if name_time[row["name"]] else 0
+        row["exposed_ms"] = tot / 1e6 / n_ranks * share
     res.metrics["collectives"] = table
     ctx.metrics["communication"] = {"collectives": table}
 

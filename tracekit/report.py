@@ -246,6 +246,19 @@ def _level_rows(report: dict) -> list[tuple[str, str, str, str, str]]:
     return rows
 
 
+COLLECTIVE_COLUMNS = (
+    ("name", "collective", str),
+    ("group_size", "ranks", lambda v: "?" if v is None else str(v)),
+    ("bytes", "size MB", lambda v: "—" if v is None else f"{v / 1e6:,.2f}"),
+    ("count_per_step", "/step", lambda v: "—" if v is None else f"{v:,.1f}"),
+    ("transfer_ms", "transfer ms", _ms),
+    ("predicted_ms", "pred ms", _ms),
+    ("busbw_GBps", "busbw GB/s", lambda v: "—" if v is None else f"{v:,.2f}"),
+    ("predicted_busbw_GBps", "pred GB/s", lambda v: "—" if v is None else f"{v:,.2f}"),
+    ("exposed_ms", "exposed ms/step", _ms),
+)
+
+
 def _finding_lines(report: dict) -> list[str]:
     out = []
     for f in report.get("findings", []):
@@ -266,33 +279,49 @@ def to_text(report: dict) -> str:
 
     buf = StringIO()
     console = Console(file=buf, width=120, force_terminal=False, color_system=None)
+
+    def table(columns, rows, left=()):
+        t = Table(box=None, header_style="bold", pad_edge=False)
+        for title in columns:
+            t.add_column(title, justify="left" if title in left else "right")
+        for row in rows:
+            t.add_row(*row)
+        console.print()
+        console.print(t)
+
     for line in _header(report):
         console.print(line, highlight=False, soft_wrap=True)
-    console.print()
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for _, title, _ in RANK_COLUMNS:
-        table.add_column(title, justify="right")
-    for row in report["ranks"]:
-        table.add_row(*(fmt(row[key]) for key, _, fmt in RANK_COLUMNS))
-    console.print(table)
-    if report.get("levels"):
-        console.print()
-        lt = Table(box=None, header_style="bold", pad_edge=False)
-        for col in ("level", "figure", "measured", "predicted", "verdict"):
-            lt.add_column(col)
-        for row in _level_rows(report):
-            lt.add_row(*row)
-        console.print(lt)
-        for lv in report["levels"]:
-            for note in lv["notes"]:
-                console.print(f"  note ({lv['level']}): {note}", highlight=False, soft_wrap=True)
-        console.print()
-        lines = _finding_lines(report)
-        console.print(
-            "findings" if lines else "findings: none — healthy at every level", highlight=False
+    table(
+        [t for _, t, _ in RANK_COLUMNS],
+        [[fmt(r[k]) for k, _, fmt in RANK_COLUMNS] for r in report["ranks"]],
+    )
+    if not report.get("levels"):
+        return buf.getvalue()
+    table(
+        ("level", "figure", "measured", "predicted", "verdict"),
+        _level_rows(report),
+        left=("level", "figure", "measured", "predicted", "verdict"),
+    )
+    if report.get("collectives"):
+        table(
+            [t for _, t, _ in COLLECTIVE_COLUMNS],
+            [
+                [fmt(c.get(k)) for k, _, fmt in COLLECTIVE_COLUMNS]
+                for c in report["collectives"][:10]
+            ],
+            left=("collective",),
         )
-        for line in lines:
-            console.print(line, highlight=False, soft_wrap=True)
+    console.print()
+    for lv in report["levels"]:
+        for note in lv["notes"]:
+            console.print(f"  note ({lv['level']}): {note}", highlight=False, soft_wrap=True)
+    console.print()
+    lines = _finding_lines(report)
+    console.print(
+        "findings" if lines else "findings: none — healthy at every level", highlight=False
+    )
+    for line in lines:
+        console.print(line, highlight=False, soft_wrap=True)
     return buf.getvalue()
 
 
@@ -309,6 +338,17 @@ def to_markdown(report: dict) -> str:
             "|---|---|---|---|---|",
         ]
         lines += ["| " + " | ".join(r) + " |" for r in _level_rows(report)]
+        if report.get("collectives"):
+            cols = COLLECTIVE_COLUMNS
+            lines += [
+                "",
+                "| " + " | ".join(t for _, t, _ in cols) + " |",
+                "|---|" + "---:|" * (len(cols) - 1),
+            ]
+            lines += [
+                "| " + " | ".join(fmt(c.get(k)) for k, _, fmt in cols) + " |"
+                for c in report["collectives"][:10]
+            ]
         lines += ["", "### Findings", ""]
         if not report["findings"]:
             lines.append("None — healthy at every level.")
