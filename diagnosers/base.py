@@ -34,6 +34,12 @@ class LevelResult:
         }
 
 
+def mean(values) -> float | None:
+    """Mean of the values that are known (None when none is)."""
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
 def severity(value: float, warn: float, crit: float) -> str | None:
     """'critical' / 'warning' / None for a figure where larger is worse."""
     if value >= crit:

@@ -15,7 +15,7 @@ communication.slow_collective's.
 
 from __future__ import annotations
 
-from diagnosers.base import LevelResult, pct, severity
+from diagnosers.base import LevelResult, mean, pct, severity
 from diagnosers.context import Context
 from diagnosers.findings import Finding
 from diagnosers.pipeline import detect_pipeline
@@ -252,8 +252,8 @@ def diagnose(ctx: Context) -> LevelResult:
     mean_exposed = sum(fr) / len(fr) if fr else None
     res.measured = {
         "exposed_fraction": mean_exposed,
-        "comm_fraction": _mean(r["comm_fraction"] for r in ctx.ranks),
-        "comm_overlap_fraction": _mean(r["comm_overlap_fraction"] for r in ctx.ranks),
+        "comm_fraction": mean(r["comm_fraction"] for r in ctx.ranks),
+        "comm_overlap_fraction": mean(r["comm_overlap_fraction"] for r in ctx.ranks),
         "busbw_GBps": {r["name"]: r["busbw_GBps"] for r in table[:5]},
     }
     res.predicted = {"busbw_GBps": {r["name"]: r["predicted_busbw_GBps"] for r in table[:5]}}
@@ -268,7 +268,7 @@ def diagnose(ctx: Context) -> LevelResult:
         top = max(
             (r["top_collective"] for r in flagged), key=[r["top_collective"] for r in flagged].count
         )
-        ms = _mean(r["exposed_ms_per_step"] for r in flagged)
+        ms = mean(r["exposed_ms_per_step"] for r in flagged)
         res.findings.append(
             Finding(
                 "communication.exposed",
@@ -351,8 +351,3 @@ def _exposed_remedy(ctx: Context, top: str | None, exp: dict) -> str:
     if top in P2P:
         return "pipeline: more microbatches per step or an interleaved schedule"
     return "overlap the collective with independent compute, or issue fewer, larger ones"
-
-
-def _mean(values) -> float | None:
-    vals = [v for v in values if v is not None]
-    return sum(vals) / len(vals) if vals else None

@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from diagnosers.base import LevelResult, pct, severity
+from diagnosers.base import LevelResult, mean, pct, severity
 from diagnosers.context import Context
 from diagnosers.findings import Finding
 from tracekit.model.flops import transformer_flops_per_token
@@ -191,8 +191,8 @@ def diagnose(ctx: Context) -> LevelResult:
         "gemm_efficiency": eff,
         "peak_source": peak_src,
         "flops_per_step": counted or None,
-        "idle_fraction": _mean(r["idle_fraction"] for r in ctx.ranks),
-        "host_bound_fraction": _mean(r["host_bound_fraction"] for r in per_rank),
+        "idle_fraction": mean(r["idle_fraction"] for r in ctx.ranks),
+        "host_bound_fraction": mean(r["host_bound_fraction"] for r in per_rank),
     }
     res.predicted = {"flops_per_step": pred}
     if why:
@@ -240,11 +240,6 @@ def _idle_finding(res: LevelResult, ctx: Context, per_rank) -> None:
     )
 
 
-def _mean(values) -> float | None:
-    vals = [v for v in values if v is not None]
-    return sum(vals) / len(vals) if vals else None
-
-
 def _low_mfu(res: LevelResult, ctx: Context, mfu, eff, per_rank) -> None:
     if mfu is None or mfu >= LOW_MFU or eff is None or eff >= SLOW_GEMMS:
         return  # high MFU, or low MFU that idle / communication explains (their findings)
@@ -280,9 +275,9 @@ def _host_bound_finding(res: LevelResult, ctx: Context, per_rank) -> None:
     flagged = [r for r in per_rank if severity(r["host_bound_fraction"] or 0, HOST_WARN, HOST_CRIT)]
     if not flagged:
         return
-    frac = _mean(r["host_bound_fraction"] for r in flagged)
-    ms = _mean(r["host_bound_ms_per_step"] for r in flagged)
-    gaps = _mean(r["host_gaps_per_step"] for r in flagged)
+    frac = mean(r["host_bound_fraction"] for r in flagged)
+    ms = mean(r["host_bound_ms_per_step"] for r in flagged)
+    gaps = mean(r["host_gaps_per_step"] for r in flagged)
     res.findings.append(
         Finding(
             "compute.host_bound",

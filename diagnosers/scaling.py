@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from statistics import median
 
-from diagnosers.base import LevelResult, pct, severity
+from diagnosers.base import LevelResult, mean, pct, severity
 from diagnosers.communication import predict_seconds
 from diagnosers.context import Context
 from diagnosers.findings import Finding
@@ -161,28 +161,26 @@ def _straggler(ctx: Context, res: LevelResult) -> None:
         )
 
 
+def _per_step_ms(ctx: Context, fraction_key: str) -> float:
+    """Mean over ranks of a per-rank fraction, in ms of that rank's step."""
+    return (
+        mean(
+            r[fraction_key] * (r["step_time_ms"] or r["window_ms"])
+            for r in ctx.ranks
+            if r[fraction_key] is not None
+        )
+        or 0.0
+    )
+
+
 def _projection(ctx: Context, res: LevelResult) -> None:
     coll = ctx.metrics.get("communication", {}).get("collectives", [])
     world = len(ctx.ranks)
     step_ms = ctx.step_ms
     if not step_ms or world < 1:
         return
-    comm_ms = (
-        _mean(
-            r["comm_fraction"] * (r["step_time_ms"] or r["window_ms"])
-            for r in ctx.ranks
-            if r["comm_fraction"] is not None
-        )
-        or 0.0
-    )
-    exposed_ms = (
-        _mean(
-            r["exposed_comm_fraction"] * (r["step_time_ms"] or r["window_ms"])
-            for r in ctx.ranks
-            if r["exposed_comm_fraction"] is not None
-        )
-        or 0.0
-    )
+    comm_ms = _per_step_ms(ctx, "comm_fraction")
+    exposed_ms = _per_step_ms(ctx, "exposed_comm_fraction")
     hidden_ms = max(comm_ms - exposed_ms, 0.0)
     proj = {}
     for mult in (2, 8):
@@ -226,11 +224,6 @@ def _projection(ctx: Context, res: LevelResult) -> None:
                 "raise the per-rank batch so compute grows with communication",
             )
         )
-
-
-def _mean(values) -> float | None:
-    vals = [v for v in values if v is not None]
-    return sum(vals) / len(vals) if vals else None
 
 
 def diagnose(ctx: Context) -> LevelResult:
