@@ -13,8 +13,8 @@ import pytest
 
 import tracekit
 from diagnosers.findings import KINDS
+from diagnosers.report import full_report
 from tests.synth import SCENARIOS, Scenario, generate
-from tracekit import report
 
 V = {  # name → (scenario, expected kind)
     "healthy-4": (Scenario(), None),
@@ -77,7 +77,7 @@ def analysed(tmp_path_factory):
             out = tmp_path_factory.mktemp(name)
             truth = generate(sc, out)
             with tracekit.open(out) as run:
-                cache[name] = (sc, kind, truth, report.diagnose(run))
+                cache[name] = (sc, kind, truth, full_report(run))
         return cache[name]
 
     return get
@@ -199,7 +199,7 @@ def test_a_failing_diagnoser_becomes_a_finding(tmp_path, monkeypatch):
 
     monkeypatch.setattr(communication, "diagnose", boom)
     with tracekit.open(tmp_path) as run:
-        rep = report.diagnose(run)
+        rep = full_report(run)
     errs = [f for f in rep["findings"] if f["kind"] == "diagnoser.error"]
     assert errs and "communication" in errs[0]["title"]
     assert [lv["level"] for lv in rep["levels"]][:3] == ["memory", "compute", "communication"]

@@ -41,6 +41,7 @@ OTHER_PACKAGES = ("diagnosers", "tui", "instrument")
         ("tracekit", HEAVY + OTHER_PACKAGES),
         ("tracekit.store", HEAVY + OTHER_PACKAGES),
         ("tracekit.breakdown", HEAVY + OTHER_PACKAGES),
+        ("tracekit.report", HEAVY + OTHER_PACKAGES),
         # the front door wires everything together, but imports torch only for `run`
         ("tracekit.cli", HEAVY),
     ],

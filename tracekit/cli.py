@@ -131,6 +131,7 @@ def analyze(
             rep = report.build(r, window=window, steps=steps)
         else:
             from diagnosers import Overrides
+            from diagnosers.report import full_report
 
             ov = Overrides(
                 peak_tflops=peak_tflops,
@@ -138,7 +139,7 @@ def analyze(
                 device_memory_GB=device_memory_gb,
                 latency_us=latency_us,
             )
-            rep = report.diagnose(
+            rep = full_report(
                 r,
                 window=window,
                 steps=steps,

@@ -2,9 +2,9 @@
 JSON or Markdown. Keys only grow; a figure that cannot be known is `null`, and
 `summary.null_reasons` says why.
 
-`build(run)` is the per-rank breakdown alone (the engine); `diagnose(run)` adds the four
-levels, the collectives and the findings — it imports `diagnosers`, so only the front
-door (`cli.py`) calls it.
+`build(run)` is the per-rank breakdown alone; `diagnosers.report.full_report(run)` adds
+the four levels, the collectives and the findings (the engine imports no diagnoser).
+The renderers here take either dict.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from tracekit.breakdown import per_rank
 from tracekit.store import Run
 
 REPORT_SCHEMA = 1
-SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
 
 def run_info(run: Run) -> dict[str, Any]:
@@ -52,94 +51,6 @@ def build(run: Run, window: str = "steps", steps: str | None = None) -> dict[str
         "window": {"kind": window, "steps": steps or "all"},
         "ranks": ranks,
     }
-
-
-def diagnose(
-    run: Run, window: str = "steps", steps: str | None = None, overrides=None, debug: bool = False
-) -> dict[str, Any]:
-    """The whole report: breakdown, the four levels, collectives, findings."""
-    import diagnosers
-
-    ctx = diagnosers.build(run, window=window, steps=steps, overrides=overrides)
-    levels = diagnosers.run_all(ctx, debug=debug)
-    by = {lv.level: lv for lv in levels}
-    findings = [f for lv in levels for f in lv.findings]
-    findings.sort(key=lambda f: (-(f.impact_ms or 0), SEVERITY_ORDER[f.severity]))
-    comp = by.get("compute")
-    comm = by.get("communication")
-    scal = by.get("scaling")
-    mem = by.get("memory")
-    rep = build(run, window=window, steps=steps)
-    rep["ranks"] = ctx.ranks
-    for r in rep["ranks"]:  # per-rank figures the levels computed
-        c = next(
-            (x for x in (comp.metrics.get("ranks", []) if comp else []) if x["rank"] == r["rank"]),
-            {},
-        )
-        r["mfu"] = c.get("mfu")
-        r["host_bound_fraction"] = c.get("host_bound_fraction")
-        m = next(
-            (x for x in (mem.metrics.get("ranks", []) if mem else []) if x["rank"] == r["rank"]), {}
-        )
-        r["peak_memory_fraction"] = m.get("fraction")
-        r["peak_reserved_bytes"] = m.get("peak_reserved_bytes")
-    proj = (scal.predicted.get("projection") if scal else None) or {}
-    summary = {
-        "step_time_ms": ctx.step_ms,
-        "mfu": comp.measured.get("mfu") if comp else None,
-        "gemm_efficiency": comp.measured.get("gemm_efficiency") if comp else None,
-        "peak_flops_source": comp.measured.get("peak_source") if comp else None,
-        "flops_per_step": comp.measured.get("flops_per_step") if comp else None,
-        "predicted_flops_per_step": comp.predicted.get("flops_per_step") if comp else None,
-        "idle_fraction": _mean(r["idle_fraction"] for r in ctx.ranks),
-        "host_bound_fraction": comp.measured.get("host_bound_fraction") if comp else None,
-        "comm_fraction": _mean(r["comm_fraction"] for r in ctx.ranks),
-        "exposed_comm_fraction": comm.measured.get("exposed_fraction") if comm else None,
-        "bubble_fraction": scal.measured.get("bubble_fraction") if scal else None,
-        "predicted_bubble_fraction": scal.predicted.get("bubble_fraction") if scal else None,
-        "straggler_ranks": scal.measured.get("straggler_ranks") if scal else [],
-        "peak_memory_fraction": mem.measured.get("peak_fraction") if mem else None,
-        "peak_memory_bytes": mem.measured.get("peak_bytes") if mem else None,
-        "predicted_memory_bytes": mem.predicted.get("total_bytes") if mem else None,
-        "projected_efficiency_2x": (proj.get("2x") or {}).get("efficiency"),
-        "projected_efficiency_8x": (proj.get("8x") or {}).get("efficiency"),
-        "device_spec": ctx.spec.name if ctx.spec else None,
-        "manifest": bool(ctx.manifest),
-    }
-    summary["null_reasons"] = {
-        k: next((n for lv in levels for n in lv.notes if _note_for(k, n)), "not measurable")
-        for k, v in summary.items()
-        if v is None and k != "null_reasons"
-    }
-    rep["summary"] = summary
-    rep["levels"] = [lv.to_dict() for lv in levels]
-    rep["collectives"] = comm.metrics.get("collectives", []) if comm else []
-    rep["top_ops"] = comp.metrics.get("top_ops", []) if comp else []
-    rep["findings"] = [f.to_dict() for f in findings]
-    return rep
-
-
-_NOTE_KEYS = {
-    "mfu": "MFU",
-    "gemm_efficiency": "MFU",
-    "peak_flops_source": "MFU",
-    "predicted_flops_per_step": "predicted FLOPs",
-    "bubble_fraction": "pipeline",
-    "predicted_bubble_fraction": "pipeline",
-    "peak_memory_fraction": "memory",
-    "predicted_memory_bytes": "predicted memory",
-    "peak_memory_bytes": "memory",
-}
-
-
-def _note_for(key: str, note: str) -> bool:
-    word = _NOTE_KEYS.get(key)
-    return bool(word) and word.lower() in note.lower()
-
-
-def _mean(values) -> float | None:
-    vals = [v for v in values if v is not None]
-    return sum(vals) / len(vals) if vals else None
 
 
 def to_json(report: dict) -> str:

@@ -1,0 +1,129 @@
+"""The analytic model, one worked example per formula."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tracekit.model import hardware
+from tracekit.model.flops import op_dtype, op_flops, transformer_flops_per_token
+from tracekit.model.memory import activation_bytes_per_layer, model_state_bytes
+from tracekit.model.pipeline import bubble_fraction, microbatches_for
+
+
+def dims(*d):
+    return json.dumps(list(d))
+
+
+@pytest.mark.parametrize(
+    "name,shapes,concrete,expected",
+    [
+        ("aten::mm", dims([4096, 4096], [4096, 11008]), None, 2 * 4096 * 4096 * 11008),
+        ("aten::addmm", dims([11008], [4096, 4096], [4096, 11008]), None, 2 * 4096 * 4096 * 11008),
+        ("aten::bmm", dims([32, 2048, 128], [32, 128, 2048]), None, 2 * 32 * 2048 * 128 * 2048),
+        ("aten::baddbmm", dims([8, 64, 64], [8, 64, 32], [8, 32, 64]), None, 2 * 8 * 64 * 32 * 64),
+        # ResNet-50 conv1: 64×3×7×7 on 224², stride 2, padding 3 → 112² output
+        (
+            "aten::convolution",
+            dims([32, 3, 224, 224], [64, 3, 7, 7], [], [], [], [], [], [], []),
+            json.dumps(["", "", "", "[2, 2]", "[3, 3]", "[1, 1]", "False", "[0, 0]", "1"]),
+            2 * 32 * 64 * 3 * 49 * 112 * 112,
+        ),
+        (
+            "aten::convolution_backward",
+            dims([32, 64, 112, 112], [32, 3, 224, 224], [64, 3, 7, 7]),
+            None,
+            2 * 2 * 32 * 64 * 3 * 49 * 112 * 112,
+        ),
+        # attention: B=2, H=16, S=Sk=1024, D=64; causal halves it, backward is 2.5×
+        (
+            "aten::_scaled_dot_product_flash_attention",
+            dims([2, 16, 1024, 64], [2, 16, 1024, 64], [2, 16, 1024, 64]),
+            json.dumps(["", "", "", "0.0", "True"]),
+            4 * 2 * 16 * 1024 * 1024 * 64 / 2,
+        ),
+        (
+            "aten::_scaled_dot_product_flash_attention_backward",
+            dims([2, 16, 1024, 64], [2, 16, 1024, 64], [2, 16, 1024, 64], [2, 16, 1024, 64]),
+            None,
+            2.5 * 4 * 2 * 16 * 1024 * 1024 * 64,
+        ),
+        ("aten::linear", dims([8, 16], [32, 16]), None, None),  # dispatches to addmm
+        ("aten::mm", dims([8], [8]), None, None),
+        ("aten::mm", None, None, None),
+    ],
+)
+def test_op_flops(name, shapes, concrete, expected):
+    assert op_flops(name, shapes, concrete) == expected
+
+
+def test_op_dtype():
+    assert op_dtype(json.dumps(["", "c10::BFloat16", "Scalar"])) == "c10::BFloat16"
+    assert op_dtype(json.dumps(["Scalar"])) is None
+
+
+def test_transformer_flops_per_token_llama2_7b():
+    # Llama-2 7B: N ≈ 6.48e9 non-embedding, L=32, H=32, Q=128, T=4096 (PaLM appendix B form)
+    per_token = transformer_flops_per_token(6.48e9, 32, 32, 128, 4096)
+    assert per_token == pytest.approx(6 * 6.48e9 + 12 * 32 * 32 * 128 * 4096)
+    assert per_token == pytest.approx(4.51e10, rel=0.01)
+
+
+def test_model_state_bytes_zero_stages():
+    psi, n = 7.5e9, 64  # the ZeRO paper's figure 1 example
+    assert model_state_bytes(psi) == pytest.approx(120e9)
+    assert model_state_bytes(psi, dp=n, zero=1) == pytest.approx(31.4e9, rel=0.01)
+    assert model_state_bytes(psi, dp=n, zero=2) == pytest.approx(16.6e9, rel=0.01)
+    assert model_state_bytes(psi, dp=n, zero=3) == pytest.approx(1.9e9, rel=0.02)
+    assert model_state_bytes(psi, tp=2, pp=4) == pytest.approx(120e9 / 8)
+
+
+def test_activation_memory_korthikanti():
+    # GPT-3 175B layer: s=2048, b=1, h=12288, a=96, t=8 (Korthikanti et al. table 2 setting)
+    none = activation_bytes_per_layer(2048, 1, 12288, 96, tp=8)
+    assert none == pytest.approx(2048 * 12288 * (34 + 5 * 96 * 2048 / 12288) / 8)
+    assert activation_bytes_per_layer(2048, 1, 12288, 96, recompute="full") == 2 * 2048 * 12288
+    sel = activation_bytes_per_layer(2048, 1, 12288, 96, tp=8, recompute="selective")
+    assert sel == pytest.approx(2048 * 12288 * 34 / 8)
+
+
+def test_pipeline_bubble():
+    assert bubble_fraction(4, 4) == pytest.approx(3 / 7)  # 43%
+    assert bubble_fraction(4, 16) == pytest.approx(3 / 19)  # 16%
+    assert bubble_fraction(4, 4, virtual=2) == pytest.approx(3 / 11)
+    assert microbatches_for(4, 0.10) == 27  # 3 / (27 + 3) = 10%
+    with pytest.raises(ValueError):
+        bubble_fraction(0, 4)
+
+
+@pytest.mark.parametrize(
+    "name,spec,bf16_tflops",
+    [
+        ("NVIDIA H100 80GB HBM3", "H100 SXM", 989.4),
+        ("NVIDIA H100 PCIe", "H100 PCIe", 756),
+        ("NVIDIA H200", "H200 SXM", 989.4),
+        ("NVIDIA B200", "B200", 2250),
+        ("NVIDIA A100-SXM4-80GB", "A100 SXM 80GB", 312),
+        ("NVIDIA A100-SXM4-40GB", "A100 SXM 40GB", 312),
+        ("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB", 312),
+        ("NVIDIA A100-PG509-200", "A100 SXM 80GB", 312),
+        ("Tesla V100-SXM2-32GB", "V100 SXM2", 125),
+        ("NVIDIA L4", "L4", 121),
+        ("NVIDIA L40S", "L40S", 362),
+        ("AMD Instinct MI300X", "MI300X", 1307.4),
+    ],
+)
+def test_hardware_lookup(name, spec, bf16_tflops):
+    s = hardware.lookup(name)
+    assert s.name.startswith(spec)
+    assert s.peak("bf16") == pytest.approx(bf16_tflops * 1e12)
+    assert s.busbw_Bps < (s.link_Bps or float("inf"))  # realistic, never the datasheet
+
+
+def test_hardware_memory_from_trace_and_unknown_device():
+    assert hardware.lookup("NVIDIA H100 80GB HBM3", 85_520_809_984).memory_bytes == 85_520_809_984
+    assert hardware.lookup("Some NPU") is None
+    assert (
+        hardware.dtype_class("c10::BFloat16") == "bf16" and hardware.dtype_class("float") == "fp32"
+    )
