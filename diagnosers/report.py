@@ -26,8 +26,7 @@ def full_report(
     comm = by.get("communication")
     scal = by.get("scaling")
     mem = by.get("memory")
-    rep = build(run, window=window, steps=steps)
-    rep["ranks"] = ctx.ranks
+    rep = build(run, window=window, steps=steps, ranks=ctx.ranks)
     for r in rep["ranks"]:  # per-rank figures the levels computed
         c = next(
             (x for x in (comp.metrics.get("ranks", []) if comp else []) if x["rank"] == r["rank"]),

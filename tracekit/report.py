@@ -42,8 +42,12 @@ def run_info(run: Run) -> dict[str, Any]:
     }
 
 
-def build(run: Run, window: str = "steps", steps: str | None = None) -> dict[str, Any]:
-    ranks = per_rank(run, window=window, steps=steps)
+def build(
+    run: Run, window: str = "steps", steps: str | None = None, ranks: list[dict] | None = None
+) -> dict[str, Any]:
+    """The report's run and per-rank part; `ranks` when the caller computed them already."""
+    if ranks is None:
+        ranks = per_rank(run, window=window, steps=steps)
     return {
         "schema": REPORT_SCHEMA,
         "tracekit_version": __version__,
