@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 
 import platformdirs
 
+from tracekit.sqltext import sql_str
+
 if TYPE_CHECKING:
     import duckdb
 
@@ -84,7 +86,7 @@ def write_table(
     os.close(fd)
     try:
         con.execute(
-            f"COPY (SELECT * FROM {source or table}) TO '{tmp}' "
+            f"COPY (SELECT * FROM {source or table}) TO {sql_str(tmp)} "
             "(FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 1)"
         )
         os.chmod(tmp, 0o644)

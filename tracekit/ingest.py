@@ -25,6 +25,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from tracekit.sqltext import sql_str
 from tracekit.tracefile import Header
 
 # Kineto `cat` (lower-cased; old traces capitalise) → tracekit `kind`.
@@ -100,10 +101,6 @@ def _raw_columns(typed: bool) -> str:
     return "{" + ", ".join(f"{k}: '{v}'" for k, v in cols.items()) + "}"
 
 
-def _sql_str(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def load_raw(con: duckdb.DuckDBPyConnection, events_json: Path) -> None:
     """Parse the events array file into the `raw` table.
 
@@ -116,7 +113,7 @@ def load_raw(con: duckdb.DuckDBPyConnection, events_json: Path) -> None:
         try:
             con.execute(
                 "CREATE OR REPLACE TABLE raw AS SELECT * FROM read_json("
-                f"{_sql_str(str(events_json))}, format = 'array', "
+                f"{sql_str(str(events_json))}, format = 'array', "
                 f"columns = {_raw_columns(typed)}, maximum_object_size = 268435456)"
             )
             return

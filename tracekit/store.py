@@ -23,6 +23,7 @@ from tracekit import loader
 from tracekit.cache import TABLES, table_path
 from tracekit.discover import find_trace_files
 from tracekit.errors import TracekitError
+from tracekit.sqltext import sql_str
 
 # Rank-local views are materialized once per rank at ingest (tracekit.loader) and read
 # back from Parquet; cross-rank views are created over them when a run is opened.
@@ -70,10 +71,6 @@ def docs() -> dict[str, ViewDoc]:
     }
 
 
-def _sql_str(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 class Run:
     """An ingested run: `run.sql("SELECT …")` returns a DuckDB relation
     (`.pl()` polars, `.df()` pandas, `.arrow()`, `.fetchall()`)."""
@@ -87,7 +84,7 @@ class Run:
         for table in TABLES:
             files = [str(table_path(cache_dir, s.key, table)) for s in sources]
             name = _INTERNAL_NAME.get(table, table)
-            listed = ", ".join(_sql_str(f) for f in files)
+            listed = ", ".join(sql_str(f) for f in files)
             self.con.execute(
                 f"CREATE VIEW {name} AS "
                 f"SELECT * FROM read_parquet([{listed}], union_by_name = true)"
