@@ -177,10 +177,7 @@ def diagnose(ctx: Context) -> LevelResult:
     eff = sum(effs) / len(effs) if effs else None
     ctx.metrics["compute"] = {"mfu": mfu, "gemm_efficiency": eff, "ranks": per_rank}
     if mfu is None:
-        why = peak_src if not flops else None
-        why = why or (
-            "no FLOPs counted: profile with record_shapes=True" if not flops else peak_src
-        )
+        why = "no FLOPs counted: profile with record_shapes=True" if not flops else peak_src
         res.notes.append(f"MFU unknown: {why}")
     counted = sum((f["flops"] or 0) for f in flops.values()) / max(
         max((r["steps"] for r in ctx.ranks), default=1), 1
