@@ -81,7 +81,6 @@ class Rank:
     def __init__(self, rank: int, sc: Scenario):
         self.rank, self.sc = rank, sc
         self.b = TraceBuilder(rank=rank, world_size=sc.world, device_name=DEVICE)
-        self.b.doc_extra = None
         self.cpu = 100.0  # µs
         self.gpu = 100.0
         self.nccl = 100.0

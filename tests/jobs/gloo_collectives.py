@@ -8,7 +8,6 @@ Writes OUT_DIR/rank-<r>.json.gz. Used by the tests as a real CPU/gloo trace.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch: ranks share 2 cores
@@ -17,6 +16,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.profiler import ProfilerActivity, profile, schedule
+
+from instrument.launch import free_port
 
 N = 1000
 
@@ -56,12 +57,6 @@ def worker(rank: int, world: int, port: int, out: str) -> None:
             step(rank, world)
             prof.step()
     dist.destroy_process_group()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 if __name__ == "__main__":
