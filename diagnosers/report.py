@@ -33,6 +33,7 @@ def full_report(
             {},
         )
         r["mfu"] = c.get("mfu")
+        r["hfu"] = c.get("hfu")
         r["host_bound_fraction"] = c.get("host_bound_fraction")
         m = next(
             (x for x in (mem.metrics.get("ranks", []) if mem else []) if x["rank"] == r["rank"]), {}
@@ -43,10 +44,15 @@ def full_report(
     summary = {
         "step_time_ms": ctx.step_ms,
         "mfu": comp.measured.get("mfu") if comp else None,
+        "hfu": comp.measured.get("hfu") if comp else None,
         "gemm_efficiency": comp.measured.get("gemm_efficiency") if comp else None,
         "peak_flops_source": comp.measured.get("peak_source") if comp else None,
+        "peak_flops_by_dtype": comp.metrics.get("peak_flops_by_dtype") if comp else None,
         "flops_per_step": comp.measured.get("flops_per_step") if comp else None,
-        "predicted_flops_per_step": comp.predicted.get("flops_per_step") if comp else None,
+        "model_flops_per_step": comp.measured.get("model_flops_per_step") if comp else None,
+        "predicted_flops_per_step": comp.predicted.get("model_flops_per_step") if comp else None,
+        "flops_by_dtype": comp.measured.get("flops_by_dtype") if comp else None,
+        "uncounted_ops_per_step": comp.measured.get("uncounted_ops_per_step") if comp else None,
         "idle_fraction": _mean(r["idle_fraction"] for r in ctx.ranks),
         "host_bound_fraction": comp.measured.get("host_bound_fraction") if comp else None,
         "comm_fraction": _mean(r["comm_fraction"] for r in ctx.ranks),
@@ -77,7 +83,10 @@ def full_report(
 
 _NOTE_KEYS = {
     "mfu": "MFU",
+    "hfu": "MFU",
     "gemm_efficiency": "MFU",
+    "model_flops_per_step": "MFU",
+    "flops_per_step": "MFU",
     "peak_flops_source": "MFU",
     "predicted_flops_per_step": "predicted FLOPs",
     "bubble_fraction": "pipeline",

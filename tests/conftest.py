@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -37,12 +38,25 @@ def _user_cache(tmp_path_factory):
         os.environ["XDG_CACHE_HOME"] = old
 
 
+@pytest.fixture(scope="session")
+def _shared_copies(tmp_path_factory):
+    return tmp_path_factory.mktemp("shared-traces")
+
+
 @pytest.fixture
-def shared_trace():
+def shared_trace(_shared_copies):
+    """A private copy of a shared trace folder: tests never write into ../shared (root
+    passes every permission check, so a cache would land there)."""
+
     def get(name: str) -> Path:
         p = SHARED_TRACES / name
         if not p.is_dir():
             pytest.skip(f"{p} not present")
-        return p
+        dest = _shared_copies / name
+        if not dest.exists():
+            tmp = _shared_copies / f".{name}.tmp"
+            shutil.copytree(p, tmp, ignore=shutil.ignore_patterns(".tracekit"))
+            tmp.rename(dest)
+        return dest
 
     return get

@@ -27,7 +27,7 @@ from tracekit.sqltext import sql_str
 if TYPE_CHECKING:
     import duckdb
 
-SCHEMA_VERSION = 10  # bump when any cached table changes shape or meaning
+SCHEMA_VERSION = 11  # bump when any cached table changes shape or meaning
 
 TABLES = (
     "events",

@@ -30,7 +30,7 @@ def ingest_file(path: Path, cdir: Path, key: str, single: bool, threads: int = 1
     """Parse one trace and write its tables to the cache. Runs in a worker process."""
     import duckdb
 
-    from tracekit import collectives, ingest
+    from tracekit import collectives, ingest, opscan
     from tracekit.store import RANK_MODULES, sql_module
     from tracekit.tracefile import decode, resolve_rank
 
@@ -67,7 +67,7 @@ def ingest_file(path: Path, cdir: Path, key: str, single: bool, threads: int = 1
     con.register("process_groups", pgs)
     world = info["world_size"][0].as_py()
     con.register("_collectives", collectives.derive(con, rank, pgs, world))
-    con.register("_ops", counted_ops(con))
+    con.register("_ops", opscan.scan(con))
     # rank-local derived views, materialized once here and read back from Parquet
     for module in RANK_MODULES:
         con.execute(sql_module(module))
@@ -75,40 +75,6 @@ def ingest_file(path: Path, cdir: Path, key: str, single: bool, threads: int = 1
         cache.write_table(con, cdir, key, table, _INTERNAL.get(table, table))
     con.close()
     return {"rank": rank, "rank_source": rank_source}
-
-
-def counted_ops(con):
-    """The ops whose FLOPs the shapes give (tracekit.model.flops), with their FLOPs."""
-    import pyarrow as pa
-
-    from tracekit.model.flops import COUNTED_OPS, op_dtype, op_flops
-
-    names = ", ".join("'" + n + "'" for n in sorted(COUNTED_OPS))
-    rows = con.sql(
-        "SELECT rank, tid, name::VARCHAR AS name, ts_ns, dur_ns, input_dims, input_types, "
-        f"concrete_inputs FROM events WHERE kind = 'cpu_op' AND name IN ({names})"
-    ).fetchall()
-    cols: dict[str, list] = {k: [] for k in ("rank", "tid", "name", "ts_ns", "dur_ns")}
-    cols |= {"flops": [], "dtype": []}
-    for rank, tid, name, ts, dur, dims, types, concrete in rows:
-        for key, v in zip(
-            ("rank", "tid", "name", "ts_ns", "dur_ns"), (rank, tid, name, ts, dur), strict=True
-        ):
-            cols[key].append(v)
-        cols["flops"].append(op_flops(name, dims, concrete))
-        cols["dtype"].append(op_dtype(types))
-    schema = pa.schema(
-        [
-            ("rank", pa.int32()),
-            ("tid", pa.int64()),
-            ("name", pa.string()),
-            ("ts_ns", pa.int64()),
-            ("dur_ns", pa.int64()),
-            ("flops", pa.float64()),
-            ("dtype", pa.string()),
-        ]
-    )
-    return pa.table(cols, schema=schema)
 
 
 def _progress(total: int):

@@ -104,6 +104,9 @@ class JobManifest:
     dtype: str | None = doc("training dtype (float32, bfloat16 …)")
     optimizer: str | None = doc("optimizer (adamw, sgd …)")
     activation_checkpointing: bool | None = doc("recompute activations in backward")
+    allow_tf32: bool | None = doc(
+        "torch.backends.cuda.matmul.allow_tf32 in the job: fp32 GEMMs ran on TF32 tensor cores"
+    )
     fsdp_prefetch: bool | None = doc("FSDP2 explicit forward/backward prefetch")
     device: str | None = doc("cpu or the CUDA device name")
     backend: str | None = doc("gloo or nccl")

@@ -114,9 +114,12 @@ LEVEL_LINES = {
         ("peak bytes", "peak_bytes", "total_bytes", "gb"),
     ],
     "compute": [
-        ("MFU", "mfu", None, "pct"),
+        ("MFU (model FLOPs)", "mfu", None, "pct"),
+        ("HFU (hardware FLOPs)", "hfu", None, "pct"),
         ("GEMM efficiency", "gemm_efficiency", None, "pct"),
-        ("FLOPs / step", "flops_per_step", "flops_per_step", "flops"),
+        ("model FLOPs / step", "model_flops_per_step", "model_flops_per_step", "flops"),
+        ("executed FLOPs / step", "flops_per_step", None, "flops"),
+        ("ops not counted / step", "uncounted_ops_per_step", None, "num"),
         ("host-bound", "host_bound_fraction", None, "pct"),
         ("idle", "idle_fraction", None, "pct"),
     ],
@@ -140,6 +143,8 @@ def _val(v: Any, kind: str) -> str:
         return f"{v / 1e9:.2f} GB"
     if kind == "flops":
         return f"{v / 1e12:.3f} TFLOP"
+    if kind == "num":
+        return f"{v:,.1f}"
     if kind == "list":
         return ", ".join(map(str, v)) or "none"
     return _fmt(v)

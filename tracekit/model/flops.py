@@ -1,19 +1,39 @@
-"""FLOPs: per traced op from its shapes, and per token from the model.
+"""FLOPs: per traced op from a table of signatures, and per token from the model.
 
 Per op (`op_flops`), from `Input Dims` / `Input type` / `Concrete Inputs`
-(record_shapes=True). A multiply-add is 2 FLOPs:
+(record_shapes=True). A multiply-add is 2 FLOPs. Every op torch emits for a GEMM, a
+convolution or attention has one entry in `SIGNATURES`: where each argument the formula
+needs sits in the op's schema (PyTorch `aten/src/ATen/native/native_functions.yaml`;
+the positions were read from `torch._C._jit_get_schemas_for_operator` of torch 2.13,
+the removed backward ops of torch ≤ 1.10 from that release's yaml). Formulas:
 
-- mm [M,K]·[K,N]: 2MKN; addmm (bias, [M,K], [K,N]): 2MKN; bmm [B,M,K]·[B,K,N]: 2BMKN;
-  baddbmm (in, [B,M,K], [B,K,N]): 2BMKN.
-- convolution (input [N,C,H,W…], weight [O,C/g,k…], stride, padding, dilation,
-  transposed, output padding, groups): 2·N·O·(C/g)·∏k·∏out, out from the usual formula;
-  convolution_backward: 2× that (input and weight gradients).
-- scaled-dot-product / flash / efficient / cuDNN attention (q [B,H,S,D], k [B,Hk,Sk,D]):
-  4·B·H·S·Sk·D (QKᵀ and PV), halved when causal; the backward ops: 2.5× (5 GEMMs of the
-  same size against the forward's 2).
-- matmul and linear only dispatch to the ops above, so they are never counted; and only
-  the innermost of nested counted ops is (a DTensor `aten::mm` wraps the local one)
-  — `innermost` in `tracekit/sql` does that.
+- GEMM: mm / _scaled_mm [M,K]·[K,N] → 2MKN; addmm (bias, [M,K], [K,N]) → 2MKN;
+  bmm, baddbmm, addbmm [B,M,K]·[B,K,N] → 2BMKN; _grouped_mm (MoE experts):
+  [T,K]·[G,K,N] → 2TKN (each token meets one expert), [G,M,K]·[G,K,N] → 2GMKN,
+  [M,T]·[T,N] (grouped along K, the weight gradient) → 2MTN.
+- convolution, weight [O, C/g, k…] (transposed: [C_in, C_out/g, k…]):
+  2·N·w₀·w₁·∏k·∏spatial, spatial = the output's (transposed: the input's), the output
+  from stride, padding and dilation (`torch.utils.flop_counter.conv_flop_count`).
+  Backward: that per gradient the output mask asks for (input, weight); the old
+  `*_backward_input` / `*_backward_weight` ops are one gradient each.
+- attention, q [B,H,S,D] (flash/efficient backend ops: [B,S,H,D]), k with Sk keys:
+  forward 2·B·H·S·Sk·(D_qk + D_v) (QKᵀ and PV); backward 2·B·H·S·Sk·(3·D_qk + 2·D_v)
+  (QKᵀ recomputed, dP, dV, dQ, dK: 2.5× the forward when D_qk = D_v, as
+  `flop_counter.sdpa_backward_flop_count`); causal (is_causal, or the efficient
+  kernels' custom_mask_type ≥ 1) halves it — the masked half of the blocks is skipped.
+  Varlen (3-D, cumulative-length) calls are not counted: the lengths are tensors.
+
+An argument the formula needs and the trace lacks (old traces have no `Concrete Inputs`)
+makes the op's FLOPs `None` with the reason — never a default. One exception, exact and
+not a guess: a forward convolution without its stride/padding takes its output size
+from the backward op of the same convolution (same input and weight shapes; the
+backward op carries grad_output, whose shape *is* the output), and an old
+`*_backward_weight` op takes its kernel from the `*_convolution_backward` op that
+encloses it (else from the same shapes elsewhere in the trace: `ConvGeometry`).
+
+matmul, linear and the conv/sdpa front ends dispatch to the ops above; only the
+innermost op of the table counts (a DTensor `aten::mm` wraps the local one) — see
+`tracekit.opscan`.
 
 Per token (`transformer_flops_per_token`): 6N + 12·L·H·Q·T (PaLM, Chowdhery et al.
 2022, appendix B): 6 FLOPs per parameter per token for forward and backward, plus
@@ -25,52 +45,331 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 from math import prod
 from typing import Any
 
-GEMM_OPS = {
-    "aten::mm",
-    "aten::addmm",
-    "aten::bmm",
-    "aten::baddbmm",
-    "aten::_scaled_mm",
-    "aten::addmm_",
-    "aten::baddbmm_",
-    "aten::_addmm_activation",
+
+@dataclass(frozen=True)
+class OpSig:
+    """Where an op's formula arguments sit in its schema (0-based positions)."""
+
+    family: str  # gemm, conv, conv_bwd, conv_bwd_input, conv_bwd_weight, attn, attn_bwd
+    args: dict[str, int] = field(default_factory=dict)
+    transposed: bool | None = None  # fixed by the op (None: read args["transposed"])
+    layout: str = "BHSD"  # attention q/k/v layout
+
+
+def _gemm(a: int, b: int) -> OpSig:
+    return OpSig("gemm", {"a": a, "b": b})
+
+
+def _conv(**args: int) -> OpSig:
+    return OpSig("conv", {"x": 0, "w": 1, **args})
+
+
+def _convt(**args: int) -> OpSig:
+    return OpSig("conv", {"x": 0, "w": 1, **args}, transposed=True)
+
+
+def _attn(causal: int, layout: str = "BHSD", mask_type: bool = False, bwd: bool = False):
+    pos = {"q": 1, "k": 2, "v": 3} if bwd else {"q": 0, "k": 1, "v": 2}
+    pos["mask_type" if mask_type else "causal"] = causal
+    return OpSig("attn_bwd" if bwd else "attn", pos, layout=layout)
+
+
+# Old (torch ≤ 1.10) split backward ops: (self|self_size, grad_output, weight|weight_size …)
+_OLD_BWD = {"x": 0, "gy": 1, "w": 2}
+_OLD_BWD_INPUT = {"gy": 1, "w": 2}
+_OLD_BWD_WEIGHT = {"gy": 1, "x": 2}
+
+SIGNATURES: dict[str, OpSig] = {
+    # GEMMs
+    "aten::mm": _gemm(0, 1),
+    "aten::_scaled_mm": _gemm(0, 1),
+    "aten::addmm": _gemm(1, 2),
+    "aten::addmm_": _gemm(1, 2),
+    "aten::_addmm_activation": _gemm(1, 2),
+    "aten::bmm": _gemm(0, 1),
+    "aten::baddbmm": _gemm(1, 2),
+    "aten::baddbmm_": _gemm(1, 2),
+    "aten::addbmm": _gemm(1, 2),
+    "aten::_grouped_mm": _gemm(0, 1),
+    "aten::_scaled_grouped_mm": _gemm(0, 1),
+    # convolution front ends and generic paths (input, weight, bias, stride, padding, …)
+    "aten::convolution": _conv(stride=3, padding=4, dilation=5, transposed=6),
+    "aten::_convolution": _conv(stride=3, padding=4, dilation=5, transposed=6, tf32=12),
+    "aten::convolution_overrideable": _conv(stride=3, padding=4, dilation=5, transposed=6),
+    "aten::_convolution_mode": _conv(stride=3, padding=4, dilation=5),
+    "aten::conv1d": _conv(stride=3, padding=4, dilation=5),
+    "aten::conv2d": _conv(stride=3, padding=4, dilation=5),
+    "aten::conv3d": _conv(stride=3, padding=4, dilation=5),
+    "aten::conv_transpose1d": _convt(),
+    "aten::conv_transpose2d": _convt(),
+    "aten::conv_transpose3d": _convt(),
+    # backends: cuDNN (self, weight, padding, stride, dilation, groups, …, allow_tf32)
+    "aten::cudnn_convolution": _conv(padding=2, stride=3, dilation=4, tf32=8),
+    "aten::cudnn_convolution_transpose": _convt(tf32=9),
+    "aten::cudnn_convolution_relu": _conv(stride=3, padding=4, dilation=5),
+    "aten::cudnn_convolution_add_relu": _conv(stride=5, padding=6, dilation=7),
+    # MIOpen and mkldnn: (self, weight, bias, padding, stride, dilation, groups, …)
+    "aten::miopen_convolution": _conv(padding=3, stride=4, dilation=5),
+    "aten::miopen_depthwise_convolution": _conv(padding=3, stride=4, dilation=5),
+    "aten::miopen_convolution_transpose": _convt(),
+    "aten::mkldnn_convolution": _conv(padding=3, stride=4, dilation=5),
+    # slow paths: (self, weight, kernel_size, bias, stride, padding[, dilation])
+    "aten::_slow_conv2d_forward": _conv(stride=4, padding=5),
+    "aten::thnn_conv2d": _conv(stride=4, padding=5),
+    "aten::slow_conv3d_forward": _conv(stride=4, padding=5),
+    "aten::slow_conv_dilated2d": _conv(stride=4, padding=5, dilation=6),
+    "aten::slow_conv_dilated3d": _conv(stride=4, padding=5, dilation=6),
+    "aten::_conv_depthwise2d": _conv(stride=4, padding=5, dilation=6),
+    "aten::_nnpack_spatial_convolution": _conv(padding=3, stride=4),
+    "aten::slow_conv_transpose2d": _convt(),
+    "aten::slow_conv_transpose3d": _convt(),
+    # convolution backward: (grad_output, input, weight, …, output_mask)
+    "aten::convolution_backward": OpSig(
+        "conv_bwd", {"gy": 0, "x": 1, "w": 2, "transposed": 7, "mask": 10}
+    ),
+    "aten::convolution_backward_overrideable": OpSig(
+        "conv_bwd", {"gy": 0, "x": 1, "w": 2, "transposed": 6, "mask": 9}
+    ),
+    "aten::_slow_conv2d_backward": OpSig(
+        "conv_bwd", {"gy": 0, "x": 1, "w": 2, "mask": 6}, transposed=False
+    ),
+    # torch ≤ 1.10: (self, grad_output, weight, padding, stride, dilation, groups, …, mask)
+    "aten::cudnn_convolution_backward": OpSig("conv_bwd", {**_OLD_BWD, "mask": 10}, False),
+    "aten::miopen_convolution_backward": OpSig("conv_bwd", {**_OLD_BWD, "mask": 9}, False),
+    "aten::mkldnn_convolution_backward": OpSig("conv_bwd", {**_OLD_BWD, "mask": 7}, False),
+    "aten::cudnn_convolution_backward_input": OpSig("conv_bwd_input", _OLD_BWD_INPUT, False),
+    "aten::miopen_convolution_backward_input": OpSig("conv_bwd_input", _OLD_BWD_INPUT, False),
+    "aten::mkldnn_convolution_backward_input": OpSig("conv_bwd_input", _OLD_BWD_INPUT, False),
+    "aten::cudnn_convolution_backward_weight": OpSig("conv_bwd_weight", _OLD_BWD_WEIGHT, False),
+    "aten::miopen_convolution_backward_weight": OpSig("conv_bwd_weight", _OLD_BWD_WEIGHT, False),
+    "aten::mkldnn_convolution_backward_weights": OpSig("conv_bwd_weight", _OLD_BWD_WEIGHT, False),
+    # attention forward
+    "aten::scaled_dot_product_attention": _attn(5),
+    "aten::_scaled_dot_product_attention_math": _attn(5),
+    "aten::_scaled_dot_product_flash_attention": _attn(4),
+    "aten::_scaled_dot_product_flash_attention_for_cpu": _attn(4),
+    "aten::_scaled_dot_product_efficient_attention": _attn(6),
+    "aten::_scaled_dot_product_cudnn_attention": _attn(6),
+    "aten::_scaled_dot_product_fused_attention_overrideable": _attn(5),
+    "aten::_flash_attention_forward": _attn(8, "BSHD"),
+    "aten::_efficient_attention_forward": _attn(9, "BSHD", mask_type=True),
+    # attention backward: (grad_out, query, key, value, …)
+    "aten::_scaled_dot_product_flash_attention_backward": _attn(11, bwd=True),
+    "aten::_scaled_dot_product_flash_attention_for_cpu_backward": _attn(7, bwd=True),
+    "aten::_scaled_dot_product_efficient_attention_backward": _attn(11, bwd=True),
+    "aten::_scaled_dot_product_cudnn_attention_backward": _attn(14, bwd=True),
+    "aten::_flash_attention_backward": _attn(11, "BSHD", bwd=True),
+    "aten::_efficient_attention_backward": _attn(14, "BSHD", mask_type=True, bwd=True),
 }
-CONV_OPS = {
-    "aten::convolution",
-    "aten::_convolution",
-    "aten::cudnn_convolution",
-    "aten::convolution_overrideable",
-    "aten::miopen_convolution",
-    "aten::mkldnn_convolution",
-    "aten::cudnn_convolution_transpose",
-    "aten::_convolution_mode",
-    "aten::conv1d",
-    "aten::conv2d",
-    "aten::conv3d",
-}
-CONV_BWD_OPS = {"aten::convolution_backward", "aten::cudnn_convolution_backward"}
-ATTN_OPS = {
-    "aten::_scaled_dot_product_flash_attention",
-    "aten::_scaled_dot_product_efficient_attention",
-    "aten::_scaled_dot_product_cudnn_attention",
-    "aten::_scaled_dot_product_flash_attention_for_cpu",
-    "aten::_flash_attention_forward",
-    "aten::_efficient_attention_forward",
-    "aten::scaled_dot_product_attention",
-    "aten::_scaled_dot_product_attention_math",
-}
-ATTN_BWD_OPS = {
-    "aten::_scaled_dot_product_flash_attention_backward",
-    "aten::_scaled_dot_product_efficient_attention_backward",
-    "aten::_scaled_dot_product_cudnn_attention_backward",
-    "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
-    "aten::_flash_attention_backward",
-    "aten::_efficient_attention_backward",
-}
-COUNTED_OPS = GEMM_OPS | CONV_OPS | CONV_BWD_OPS | ATTN_OPS | ATTN_BWD_OPS
+COUNTED_OPS = frozenset(SIGNATURES)
+
+
+@dataclass
+class Args:
+    """One op's traced arguments: shapes and concrete values by position."""
+
+    dims: list
+    concrete: list | None
+
+    def shape(self, i: int | None) -> list[int] | None:
+        if i is None or i >= len(self.dims):
+            return None
+        x = self.dims[i]
+        ok = isinstance(x, list) and x and all(isinstance(d, int) and d >= 0 for d in x)
+        return x if ok else None
+
+    def value(self, i: int | None) -> str | None:
+        """The concrete value at position i as text, None when not recorded."""
+        if i is None or self.concrete is None or i >= len(self.concrete):
+            return None
+        v = self.concrete[i]
+        return v if isinstance(v, str) and v != "" else None
+
+    def ints(self, i: int | None, n: int) -> list[int] | None:
+        text = self.value(i)
+        if text is None:
+            return None
+        nums = [int(v) for v in re.findall(r"-?\d+", text)]
+        if len(nums) == 1:
+            return nums * n
+        return nums[:n] if len(nums) >= n else None
+
+    def flag(self, i: int | None) -> bool | None:
+        text = self.value(i)
+        if text is None:
+            return None
+        t = text.strip().lower()
+        return True if t == "true" else False if t == "false" else None
+
+
+class ConvGeometry:
+    """Convolution shapes the trace's backward ops reveal: grad_output is the output.
+
+    `output(x, w)` → the output shape of the convolution with input x and weight w;
+    `weight(x, gy)` → the weight shape of the convolution with input x and output gy.
+    A key seen with two different answers is ambiguous and answers None.
+    """
+
+    def __init__(self) -> None:
+        self._out: dict[tuple, tuple | None] = {}
+        self._w: dict[tuple, tuple | None] = {}
+
+    @staticmethod
+    def _put(d: dict, key: tuple, val: tuple) -> None:
+        if key in d and d[key] != val:
+            d[key] = None
+        else:
+            d.setdefault(key, val)
+
+    def learn(self, name: str, dims: Any) -> None:
+        sig = SIGNATURES.get(name)
+        if sig is None or sig.family != "conv_bwd" or not isinstance(dims, list):
+            return
+        a = Args(dims, None)
+        x, w, gy = a.shape(sig.args["x"]), a.shape(sig.args["w"]), a.shape(sig.args["gy"])
+        if x and w and gy and len(x) == len(w) == len(gy):
+            self._put(self._out, (tuple(x), tuple(w)), tuple(gy))
+            self._put(self._w, (tuple(x), tuple(gy)), tuple(w))
+
+    def output(self, x: list[int], w: list[int]) -> list[int] | None:
+        v = self._out.get((tuple(x), tuple(w)))
+        return list(v) if v else None
+
+    def weight(self, x: list[int], gy: list[int]) -> list[int] | None:
+        v = self._w.get((tuple(x), tuple(gy)))
+        return list(v) if v else None
+
+
+@dataclass
+class OpCount:
+    flops: float | None
+    reason: str | None = None  # why flops is None
+    tf32: bool = False  # the op's own args say TF32 may be used (cuDNN allow_tf32)
+
+
+def _none(reason: str) -> OpCount:
+    return OpCount(None, reason)
+
+
+def _gemm_flops(sig: OpSig, a: Args) -> OpCount:
+    x, y = a.shape(sig.args["a"]), a.shape(sig.args["b"])
+    if not x or not y:
+        return _none("operand shapes not recorded")
+    if len(x) == 2 and len(y) == 2 and x[1] == y[0]:
+        return OpCount(2.0 * x[0] * x[1] * y[1])
+    if len(x) == 3 and len(y) == 3 and x[0] == y[0] and x[2] == y[1]:
+        return OpCount(2.0 * x[0] * x[1] * x[2] * y[2])
+    if len(x) == 2 and len(y) == 3 and x[1] == y[1]:  # grouped: tokens × one expert each
+        return OpCount(2.0 * x[0] * x[1] * y[2])
+    return _none(f"operand shapes {x}·{y} are not a matrix product this formula knows")
+
+
+def _conv_spatial(sig: OpSig, a: Args, x, w, geometry: ConvGeometry | None) -> list | None:
+    """Output spatial size of a forward convolution, or None when the trace lacks it."""
+    nsp = len(x) - 2
+    stride = a.ints(sig.args.get("stride"), nsp)
+    pad_text = a.value(sig.args.get("padding"))
+    dilation = a.ints(sig.args["dilation"], nsp) if "dilation" in sig.args else [1] * nsp
+    if stride and pad_text and dilation and all(s > 0 for s in stride):
+        word = pad_text.strip().strip("'\"").lower()
+        if word == "same":
+            return [-(-x[2 + i] // stride[i]) for i in range(nsp)]
+        padding = [0] * nsp if word == "valid" else a.ints(sig.args.get("padding"), nsp)
+        if padding:
+            return [
+                (x[2 + i] + 2 * padding[i] - dilation[i] * (w[2 + i] - 1) - 1) // stride[i] + 1
+                for i in range(nsp)
+            ]
+    out = geometry.output(x, w) if geometry else None
+    return out[2:] if out else None
+
+
+def _conv_core(x, w, spatial) -> float:
+    """2·N·w₀·w₁·∏k·∏spatial (torch.utils.flop_counter.conv_flop_count)."""
+    return 2.0 * x[0] * w[0] * w[1] * prod(w[2:]) * prod(spatial)
+
+
+def _conv_flops(sig: OpSig, a: Args, geometry: ConvGeometry | None) -> OpCount:
+    x, w = a.shape(sig.args["x"]), a.shape(sig.args["w"])
+    if not x or not w or len(x) < 3 or len(w) != len(x):
+        return _none("input or weight shape not recorded")
+    tf32 = bool(a.flag(sig.args.get("tf32")))
+    transposed = sig.transposed
+    if transposed is None:
+        transposed = a.flag(sig.args.get("transposed")) if "transposed" in sig.args else False
+    if transposed is None:
+        return _none("'transposed' not recorded (no Concrete Inputs)")
+    if transposed:
+        return OpCount(_conv_core(x, w, x[2:]), tf32=tf32)
+    spatial = _conv_spatial(sig, a, x, w, geometry)
+    if spatial is None:
+        return _none("stride/padding not recorded and no backward op gives the output size")
+    if any(s <= 0 for s in spatial):
+        return _none(f"output size {spatial} from the recorded stride/padding is empty")
+    return OpCount(_conv_core(x, w, spatial), tf32=tf32)
+
+
+def _conv_bwd_flops(
+    sig: OpSig, a: Args, geometry: ConvGeometry | None, parent: tuple[str, Any] | None
+) -> OpCount:
+    gy, x, w = (a.shape(sig.args.get(k)) for k in ("gy", "x", "w"))
+    if sig.family == "conv_bwd_weight" and gy and x and w is None:
+        w = _parent_weight(parent, x, gy) or (geometry.weight(x, gy) if geometry else None)
+    if sig.family == "conv_bwd_input":
+        if not gy or not w or len(gy) != len(w):
+            return _none("grad_output or weight shape not recorded")
+        return OpCount(_conv_core(gy, w, gy[2:]))  # grad_input: the forward's work again
+    if not gy or not x or not w or not (len(gy) == len(x) == len(w)):
+        return _none("grad_output, input or weight shape not recorded")
+    transposed = sig.transposed
+    if transposed is None:
+        transposed = a.flag(sig.args.get("transposed"))
+        if transposed is None:
+            return _none("'transposed' not recorded (no Concrete Inputs)")
+    one = _conv_core(x, w, x[2:] if transposed else gy[2:])
+    if sig.family == "conv_bwd_weight":
+        return OpCount(one)
+    mask = a.value(sig.args["mask"])
+    if mask is None:
+        return _none("output_mask not recorded: which gradients ran is unknown")
+    grads = [m.lower() == "true" for m in re.findall(r"True|False|true|false", mask)]
+    return OpCount(one * sum(grads[:2]))
+
+
+def _parent_weight(parent: tuple[str, Any] | None, x, gy) -> list[int] | None:
+    """The weight shape from the enclosing backward op of the same convolution."""
+    psig = SIGNATURES.get(parent[0]) if parent else None
+    if psig is None or psig.family != "conv_bwd" or not isinstance(parent[1], list):
+        return None
+    pa = Args(parent[1], None)
+    if pa.shape(psig.args["x"]) == x and pa.shape(psig.args["gy"]) == gy:
+        return pa.shape(psig.args["w"])
+    return None
+
+
+def _attn_flops(sig: OpSig, a: Args) -> OpCount:
+    q, k, v = (a.shape(sig.args[r]) for r in ("q", "k", "v"))
+    if not q or not k or len(q) != 4 or len(k) != 4:
+        return _none("q/k are not 4-D (varlen attention: the lengths are tensors)")
+    if sig.layout == "BSHD":
+        (b, s, h, d), sk = q, k[1]
+    else:
+        (b, h, s, d), sk = q, k[2]
+    dv = v[3] if v and len(v) == 4 else d
+    if "mask_type" in sig.args:
+        mt = a.ints(sig.args["mask_type"], 1)
+        causal = None if mt is None else mt[0] >= 1
+    else:
+        causal = a.flag(sig.args["causal"])
+    if causal is None:
+        return _none("is_causal not recorded (no Concrete Inputs)")
+    per = (3 * d + 2 * dv) if sig.family == "attn_bwd" else (d + dv)
+    flops = 2.0 * b * h * s * sk * per
+    return OpCount(flops / 2 if causal else flops)
 
 
 def _loads(text: str | None) -> Any:
@@ -82,110 +381,44 @@ def _loads(text: str | None) -> Any:
         return None
 
 
-def _dims(x: Any) -> list[int] | None:
-    return x if isinstance(x, list) and x and all(isinstance(d, int) for d in x) else None
-
-
-def _ints(text: Any, n: int, default: int) -> list[int]:
-    """A concrete int list like "[2, 2]" (or a scalar) → n ints."""
-    if isinstance(text, str):
-        nums = [int(v) for v in re.findall(r"-?\d+", text)]
-        if nums:
-            return (nums * n)[:n] if len(nums) == 1 else nums[:n]
-    return [default] * n
-
-
-def _gemm(name: str, d: list) -> float | None:
-    if name in ("aten::mm", "aten::_scaled_mm"):
-        a, b = _dims(d[0]), _dims(d[1]) if len(d) > 1 else None
-        if a and b and len(a) == 2 and len(b) == 2:
-            return 2.0 * a[0] * a[1] * b[1]
-    elif name in ("aten::addmm", "aten::addmm_", "aten::_addmm_activation"):
-        a, b = (_dims(d[1]), _dims(d[2])) if len(d) > 2 else (None, None)
-        if a and b and len(a) == 2 and len(b) == 2:
-            return 2.0 * a[0] * a[1] * b[1]
-    elif name == "aten::bmm":
-        a, b = _dims(d[0]), _dims(d[1]) if len(d) > 1 else None
-        if a and b and len(a) == 3 and len(b) == 3:
-            return 2.0 * a[0] * a[1] * a[2] * b[2]
-    elif name in ("aten::baddbmm", "aten::baddbmm_"):
-        a, b = (_dims(d[1]), _dims(d[2])) if len(d) > 2 else (None, None)
-        if a and b and len(a) == 3 and len(b) == 3:
-            return 2.0 * a[0] * a[1] * a[2] * b[2]
-    return None
-
-
-def _conv(d: list, concrete: list | None, out_dims: list[int] | None = None) -> float | None:
-    x, w = (_dims(d[0]), _dims(d[1])) if len(d) > 1 else (None, None)
-    if not x or not w or len(x) < 3 or len(w) != len(x):
-        return None
-    nsp = len(x) - 2
-    c = concrete or []
-
-    def arg(i):
-        return c[i] if i < len(c) else None
-
-    stride, padding = _ints(arg(3), nsp, 1), _ints(arg(4), nsp, 0)
-    dilation = _ints(arg(5), nsp, 1)
-    transposed = str(arg(6)).lower() == "true"
-    kernel = w[2:]
-    if out_dims:
-        out = out_dims[2:]
-    elif transposed:
-        out = list(x[2:])  # output padding aside, a transposed conv's work scales with input
-    else:
-        out = [
-            (x[2 + i] + 2 * padding[i] - dilation[i] * (kernel[i] - 1) - 1) // stride[i] + 1
-            for i in range(nsp)
-        ]
-    if any(o <= 0 for o in out):
-        return None
-    if transposed:  # weight [C_in, C_out/g, k…]: each input pixel scatters a kernel
-        return 2.0 * x[0] * x[1] * w[1] * prod(kernel) * prod(out)
-    return 2.0 * x[0] * w[0] * w[1] * prod(kernel) * prod(out)  # weight [O, C/g, k…]
-
-
-def _attention(name: str, d: list, concrete: list | None) -> float | None:
-    q, k = (_dims(d[0]), _dims(d[1])) if len(d) > 1 else (None, None)
-    if name in ATTN_BWD_OPS:  # (grad_out, q, k, v, …)
-        q, k = (_dims(d[1]), _dims(d[2])) if len(d) > 2 else (None, None)
-    if not q or not k or len(q) != 4 or len(k) != 4:
-        return None
-    b, h, s, dh = q
-    sk = k[2]
-    flops = 4.0 * b * h * s * sk * dh
-    causal = any(str(v).lower() == "true" for v in (concrete or [])[3:6])
-    if causal:
-        flops /= 2
-    return flops * (2.5 if name in ATTN_BWD_OPS else 1.0)
+def count(
+    name: str,
+    dims: Any,
+    concrete: Any = None,
+    geometry: ConvGeometry | None = None,
+    parent: tuple[str, Any] | None = None,
+) -> OpCount:
+    """FLOPs of one traced op (decoded `Input Dims` and `Concrete Inputs`), with the reason
+    when they cannot be known. `parent` is the enclosing op of the table (name, dims)."""
+    sig = SIGNATURES.get(name)
+    if sig is None:
+        return _none("not a GEMM, convolution or attention op")
+    if not isinstance(dims, list) or not dims:
+        return _none("no Input Dims (profile with record_shapes=True)")
+    a = Args(dims, concrete if isinstance(concrete, list) else None)
+    if sig.family == "gemm":
+        return _gemm_flops(sig, a)
+    if sig.family == "conv":
+        return _conv_flops(sig, a, geometry)
+    if sig.family.startswith("conv_bwd"):
+        return _conv_bwd_flops(sig, a, geometry, parent)
+    return _attn_flops(sig, a)
 
 
 def op_flops(name: str, input_dims: str | None, concrete_inputs: str | None = None) -> float | None:
-    """FLOPs of one traced op, or None when its shapes do not say."""
-    d = _loads(input_dims)
-    if not isinstance(d, list) or not d:
-        return None
-    concrete = _loads(concrete_inputs)
-    concrete = concrete if isinstance(concrete, list) else None
-    if name in GEMM_OPS:
-        return _gemm(name, d)
-    if name in CONV_OPS:
-        return _conv(d, concrete)
-    if name in CONV_BWD_OPS:  # (grad_output, input, weight, …)
-        if len(d) > 2:
-            fwd = _conv([d[1], d[2]], None, out_dims=_dims(d[0]))
-            return 2 * fwd if fwd else None
-        return None
-    if name in ATTN_OPS or name in ATTN_BWD_OPS:
-        return _attention(name, d, concrete)
-    return None
+    """FLOPs of one traced op from its JSON-text args, or None when they do not say."""
+    return count(name, _loads(input_dims), _loads(concrete_inputs)).flops
+
+
+_NOT_TENSOR = {"Scalar", "ScalarList", "TensorList", "None", "GenericList", "Int", "Bool"}
+_NOT_TENSOR |= {"Double", "Device", "Layout"}
 
 
 def op_dtype(input_types: str | None) -> str | None:
     """The first tensor dtype among an op's inputs."""
     types = _loads(input_types)
     for t in types if isinstance(types, list) else []:
-        if isinstance(t, str) and t and t not in ("Scalar", "ScalarList", "TensorList", "None"):
+        if isinstance(t, str) and t and t not in _NOT_TENSOR:
             return t
     return None
 

@@ -12,9 +12,13 @@ compute); DGX B200 / HGX B200 datasheets (2.25 PF dense BF16 per GPU, 8 TB/s, NV
 2.039 TB/s SXM / 1.935 PCIe; NVLink 600 GB/s); V100 datasheet (SXM2 125 FP16 tensor,
 15.7 FP32, 900 GB/s, NVLink 300 GB/s; PCIe 112 / 14); L4 datasheet (121 BF16 dense,
 30.3 FP32, 300 GB/s); L40S datasheet (362 BF16 dense, 91.6 FP32, 864 GB/s); AMD MI300X
-datasheet (1307.4 BF16 dense, 163.4 FP32 matrix, 5.3 TB/s, 192 GB, Infinity Fabric
-896 GB/s). Realistic bus bandwidth: nccl-tests all-reduce on 8×H100 NVLink ≈ 360–480
-GB/s, 8×A100 NVLink ≈ 230 GB/s, DGX-1 V100 ≈ 130 GB/s; PCIe-only nodes ≈ 20–50 GB/s;
+datasheet (1307.4 BF16 dense, 653.7 TF32, 163.4 FP32 matrix, 2614.9 FP8, 5.3 TB/s,
+192 GB, Infinity Fabric 896 GB/s); MI325X datasheet (MI300X compute, 256 GB HBM3E,
+6 TB/s); MI355X datasheet (2516.6 BF16 dense, 5033.2 FP8, 157.3 FP32, no TF32, 288 GB,
+8 TB/s, Infinity Fabric 1075 GB/s); MI250X datasheet (383 BF16 dense, 95.7 FP32 matrix,
+3.2 TB/s, 128 GB per OAM module) — PyTorch sees each of its two GCDs as one device, so
+the table holds half of each figure. Realistic bus bandwidth: nccl-tests all-reduce on
+8×H100 NVLink ≈ 360–480 GB/s, 8×A100 NVLink ≈ 230 GB/s, DGX-1 V100 ≈ 130 GB/s; PCIe-only nodes ≈ 20–50 GB/s;
 one 400 Gb/s NIC between nodes ≈ 45–50 GB/s.
 """
 
@@ -89,6 +93,9 @@ SPECS: list[tuple[re.Pattern, DeviceSpec]] = [
         (r"L40S", _spec("L40S", 48, 0.864, 91.6, 183, 362, 733, 64, 20)),
         (r"\bL4\b", _spec("L4", 24, 0.3, 30.3, 60, 121, 242.5, 64, 15)),
         (r"MI300X", _spec("MI300X", 192, 5.3, 163.4, 653.7, 1307.4, 2614.9, 896, 320)),
+        (r"MI325X", _spec("MI325X", 256, 6.0, 163.4, 653.7, 1307.4, 2614.9, 896, 320)),
+        (r"MI35[05]X", _spec("MI355X", 288, 8.0, 157.3, None, 2516.6, 5033.2, 1075, 380)),
+        (r"MI250X?", _spec("MI250X GCD", 64, 1.6, 47.9, None, 191.5, None, 200, 80)),
     ]
 ]
 

@@ -1,14 +1,19 @@
 -- @view op_flops
--- One row per counted op (GEMM, convolution, attention; forward and backward) that is
--- the innermost counted op on its thread, with its FLOPs from the shapes
--- (tracekit/model/flops.py) and the device time of the kernels it launched.
+-- One row per counted op: an op of the FLOPs signature table (GEMMs, convolutions and
+-- their backward, attention forward and backward; tracekit/model/flops.py) that is the
+-- innermost such op on its thread (tracekit/opscan.py), with its FLOPs from the shapes
+-- and the device time of the kernels it launched. Ops whose FLOPs the trace cannot give
+-- are kept with flops NULL and flops_note saying why: they are the "not counted" figure.
 -- @column rank: global rank
 -- @column tid: thread the op ran on
 -- @column name: aten op name
 -- @column ts_ns: op start (CPU), ns since the epoch
 -- @column dur_ns: op duration (CPU), ns
--- @column flops: FLOPs of the op (2 per multiply-add)
+-- @column flops: FLOPs the op executed (2 per multiply-add); NULL when the trace lacks an argument the formula needs
+-- @column flops_note: why flops is NULL (the missing argument), else NULL
 -- @column dtype: first input tensor dtype as traced (c10::BFloat16, float …)
+-- @column phase: forward, backward (inside an autograd node: gradients and activation recompute) or optimizer
+-- @column tf32: an fp32 op that ran on TF32 tensor cores: a launched kernel named *tf32* / *s1688* or, for convolutions, cuDNN's allow_tf32 argument
 -- @column kernels: compute kernels launched inside the op (NCCL kernels excluded; 0 on CPU runs)
 -- @column kernel_ns: summed duration of those kernels (GPU), ns
 -- @column device_ns: time the work took: kernel_ns on GPU runs, dur_ns on CPU runs
@@ -16,29 +21,25 @@
 CREATE OR REPLACE VIEW op_flops AS
 WITH o AS (
     SELECT row_number() OVER () AS op_id, *, ts_ns + dur_ns AS end_ns FROM _ops
-    WHERE flops IS NOT NULL
+    WHERE innermost
 ),
-nested AS (  -- ops that contain another counted op on the same thread (DTensor, linear …)
-    SELECT DISTINCT p.op_id FROM o p JOIN o c
-      ON c.rank = p.rank AND c.tid = p.tid AND c.op_id <> p.op_id
-     AND c.ts_ns >= p.ts_ns AND c.end_ns <= p.end_ns
-     AND (c.ts_ns > p.ts_ns OR c.end_ns < p.end_ns OR c.op_id > p.op_id)
-),
-inner_ops AS (SELECT * FROM o WHERE op_id NOT IN (SELECT op_id FROM nested)),
 launches AS (
-    SELECT r.tid, r.ts_ns AS launch_ns, k.dur_ns AS k_dur
+    SELECT r.tid, r.ts_ns AS launch_ns, k.dur_ns AS k_dur, k.name::VARCHAR AS k_name
     FROM events r JOIN events k ON k.correlation = r.correlation
     WHERE r.kind = 'runtime' AND k.kind = 'kernel' AND NOT starts_with(k.name, 'nccl')
 ),
 k AS (
-    SELECT i.op_id, count(l.k_dur) AS kernels, sum(l.k_dur) AS kernel_ns
-    FROM inner_ops i LEFT JOIN launches l
-      ON l.tid = i.tid AND l.launch_ns >= i.ts_ns AND l.launch_ns <= i.end_ns
-    GROUP BY i.op_id
+    SELECT o.op_id, count(l.k_dur) AS kernels, sum(l.k_dur) AS kernel_ns,
+           coalesce(bool_or(regexp_matches(l.k_name, 'tf32|s1688', 'i')), false) AS tf32_kernel
+    FROM o LEFT JOIN launches l
+      ON l.tid = o.tid AND l.launch_ns >= o.ts_ns AND l.launch_ns <= o.end_ns
+    GROUP BY o.op_id
 )
-SELECT i.rank, i.tid, i.name, i.ts_ns, i.dur_ns, i.flops, i.dtype,
+SELECT o.rank, o.tid, o.name, o.ts_ns, o.dur_ns, o.flops, o.flops_note, o.dtype, o.phase,
+       (o.tf32_arg OR k.tf32_kernel) AND lower(coalesce(o.dtype, '')) IN ('float', 'c10::float')
+           AS tf32,
        coalesce(k.kernels, 0) AS kernels, k.kernel_ns,
-       CASE WHEN r.has_device_events THEN k.kernel_ns ELSE i.dur_ns END AS device_ns,
-       i.flops / nullif(CASE WHEN r.has_device_events THEN k.kernel_ns ELSE i.dur_ns END, 0)
+       CASE WHEN r.has_device_events THEN k.kernel_ns ELSE o.dur_ns END AS device_ns,
+       o.flops / nullif(CASE WHEN r.has_device_events THEN k.kernel_ns ELSE o.dur_ns END, 0)
            * 1e9 AS achieved_flops_per_s
-FROM inner_ops i JOIN k USING (op_id) JOIN rank_info r ON r.rank = i.rank;
+FROM o JOIN k USING (op_id) JOIN rank_info r ON r.rank = o.rank;

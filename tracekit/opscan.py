@@ -1,0 +1,125 @@
+"""One rank's counted ops: FLOPs from the signature table, nesting, and phase.
+
+Runs at ingest over the rank's `events`. For every op in `tracekit.model.flops.SIGNATURES`
+it records the FLOPs (or why they are unknown), whether it is the innermost op of the
+table on its thread (only those count: `aten::conv2d` → `aten::convolution` →
+`aten::_convolution` → `aten::cudnn_convolution` is one convolution, counted at
+`cudnn_convolution`), and its phase:
+
+- `backward`: inside an autograd node on its thread (`autograd::engine::evaluate_function: …`,
+  or, in traces older than that span, the node itself: `AddmmBackward0`,
+  `CudnnConvolutionBackward`). Activation-checkpoint recompute runs there too, so the
+  forward ops it re-runs are backward-phase work: executed (hardware FLOPs), not model FLOPs.
+- `optimizer`: inside `Optimizer.step#…` / `Optimizer.zero_grad#…`.
+- `forward`: everything else.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+
+from tracekit.model.flops import COUNTED_OPS, ConvGeometry, count, op_dtype
+
+_BACKWARD_MARK = (
+    "starts_with(name, 'autograd::engine::evaluate_function')"
+    " OR regexp_matches(name, '^[A-Za-z0-9_:]*Backward[0-9]*$')"
+)
+_OPTIMIZER_MARK = "starts_with(name, 'Optimizer.step') OR starts_with(name, 'Optimizer.zero_grad')"
+
+SCHEMA = pa.schema(
+    [
+        ("rank", pa.int32()),
+        ("tid", pa.int64()),
+        ("name", pa.string()),
+        ("ts_ns", pa.int64()),
+        ("dur_ns", pa.int64()),
+        ("flops", pa.float64()),
+        ("flops_note", pa.string()),
+        ("dtype", pa.string()),
+        ("phase", pa.string()),
+        ("tf32_arg", pa.bool_()),
+        ("innermost", pa.bool_()),
+    ]
+)
+
+
+def _json(text: str | None) -> Any:
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def scan(con) -> pa.Table:
+    """The `_ops` table of the rank in `con` (needs `events`)."""
+    names = ", ".join("'" + n + "'" for n in sorted(COUNTED_OPS))
+    rows = con.sql(f"""
+        SELECT rank, tid, name::VARCHAR, ts_ns, dur_ns, input_dims, input_types,
+               concrete_inputs, 'op' AS what
+        FROM events WHERE kind = 'cpu_op' AND name IN ({names})
+        UNION ALL
+        SELECT rank, tid, name::VARCHAR, ts_ns, dur_ns, NULL, NULL, NULL,
+               CASE WHEN {_OPTIMIZER_MARK} THEN 'optimizer' ELSE 'backward' END
+        FROM events
+        WHERE kind IN ('cpu_op', 'user_annotation') AND ({_BACKWARD_MARK} OR {_OPTIMIZER_MARK})
+        ORDER BY tid, ts_ns, dur_ns DESC""").fetchall()
+    geometry = ConvGeometry()
+    ops = []
+    for r in rows:
+        if r[8] == "op":
+            dims = _json(r[5])
+            geometry.learn(r[2], dims)
+            ops.append(
+                {"row": r, "dims": dims, "innermost": True, "phase": "forward", "parent": None}
+            )
+        else:
+            ops.append({"row": r, "mark": r[8]})
+    # one sweep per thread with a stack of open spans: nesting and phase
+    stack: list[dict] = []
+    tid = None
+    for o in ops:
+        _, t, _, ts, dur, *_ = o["row"]
+        if t != tid:
+            stack, tid = [], t
+        end = ts + (dur or 0)
+        while stack and not (end <= stack[-1]["end"] and (ts < stack[-1]["end"] or not dur)):
+            stack.pop()  # not inside the top span (every span starts at or before ts)
+        if "mark" not in o:
+            for s in stack:
+                if "mark" in s["o"]:
+                    # the innermost enclosing mark decides (optimizer inside backward is rare)
+                    o["phase"] = s["o"]["mark"]
+                else:
+                    s["o"]["innermost"] = False
+                    o["parent"] = (s["o"]["row"][2], s["o"]["dims"])  # the nearest wins
+        stack.append({"o": o, "end": end})
+    cols: dict[str, list] = {f.name: [] for f in SCHEMA}
+    for o in ops:
+        if "mark" in o:
+            continue
+        rank, t, name, ts, dur, _, types, concrete, _ = o["row"]
+        c = (
+            count(name, o["dims"], _json(concrete), geometry, o["parent"])
+            if o["innermost"]
+            else None
+        )
+        for key, v in (
+            ("rank", rank),
+            ("tid", t),
+            ("name", name),
+            ("ts_ns", ts),
+            ("dur_ns", dur),
+            ("flops", c.flops if c else None),
+            ("flops_note", c.reason if c else None),
+            ("dtype", op_dtype(types)),
+            ("phase", o["phase"]),
+            ("tf32_arg", c.tf32 if c else False),
+            ("innermost", o["innermost"]),
+        ):
+            cols[key].append(v)
+    return pa.table(cols, schema=SCHEMA)
