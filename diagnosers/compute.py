@@ -299,7 +299,7 @@ def diagnose(ctx: Context) -> LevelResult:
             "median_kernel_us": (h.get("median_kernel_ns") or 0) / 1e3 if h else None,
         }
         per_rank.append(row)
-    _sanity_notes(res, suspects, peak, per_rank, no_peak)
+    _sanity_notes(res, suspects, peak, per_rank, no_peak, calibrated=ctx.cpu)
     for row in per_rank:
         row.pop("_over_peak", None)
     res.metrics["ranks"] = per_rank
@@ -363,13 +363,21 @@ def diagnose(ctx: Context) -> LevelResult:
     return res
 
 
-def _sanity_notes(res: LevelResult, suspects, peak: dict, per_rank, no_peak: dict) -> None:
-    """An efficiency above 100% is a counting bug: never a figure, always a note."""
+def _sanity_notes(
+    res: LevelResult, suspects, peak: dict, per_rank, no_peak: dict, calibrated: bool
+) -> None:
+    """An efficiency above 100% is a counting bug (or, against a measured calibration, a
+    peak measured too low): never a figure, always a note naming the op."""
     for (name, cls), ratio in sorted(suspects.items()):
+        why = (
+            "the calibration's matmul measured this machine's peak too low"
+            if calibrated
+            else "its FLOP count is suspect (shapes or arguments misread, or kernels "
+            "missing from the trace)"
+        )
         res.notes.append(
-            f"{name} ({cls}) would run at up to {ratio:.0%} of the "
-            f"{peak[cls] / 1e12:.1f} TFLOP/s {cls} peak: its FLOP count is suspect (shapes or "
-            "arguments misread, or kernels missing from the trace); left out of GEMM efficiency"
+            f"{name} ({cls}) runs at up to {ratio:.0%} of the {peak[cls] / 1e12:.2f} TFLOP/s "
+            f"{cls} peak: {why}; left out of GEMM efficiency"
         )
     over = sorted({k for r in per_rank for k in r.get("_over_peak", [])})
     if over:

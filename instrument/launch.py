@@ -97,6 +97,7 @@ def _worker(rank: int, cfg_dict: dict, port: int, command: str) -> None:
                 dtype=cfg.dtype,
                 optimizer="adamw",
                 activation_checkpointing=False,
+                allow_tf32=torch.backends.cuda.matmul.allow_tf32 if device.type == "cuda" else None,
                 fsdp_prefetch=cfg.fsdp_prefetch if cfg.job in ("fsdp", "hybrid") else None,
                 device=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
                 backend=backend,

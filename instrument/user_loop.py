@@ -123,6 +123,8 @@ def capture(
     top = {k: v for k, v in known.items() if k in _TOP_KEYS}
     top.setdefault("strategy", "custom")
     cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+    if cuda:  # fp32 GEMMs on TF32 tensor cores: their peak is TF32's (stated keys win)
+        top.setdefault("allow_tf32", torch.backends.cuda.matmul.allow_tf32)
     man = JobManifest(
         world_size=world,
         mesh=Mesh(**mesh),
