@@ -308,7 +308,8 @@ def diagnose(ctx: Context) -> LevelResult:
     mfu = mean(r.get("mfu") for r in per_rank)
     eff = mean(r.get("gemm_efficiency") for r in per_rank)
     if mfu is None:
-        why = "no FLOPs counted: profile with record_shapes=True" if not groups else peak_src
+        counted = any(g["flops"] for g in groups)
+        why = peak_src if counted else "no FLOPs counted: profile with record_shapes=True"
         res.notes.append(f"MFU unknown: {why}")
     nsteps = max(max((r["steps"] for r in ctx.ranks), default=1), 1)
 
@@ -384,8 +385,10 @@ def _sanity_notes(
         res.notes.append(
             f"{', '.join(over)} above 100% on some rank: a counting bug, shown as unknown"
         )
+    counted = {c for r in per_rank for c, v in (r.get("flops_by_dtype") or {}).items() if v}
     for cls, why in sorted(no_peak.items()):
-        res.notes.append(f"MFU leaves out {cls} FLOPs: {why}")
+        if cls in counted:
+            res.notes.append(f"MFU leaves out {cls} FLOPs: {why}")
 
 
 def _idle_finding(res: LevelResult, ctx: Context, per_rank) -> None:
