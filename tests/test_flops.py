@@ -225,7 +225,7 @@ def test_missing_argument_gives_a_reason_not_a_default():
     assert c.flops is None and "not recorded" in c.reason
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(
     name=st.sampled_from(sorted(SIGNATURES)),
     shapes=st.lists(

@@ -320,10 +320,10 @@ def _conv_bwd_flops(
     if sig.family == "conv_bwd_weight" and gy and x and w is None:
         w = _parent_weight(parent, x, gy) or (geometry.weight(x, gy) if geometry else None)
     if sig.family == "conv_bwd_input":
-        if not gy or not w or len(gy) != len(w):
+        if not gy or not w or len(gy) != len(w) or len(w) < 3:
             return _none("grad_output or weight shape not recorded")
         return OpCount(_conv_core(gy, w, gy[2:]))  # grad_input: the forward's work again
-    if not gy or not x or not w or not (len(gy) == len(x) == len(w)):
+    if not gy or not x or not w or not (len(gy) == len(x) == len(w) >= 3):
         return _none("grad_output, input or weight shape not recorded")
     transposed = sig.transposed
     if transposed is None:
