@@ -363,3 +363,63 @@ def test_comm_kernels_from_job_json_and_pyproject(tmp_path, monkeypatch):
     (run_dir / "job.json").write_text(json.dumps({"schema": 1, "comm_kernels": ["[oops"]}))
     with pytest.raises(TracekitError, match=r"job\.json: comm kernel pattern"):
         tracekit.open(run_dir)
+
+
+def test_kind_and_size_from_the_issuing_cpu_ops(tmp_path):
+    """No metadata on the kernels: RCCL's generic kernel takes record_param_comms'; an old
+    NCCL SendRecv kernel under c10d::alltoall_base_ is an all_to_all of its input; an
+    all-reduce whose c10d op has only a TensorList takes nccl:all_reduce's dims; a kernel
+    with nothing around it keeps what its name says and no size."""
+    b = TraceBuilder(rank=0, world_size=4)
+    b.step(1, 0, 1000)
+    rpc = b.cpu_op("record_param_comms", 10, 20, **nccl_meta("allreduce", 1000, "BFloat16", 4))
+    b.kernel(
+        "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", 50, 30, launch_ts=rpc["ts"] + 5
+    )
+    op = b.cpu_op(
+        "c10d::alltoall_base_",
+        100,
+        40,
+        **{
+            "Input Dims": [[768], [3392], [], [], [], []],
+            "Input type": ["int", "int", "", "", "", "Scalar"],
+        },
+    )
+    b.kernel(
+        "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long)",
+        150,
+        30,
+        launch_ts=op["ts"] + 10,
+    )
+    b.cpu_op(
+        "c10d::allreduce_",
+        300,
+        40,
+        **{"Input Dims": [[], [], [], []], "Input type": ["TensorList", "", "", "Scalar"]},
+    )
+    b.x(
+        "nccl:all_reduce",
+        "user_annotation",
+        305,
+        30,
+        **{"Input Dims": [[394241]], "Input type": ["float"]},
+    )
+    b.kernel(
+        "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long)",
+        350,
+        30,
+        launch_ts=310,
+    )
+    b.kernel("ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long)", 500, 30)
+    b.write(tmp_path / "rank-0.json")
+    with tracekit.open(tmp_path) as run:
+        rows = run.sql(
+            "SELECT name, kind_source, in_nelems, out_nelems, dtype, bytes, size_source, "
+            "group_size FROM collectives ORDER BY ts_ns"
+        ).fetchall()
+    assert rows == [
+        ("all_reduce", "record_param_comms", 1000, 1000, "BFloat16", 2000, "record_param_comms", 4),
+        ("all_to_all", "issue_op", 3392, 768, "int", 3392 * 4, "issue_op", 4),
+        ("all_reduce", "issue_op", 394241, 394241, "float", 394241 * 4, "issue_op", 4),
+        ("all_gather", "kernel_name", None, None, "int8", None, None, 4),
+    ]

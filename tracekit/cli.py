@@ -268,7 +268,8 @@ def ingest(run, workers, comm_kernels):
 
     with open_run(*run, workers=workers, comm_kernels=comm_kernels) as r:
         rows = r.sql(
-            "SELECT rank, rank_source, event_count, backend, coalesce(device_name, 'cpu'), "
+            "SELECT rank, rank_source, event_count, backend, coalesce(device_name, "
+            "CASE WHEN has_device_events THEN 'unknown device' ELSE 'cpu' END), "
             "(SELECT count(*) FROM steps s WHERE s.rank = i.rank), "
             "(SELECT count(*) FROM collectives c WHERE c.rank = i.rank), source "
             "FROM rank_info i ORDER BY rank"
