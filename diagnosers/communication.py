@@ -77,9 +77,11 @@ def collective_table(ctx: Context) -> list[dict]:
     n_ranks = max(len(ctx.ranks), 1)
     out = []
     for name, group, nbytes, dtype, count, transfer_ns, dur_sum, matched, steps in rows:
-        factor = bus_factor(name, group or 2)
+        # bus bandwidth needs the group size and a matched instance (an unmatched
+        # duration includes waiting for peers that may not even be in the run)
+        factor = bus_factor(name, group) if group else None
         t = (transfer_ns or 0) / 1e9
-        busbw = nbytes * factor / t if nbytes and factor and t > 0 else None
+        busbw = nbytes * factor / t if matched and nbytes and factor and t > 0 else None
         tp = predict_seconds(ctx, name, group, nbytes) if nbytes else None
         pbus = nbytes * factor / tp if tp and factor else None
         out.append(
@@ -127,7 +129,8 @@ def exposure(ctx: Context) -> dict[int, dict]:
         ),
         cm AS (
             SELECT c.rank, c.name, w.n,
-                   greatest(c.ts_ns + c.wait_ns, w.start_ns) AS s, least(c.end_ns, w.end_ns) AS e
+                   greatest(c.ts_ns + coalesce(c.wait_ns, 0), w.start_ns) AS s,
+                   least(c.end_ns, w.end_ns) AS e
             FROM collectives c JOIN w ON c.rank = w.rank
             WHERE c.end_ns > w.start_ns AND c.ts_ns < w.end_ns
         ),

@@ -2,8 +2,11 @@
 
 Layout: `<run>/.tracekit/v<SCHEMA_VERSION>/<key>.<table>.parquet` and `index.json`,
 where `key` names the source file and the index records each source's size,
-mtime (ns) and the schema version it was ingested with. A source whose size or
-mtime changed is ingested again. When the run folder is not writable the cache
+mtime (ns), the schema version it was ingested with and the user's
+communication-kernel patterns. A source whose size or mtime changed, or a run
+opened with other patterns, is ingested again. A file holding several ranks (a
+merged TraceFusion trace) has one key per rank, `<key>.r<rank>`, listed under its
+index entry's `parts`. When the run folder is not writable the cache
 lives in the per-user cache directory (`platformdirs.user_cache_dir("tracekit")`),
 under a hash of the run's absolute path.
 
@@ -27,7 +30,7 @@ from tracekit.sqltext import sql_str
 if TYPE_CHECKING:
     import duckdb
 
-SCHEMA_VERSION = 11  # bump when any cached table changes shape or meaning
+SCHEMA_VERSION = 12  # bump when any cached table changes shape or meaning
 
 TABLES = (
     "events",
@@ -37,6 +40,7 @@ TABLES = (
     "rank_info",
     "process_groups",
     "collectives",
+    "kernel_classes",
     "steps",
     "device_activity",
     "op_flops",
@@ -68,9 +72,14 @@ def source_key(root: Path, path: Path) -> str:
     return f"{stem}-{hashlib.sha1(rel.encode()).hexdigest()[:10]}"
 
 
-def fingerprint(path: Path) -> dict:
+def fingerprint(path: Path, comm_kernels: tuple[str, ...] = ()) -> dict:
+    """What must be unchanged for a cached ingest to stand: the file, the schema, and the
+    user's communication-kernel patterns (they decide device_activity and collectives)."""
     st = path.stat()
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "schema": SCHEMA_VERSION}
+    fp = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "schema": SCHEMA_VERSION}
+    if comm_kernels:
+        fp["comm_kernels"] = list(comm_kernels)
+    return fp
 
 
 def table_path(cdir: Path, key: str, table: str) -> Path:
@@ -111,8 +120,11 @@ def save_index(cdir: Path, index: dict) -> None:
     os.replace(tmp, cdir / "index.json")
 
 
-def is_fresh(cdir: Path, index: dict, key: str, path: Path) -> bool:
+def is_fresh(
+    cdir: Path, index: dict, key: str, path: Path, comm_kernels: tuple[str, ...] = ()
+) -> bool:
     entry = index.get(key)
-    if not entry or entry.get("fingerprint") != fingerprint(path):
+    if not entry or entry.get("fingerprint") != fingerprint(path, comm_kernels):
         return False
-    return all(table_path(cdir, key, t).exists() for t in TABLES)
+    keys = [p["key"] for p in entry.get("parts", [])] or [key]
+    return all(table_path(cdir, k, t).exists() for k in keys for t in TABLES)

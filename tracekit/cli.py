@@ -69,6 +69,14 @@ _run_arg = click.argument("run", nargs=-1, required=True, type=click.Path())
 _workers = click.option(
     "--workers", type=click.IntRange(1), default=None, help="Ingest processes (default: cores)."
 )
+_comm_kernel = click.option(
+    "--comm-kernel",
+    "comm_kernels",
+    multiple=True,
+    metavar="REGEX",
+    help="Also count kernels matching REGEX (Python re, searched in the name) as "
+    "communication; repeatable; adds to job.json / pyproject.toml comm_kernels.",
+)
 
 
 @main.command()
@@ -106,6 +114,7 @@ _workers = click.option(
 )
 @click.option("--latency-us", type=float, help="Override the per-collective latency α, µs.")
 @_workers
+@_comm_kernel
 @click.pass_context
 def analyze(
     ctx,
@@ -120,13 +129,14 @@ def analyze(
     device_memory_gb,
     latency_us,
     workers,
+    comm_kernels,
 ):
     """Walk memory → compute → communication → scaling: each figure measured beside its
     prediction, then the findings, ordered by the time a fix would win per step."""
     from tracekit import report
     from tracekit.store import open_run
 
-    with open_run(*run, workers=workers) as r:
+    with open_run(*run, workers=workers, comm_kernels=comm_kernels) as r:
         if breakdown_only:
             rep = report.build(r, window=window, steps=steps)
         else:
@@ -179,7 +189,8 @@ def explain(code):
 @click.option("--views", is_flag=True, help="List the tables and views.")
 @click.option("--limit", type=int, default=200, show_default=True, help="Rows shown as a table.")
 @_workers
-def query(run, query, fmt, describe, views, limit, workers):
+@_comm_kernel
+def query(run, query, fmt, describe, views, limit, workers, comm_kernels):
     """Read-only SQL over the run's views: tracekit query RUN --sql "SELECT …".
 
     Without --sql, a last argument that is not a file or folder is the query.
@@ -198,7 +209,7 @@ def query(run, query, fmt, describe, views, limit, workers):
         return
     if describe is None and query is None:
         raise TracekitError('nothing to do: pass --sql "SELECT …", --describe VIEW or --views')
-    with open_run(*run, workers=workers) as r:
+    with open_run(*run, workers=workers, comm_kernels=comm_kernels) as r:
         if describe:
             d = docs().get(describe, None)
             rows = r.describe(describe)
@@ -250,13 +261,15 @@ def _render_rows(names: list[str], rows: list[tuple], fmt: str, limit: int) -> s
 @main.command()
 @_run_arg
 @_workers
-def ingest(run, workers):
+@_comm_kernel
+def ingest(run, workers, comm_kernels):
     """Ingest (or refresh) the Parquet cache of a run and print what it holds."""
     from tracekit.store import open_run
 
-    with open_run(*run, workers=workers) as r:
+    with open_run(*run, workers=workers, comm_kernels=comm_kernels) as r:
         rows = r.sql(
-            "SELECT rank, rank_source, event_count, backend, coalesce(device_name, 'cpu'), "
+            "SELECT rank, rank_source, event_count, backend, coalesce(device_name, "
+            "CASE WHEN has_device_events THEN 'unknown device' ELSE 'cpu' END), "
             "(SELECT count(*) FROM steps s WHERE s.rank = i.rank), "
             "(SELECT count(*) FROM collectives c WHERE c.rank = i.rank), source "
             "FROM rank_info i ORDER BY rank"

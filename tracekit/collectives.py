@@ -1,12 +1,17 @@
 """The collectives table: one row per collective instance per rank, any backend.
 
-NCCL
-    Every `ncclKernel_*` / `ncclDevKernel_*` kernel is one instance. Its metadata
-    (`Collective name`, `In/Out msg nelems`, `dtype`, `Group size`, process group)
-    comes from the kernel's own args when torch copied them there, else from the
-    `record_param_comms` CPU op that encloses the kernel's launch (the runtime
-    call with the kernel's `correlation`, on the same thread, inside the op's span).
-    Without either, the name and dtype come from the kernel name and the size is null.
+Device kernels (NCCL, RCCL, DeepEP, NVSHMEM, symmetric memory, custom all-reduce,
+userbuffers, user patterns: `tracekit.commkernels`)
+    Every communication kernel is one instance. Its kind, size, dtype, group and
+    `Seq` come from, in order: the kernel's own metadata args (recent torch copies
+    them there), the `record_param_comms` CPU op that encloses the kernel's launch
+    (the runtime call with the kernel's `correlation`, on the same thread, inside the
+    op's span), the enclosing `c10d::*` op's `Input Dims` or `nccl:*` annotation's
+    (old traces: `c10d::alltoall_base_` run as `ncclKernel_SendRecv` is an
+    all_to_all of its input's size), and for the kind alone the kernel name (its
+    table entry, or NCCL's `…Kernel_<Coll>_…`). What none of them says is null:
+    RCCL's `ncclDevKernel_Generic` without metadata has no kind. `kind_source` and
+    `size_source` say where each came from.
 
 gloo (CPU)
     The instance is the `gloo:*` span (the real transfer, waiting for peers
@@ -32,6 +37,8 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+
+from tracekit import commkernels
 
 CANONICAL = (
     "all_reduce",
@@ -246,37 +253,91 @@ COLUMNS = pa.schema(
         ("out_nelems", pa.int64()),
         ("bytes", pa.int64()),
         ("seq", pa.int64()),
+        ("group_ranks", pa.list_(pa.int64())),
+        ("kind_source", pa.string()),
+        ("size_source", pa.string()),
     ]
 )
 
-_NCCL_SQL = """
-WITH k AS (
-    SELECT row_number() OVER (ORDER BY ts_ns) AS kid, *
-    FROM events WHERE kind = 'kernel' AND name LIKE 'nccl%'
-), rt AS (
-    SELECT correlation, tid AS rt_tid, ts_ns AS rt_ts
-    FROM events WHERE kind = 'runtime' AND correlation IS NOT NULL
-), rpc AS (
-    SELECT tid, ts_ns, ts_ns + dur_ns AS end_ns, coll_name, in_nelems, out_nelems,
-           group_size, dtype, pg_name, pg_desc, pg_ranks, seq
-    FROM events WHERE name = 'record_param_comms'
+KERNEL_CLASSES = pa.schema(
+    [
+        ("rank", pa.int32()),
+        ("name", pa.string()),
+        ("category", pa.string()),
+        ("family", pa.string()),
+        ("coll_name", pa.string()),
+        ("pattern", pa.string()),
+    ]
 )
-SELECT k.name AS raw_name, k.ts_ns, k.dur_ns, k.stream AS lane,
-       coalesce(k.coll_name, r.coll_name)::VARCHAR AS issue_name,
-       coalesce(r.ts_ns, rt.rt_ts) AS issue_ts_ns,
-       coalesce(k.in_nelems, r.in_nelems) AS in_nelems,
-       coalesce(k.out_nelems, r.out_nelems) AS out_nelems,
-       coalesce(k.group_size, r.group_size) AS group_size,
-       coalesce(k.dtype, r.dtype)::VARCHAR AS dtype,
-       coalesce(k.pg_name, r.pg_name)::VARCHAR AS pg_name,
-       coalesce(k.pg_desc, r.pg_desc)::VARCHAR AS pg_desc,
-       coalesce(k.pg_ranks, r.pg_ranks)::VARCHAR AS pg_ranks,
-       coalesce(k.seq, r.seq) AS seq
-FROM k
-LEFT JOIN rt USING (correlation)
-LEFT JOIN rpc r ON r.tid = rt.rt_tid AND rt.rt_ts BETWEEN r.ts_ns AND r.end_ns
-QUALIFY row_number() OVER (PARTITION BY k.kid ORDER BY r.ts_ns DESC NULLS LAST) = 1
-ORDER BY k.ts_ns
+
+
+def kernel_classes(con: duckdb.DuckDBPyConnection, rank: int, user: tuple[str, ...] = ()):
+    """One row per distinct kernel name of the rank: communication (a `commkernels`
+    entry or a user pattern matches) or compute; the collective its name tells."""
+    rx = commkernels.compile_patterns(user, "--comm-kernel")
+    names = [
+        n
+        for (n,) in con.execute(
+            "SELECT DISTINCT name::VARCHAR FROM events WHERE kind = 'kernel' AND name IS NOT NULL"
+        ).fetchall()
+    ]
+    rows = []
+    for name in sorted(names):
+        c = commkernels.classify(name, rx)
+        kind = None
+        if c is not None:
+            kind = c.kind or (canonical_name(name) if c.family == "nccl" else None)
+        rows.append(
+            {
+                "rank": rank,
+                "name": name,
+                "category": "communication" if c else "compute",
+                "family": c.family if c else None,
+                "coll_name": kind,
+                "pattern": c.pattern if c else None,
+            }
+        )
+    cols = {f.name: [r[f.name] for r in rows] for f in KERNEL_CLASSES}
+    return pa.table(cols, schema=KERNEL_CLASSES)
+
+
+# Communication kernels, and every CPU op enclosing the runtime call that launched each
+# (same thread, the call inside the op's span): record_param_comms (collective metadata),
+# c10d::* / _c10d_functional::* issue ops and nccl:* annotations (`Input Dims`).
+_COMM_KERNEL_SQL = """
+SELECT row_number() OVER (ORDER BY k.ts_ns, k.name) AS kid, k.name::VARCHAR AS raw_name,
+       k.ts_ns, k.dur_ns, k.stream AS lane, k.correlation, kc.family,
+       kc.coll_name AS name_kind, k.coll_name::VARCHAR AS coll_name, k.in_nelems, k.out_nelems,
+       k.group_size, k.dtype::VARCHAR AS dtype, k.pg_name::VARCHAR AS pg_name,
+       k.pg_desc::VARCHAR AS pg_desc, k.pg_ranks::VARCHAR AS pg_ranks, k.seq,
+       (SELECT min(r.ts_ns) FROM events r
+        WHERE r.kind = 'runtime' AND r.correlation = k.correlation) AS rt_ts
+FROM events k JOIN kernel_classes kc ON kc.name = k.name::VARCHAR
+WHERE k.kind = 'kernel' AND kc.category = 'communication'
+ORDER BY kid
+"""
+_ISSUE_OPS_SQL = """
+WITH k AS (
+    SELECT row_number() OVER (ORDER BY k.ts_ns, k.name) AS kid, k.correlation
+    FROM events k JOIN kernel_classes kc ON kc.name = k.name::VARCHAR
+    WHERE k.kind = 'kernel' AND kc.category = 'communication'
+), rt AS (
+    SELECT correlation, any_value(tid) AS rt_tid, min(ts_ns) AS rt_ts
+    FROM events WHERE kind = 'runtime' AND correlation IS NOT NULL GROUP BY correlation
+), ops AS (
+    SELECT tid, ts_ns, ts_ns + dur_ns AS end_ns, name::VARCHAR AS op, coll_name::VARCHAR AS
+           coll_name, in_nelems, out_nelems, group_size, dtype::VARCHAR AS dtype,
+           pg_name::VARCHAR AS pg_name, pg_desc::VARCHAR AS pg_desc,
+           pg_ranks::VARCHAR AS pg_ranks, seq, input_dims, input_types
+    FROM events
+    WHERE kind IN ('cpu_op', 'user_annotation')
+      AND (name = 'record_param_comms' OR starts_with(name, 'c10d::')
+           OR starts_with(name, '_c10d_functional::') OR starts_with(name, 'nccl:'))
+)
+SELECT k.kid, rt.rt_ts, o.*
+FROM k JOIN rt USING (correlation)
+JOIN ops o ON o.tid = rt.rt_tid AND rt.rt_ts BETWEEN o.ts_ns AND o.end_ns
+ORDER BY k.kid, o.ts_ns
 """
 
 _GLOO_ISSUE_SQL = """
@@ -323,39 +384,140 @@ def _kernel_dtype(name: str) -> str | None:
     return _KERNEL_DTYPE_NAMES.get(d, d)
 
 
-def _default_group_size(pgs: pa.Table, world_size: int | None) -> int | None:
-    """Group size when the trace does not say: the rank's only group size, or the world."""
-    sizes = {s for s in pgs["pg_size"].to_pylist() if s}
+def _default_group(pgs: pa.Table, world_size: int | None) -> tuple[int | None, list | None]:
+    """(size, ranks) of the group a collective ran on when the trace does not say: the
+    rank's only group size (its ranks when every group of that size lists the same),
+    or — when the trace lists no groups at all — the world."""
+    groups = [
+        (n, tuple(r or ()))
+        for n, r in zip(pgs["pg_size"].to_pylist(), pgs["ranks"].to_pylist(), strict=True)
+        if n
+    ]
+    sizes = {n for n, _ in groups}
     if len(sizes) == 1:
-        return sizes.pop()
-    if not sizes:
-        return world_size
-    return None
+        rank_sets = {r for _, r in groups if r}
+        return sizes.pop(), list(rank_sets.pop()) if len(rank_sets) == 1 else None
+    if not sizes and world_size:
+        return world_size, list(range(world_size))
+    return None, None
+
+
+def parse_ranks(text: str | None) -> list[int] | None:
+    """`"[0, 1, 2, 3]"` → [0, 1, 2, 3]; empty, absent or odd → None (unknown)."""
+    if not text:
+        return None
+    try:
+        v = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(v, list) or not v or not all(isinstance(x, int) for x in v):
+        return None
+    return v
+
+
+# collectives whose nccl:* annotation `Input Dims` give the whole message (in = out)
+_SAME_SIZE = {"all_reduce", "all_to_all", "broadcast", "reduce", "send", "recv", "send_recv"}
+
+
+def _innermost(ops: list[dict], pred) -> dict | None:
+    hits = [o for o in ops if pred(o)]
+    return max(hits, key=lambda o: o["ts_ns"]) if hits else None
+
+
+def _device_row(r: dict, ops: list[dict], pg_ranks: dict, default: tuple) -> dict:
+    """One communication kernel → one collectives row. Kind and size come from the
+    kernel's metadata, else the issuing CPU ops (record_param_comms, then a c10d op or
+    nccl:* annotation with `Input Dims`), else the kernel name (kind only), else null."""
+    rpc = _innermost(ops, lambda o: o["op"] == "record_param_comms")
+    c10d = _innermost(ops, lambda o: o["op"].startswith(("c10d::", "_c10d_functional::")))
+    ann = _innermost(ops, lambda o: o["op"].startswith("nccl:"))
+    rpc = rpc or {}
+
+    name, kind_source, issue_name = None, None, None
+    for cand, src in (
+        (r["coll_name"], "kernel"),
+        (rpc.get("coll_name"), "record_param_comms"),
+        (c10d and c10d["op"], "issue_op"),
+        (ann and ann["op"], "issue_op"),
+    ):
+        if cand and canonical_name(cand):
+            name, kind_source, issue_name = canonical_name(cand), src, cand
+            break
+    if name is None and r["name_kind"]:
+        name, kind_source = r["name_kind"], "kernel_name"
+
+    n_in = n_out = size_source = None
+    if r["in_nelems"] is not None or r["out_nelems"] is not None:
+        n_in, n_out, size_source = r["in_nelems"], r["out_nelems"], "kernel"
+    elif rpc.get("in_nelems") is not None or rpc.get("out_nelems") is not None:
+        n_in, n_out, size_source = rpc["in_nelems"], rpc["out_nelems"], "record_param_comms"
+    if size_source is None and c10d:
+        i, o = issue_sizes(c10d["op"], c10d["input_dims"])
+        if i is not None or o is not None:
+            n_in, n_out, size_source = i, o, "issue_op"
+    if size_source is None and ann and name in _SAME_SIZE:
+        dims = json.loads(ann["input_dims"]) if ann["input_dims"] else None
+        n = _numel(dims[0]) if isinstance(dims, list) and dims else None
+        if n is not None:
+            n_in, n_out, size_source = n, n, "issue_op"
+    dtype = (
+        r["dtype"]
+        or rpc.get("dtype")
+        or (c10d and _first_type(c10d["input_types"]))
+        or (ann and _first_type(ann["input_types"]))
+        or _kernel_dtype(r["raw_name"])
+    )
+    pg_name = r["pg_name"] or rpc.get("pg_name")
+    ranks = parse_ranks(r["pg_ranks"] or rpc.get("pg_ranks")) or pg_ranks.get(pg_name)
+    group = r["group_size"] or rpc.get("group_size") or (len(ranks) if ranks else None)
+    if group is None:
+        group, ranks = default
+    eb = dtype_bytes(dtype)
+    sizes = [x for x in (n_in, n_out) if x is not None]
+    issue_ts = [o["ts_ns"] for o in ops]
+    return {
+        "backend": r["family"],
+        "name": name,
+        "raw_name": r["raw_name"],
+        "issue_name": issue_name,
+        "issue_ts_ns": min(issue_ts) if issue_ts else r["rt_ts"],
+        "ts_ns": r["ts_ns"],
+        "dur_ns": r["dur_ns"],
+        "lane": r["lane"],
+        "pg_name": pg_name,
+        "pg_desc": r["pg_desc"] or rpc.get("pg_desc"),
+        "pg_ranks": r["pg_ranks"] or rpc.get("pg_ranks"),
+        "group_ranks": ranks,
+        "group_size": group,
+        "dtype": dtype,
+        "elem_bytes": eb,
+        "in_nelems": n_in,
+        "out_nelems": n_out,
+        "bytes": max(sizes) * eb if sizes and eb else None,
+        "seq": r["seq"] if r["seq"] is not None else rpc.get("seq"),
+        "kind_source": kind_source,
+        "size_source": size_source,
+    }
 
 
 def derive(
     con: duckdb.DuckDBPyConnection, rank: int, pgs: pa.Table, world_size: int | None
 ) -> pa.Table:
-    """The rank-local collectives rows from the `events` table of `con`
-    (cross-rank matching is the `collectives` view)."""
+    """The rank-local collectives rows from the `events` and `kernel_classes` tables of
+    `con` (cross-rank matching is the `collectives` view)."""
     rows: list[dict] = []
-    default_n = _default_group_size(pgs, world_size)
-
-    for r in con.sql(_NCCL_SQL).to_arrow_table().to_pylist():
-        name = canonical_name(r["issue_name"]) or canonical_name(r["raw_name"])
-        dtype = r["dtype"] or _kernel_dtype(r["raw_name"])
-        eb = dtype_bytes(dtype)
-        n_in, n_out = r["in_nelems"], r["out_nelems"]
-        sizes = [x for x in (n_in, n_out) if x is not None]
-        r.update(
-            backend="nccl",
-            name=name,
-            dtype=dtype,
-            elem_bytes=eb,
-            group_size=r["group_size"] or default_n,
-            bytes=max(sizes) * eb if sizes and eb else None,
-        )
-        rows.append(r)
+    default = _default_group(pgs, world_size)
+    default_n = default[0]
+    pg_ranks = {
+        name: list(ranks)
+        for name, ranks in zip(pgs["pg_name"].to_pylist(), pgs["ranks"].to_pylist(), strict=True)
+        if ranks
+    }
+    ops: dict[int, list[dict]] = defaultdict(list)
+    for o in con.sql(_ISSUE_OPS_SQL).to_arrow_table().to_pylist():
+        ops[o["kid"]].append(o)
+    for r in con.sql(_COMM_KERNEL_SQL).to_arrow_table().to_pylist():
+        rows.append(_device_row(r, ops.get(r["kid"], []), pg_ranks, default))
 
     issue = []
     for r in con.sql(_GLOO_ISSUE_SQL).to_arrow_table().to_pylist():
@@ -394,6 +556,9 @@ def derive(
         rows.append(
             {
                 "backend": "gloo",
+                "kind_source": "issue_op" if op else "span_name",
+                "size_source": ("issue_op" if op else "span") if sizes else None,
+                "group_ranks": default[1] if n == default_n else None,
                 "name": name,
                 "raw_name": sp["raw_name"],
                 "issue_name": op["op"] if op else None,

@@ -82,6 +82,7 @@ ARG_TYPES = {
     "Total Reserved": "BIGINT",
     "name": "VARCHAR",
     "labels": "VARCHAR",
+    "rank": "JSON",  # merged multi-rank files (TraceFusion) tag every event with its rank
 }
 
 
@@ -238,6 +239,49 @@ SELECT {rank}::INTEGER AS rank, {_id("pid")} AS pid,
 FROM raw
 WHERE ph = 'M' AND name IN ('thread_name', 'process_name', 'process_labels')
 GROUP BY ALL
+"""
+
+
+# TraceLens TraceFusion: process names `RANK r - CPU` / `RANK r - GPU`, pids offset by r×10⁸
+_MERGED_PROCESS = r"^RANK ([0-9]+) - "
+MERGED_PID_OFFSET = 100_000_000
+
+
+def merged_ranks(con: duckdb.DuckDBPyConnection, header: Header) -> list[int] | None:
+    """The ranks of a merged multi-rank file (TraceLens TraceFusion), or None for a
+    one-rank trace. Merged files have no distributedInfo; their processes are named
+    `RANK r - CPU` / `RANK r - GPU` and their events carry `args.rank`."""
+    if header.distributedInfo:
+        return None
+    a = _Args(raw_is_typed(con))
+    rows = con.execute(f"""
+        SELECT DISTINCT TRY_CAST(regexp_extract({a.str("name")}, '{_MERGED_PROCESS}', 1) AS INT)
+        FROM raw WHERE ph = 'M' AND name = 'process_name'
+          AND regexp_matches({a.str("name")}, '{_MERGED_PROCESS}')""").fetchall()
+    ranks = sorted(r for (r,) in rows if r is not None)
+    if not ranks:
+        return None
+    con.execute(f"""
+        CREATE OR REPLACE TABLE _pid_rank AS
+        SELECT pid, any_value(TRY_CAST(regexp_extract({a.str("name")}, '{_MERGED_PROCESS}', 1)
+                                       AS INT)) AS rank
+        FROM raw WHERE ph = 'M' AND name = 'process_name'
+          AND regexp_matches({a.str("name")}, '{_MERGED_PROCESS}')
+        GROUP BY pid""")
+    return ranks
+
+
+def merged_rank_sql(rank: int) -> str:
+    """One rank's raw events out of a merged file (`_raw_all`): by `args.rank`, else by the
+    process the event belongs to; pids lose the rank's offset (r×10⁸)."""
+    off = rank * MERGED_PID_OFFSET
+    return f"""
+SELECT r.* REPLACE (
+    CASE WHEN {rank} > 0 AND TRY_CAST(r.pid AS BIGINT) >= {off}
+         THEN (TRY_CAST(r.pid AS BIGINT) - {off})::VARCHAR ELSE r.pid END AS pid)
+FROM _raw_all r LEFT JOIN _pid_rank p ON p.pid = r.pid
+WHERE coalesce(TRY_CAST(r.args."rank" AS BIGINT), p.rank,
+               TRY_CAST(TRY_CAST(r.pid AS BIGINT) // {MERGED_PID_OFFSET} AS INT)) = {rank}
 """
 
 

@@ -118,6 +118,11 @@ class JobManifest:
     command: str | None = doc("the command that produced the run")
     created: str | None = doc("ISO time the run was written")
     notes: dict[str, Any] = doc("anything else the producer wants to keep", factory=dict)
+    comm_kernels: list[str] = doc(
+        "regexes (Python re, searched in the kernel name) of extra communication kernels, "
+        "added to tracekit's table (tracekit/commkernels.py)",
+        factory=list,
+    )
 
     def validate(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -132,6 +137,11 @@ class JobManifest:
             )
         if self.schedule is not None and self.schedule not in PP_SCHEDULES:
             raise TracekitError(f"job.json: schedule {self.schedule!r} not in {PP_SCHEDULES}")
+        if not isinstance(self.comm_kernels, list):
+            raise TracekitError("job.json: comm_kernels must be a list of regexes")
+        from tracekit.commkernels import compile_patterns
+
+        compile_patterns(self.comm_kernels, "job.json")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

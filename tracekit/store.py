@@ -79,6 +79,7 @@ class Run:
         self.root = root
         self.cache_dir = cache_dir
         self.sources = sources
+        self.comm_kernels: tuple[str, ...] = ()  # the user's patterns this run was read with
         self.con = duckdb.connect()
         self.con.execute("SET enable_progress_bar = false")
         for table in TABLES:
@@ -140,10 +141,22 @@ class Run:
         self.close()
 
 
-def open_run(*inputs: str | Path, workers: int | None = None) -> Run:
-    """Open a run folder (or trace files), ingesting what the cache lacks."""
+def open_run(
+    *inputs: str | Path, workers: int | None = None, comm_kernels: tuple[str, ...] | list = ()
+) -> Run:
+    """Open a run folder (or trace files), ingesting what the cache lacks.
+
+    `comm_kernels`: extra regexes of communication kernels (`--comm-kernel`), added to
+    those of the run's job.json and pyproject.toml (`tracekit.commkernels.user_patterns`)."""
+    from tracekit import manifest
+    from tracekit.commkernels import user_patterns
+
     if not inputs:
         raise TracekitError("pass a run folder or trace files")
     root, files = find_trace_files([Path(p) for p in inputs])
-    cdir, sources = loader.ingest_run(root, files, workers=workers)
-    return Run(root, cdir, sources)
+    man = manifest.load(root)
+    patterns = user_patterns(root, comm_kernels, man.comm_kernels if man else ())
+    cdir, sources = loader.ingest_run(root, files, workers=workers, comm_kernels=patterns)
+    run = Run(root, cdir, sources)
+    run.comm_kernels = patterns
+    return run

@@ -18,8 +18,8 @@ datasheet (1307.4 BF16 dense, 653.7 TF32, 163.4 FP32 matrix, 2614.9 FP8, 5.3 TB/
 8 TB/s, Infinity Fabric 1075 GB/s); MI250X datasheet (383 BF16 dense, 95.7 FP32 matrix,
 3.2 TB/s, 128 GB per OAM module) — PyTorch sees each of its two GCDs as one device, so
 the table holds half of each figure. Realistic bus bandwidth: nccl-tests all-reduce on
-8×H100 NVLink ≈ 360–480 GB/s, 8×A100 NVLink ≈ 230 GB/s, DGX-1 V100 ≈ 130 GB/s; PCIe-only nodes ≈ 20–50 GB/s;
-one 400 Gb/s NIC between nodes ≈ 45–50 GB/s.
+8×H100 NVLink ≈ 360–480 GB/s, 8×A100 NVLink ≈ 230 GB/s, DGX-1 V100 ≈ 130 GB/s; PCIe-only
+nodes ≈ 20–50 GB/s; one 400 Gb/s NIC between nodes ≈ 45–50 GB/s.
 """
 
 from __future__ import annotations

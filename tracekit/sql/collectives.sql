@@ -1,72 +1,115 @@
 -- @view collectives
 -- One row per collective instance per rank, any backend (see tracekit/collectives.py for
--- how NCCL kernels and gloo spans become rows), matched across ranks by instance_key:
--- same process group, collective, size and occurrence number on that rank. all_to_all
--- sizes differ between ranks (uneven splits), so its key leaves the size out. gloo traces
--- do not name the process group: disjoint groups of one kind (TP groups {0,1} and {2,3}
--- of a 2-D mesh) then share keys and match as one instance.
--- Point-to-point transfers (send, recv, send_recv) are not matched (instance_key null).
+-- how communication kernels and gloo spans become rows), matched across ranks:
+--   by Seq: where the row has a sequence number and a process group name, the instance is
+--     (process group, collective, Seq) — exact, a collective missing on one rank leaves
+--     only that instance unmatched;
+--   else by occurrence: the n-th (process group, collective, size) on each rank (all_to_all
+--     leaves the size out: uneven splits give each rank its own). A collective missing on
+--     one rank shifts the later occurrences of that rank; such a pairing is refused
+--     because a synchronizing collective's spans (all_reduce, all_gather,
+--     reduce_scatter, all_to_all, barrier) must overlap on every rank — no rank finishes
+--     before the last one arrives: instances whose last start comes more than 5 µs after
+--     the first end are unmatched. Broadcast, reduce, gather and scatter do not
+--     synchronize (a broadcast's root may finish before its peers start), so their
+--     occurrence pairing is not checked.
+-- An instance is matched only when every rank of its group is in the run and has it:
+-- group size known, as many ranks as the group has, and the group's ranks (metadata or
+-- pg_config) all present. Waiting (wait_ns, last_arrival_ns) exists only for matched
+-- instances. gloo traces do not name the process group: disjoint groups of one kind (TP
+-- groups {0,1} and {2,3} of a 2-D mesh) share keys, count more ranks than a group has,
+-- and stay unmatched. Point-to-point transfers (send, recv, send_recv) and rows of
+-- unknown kind are not matched (instance_key null).
 -- @column rank: global rank
--- @column backend: nccl or gloo
--- @column name: all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, send, recv, send_recv, barrier, gather, scatter
+-- @column backend: gloo, or the family of the communication kernel: nccl (NCCL and RCCL), deepep, nvshmem, symm_mem, custom_all_reduce, userbuffers, user
+-- @column name: all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, send, recv, send_recv, barrier, gather, scatter; null when nothing says (RCCL generic kernel without metadata)
 -- @column raw_name: kernel or gloo span name as traced
--- @column issue_name: the issuing op: Collective name (NCCL metadata) or c10d:: op (gloo)
--- @column issue_ts_ns: when the CPU issued it (record_param_comms / c10d op start)
+-- @column issue_name: what named the collective: Collective name (metadata) or the c10d:: op / nccl:* annotation
+-- @column issue_ts_ns: when the CPU issued it (start of the outermost enclosing c10d / record_param_comms / nccl:* op, else the launch call)
 -- @column ts_ns: when the transfer started on the device / worker thread
 -- @column dur_ns: transfer duration including waiting for peers, ns
 -- @column end_ns: transfer end
--- @column lane: stream (NCCL) or worker thread (gloo)
+-- @column lane: stream (device) or worker thread (gloo)
 -- @column pg_name: process group name (null when the trace does not say)
 -- @column pg_desc: process group description
 -- @column pg_ranks: ranks of the process group, as traced
--- @column group_size: ranks taking part (metadata, else the rank's only group size, else world size)
+-- @column group_ranks: global ranks of the group (metadata, else the rank's pg_config, else all ranks when the trace lists no groups); null when unknown
+-- @column group_size: ranks taking part (metadata, else the rank's only group size, else the world size when the trace lists no groups); null when unknown
 -- @column dtype: element type
 -- @column elem_bytes: bytes per element
 -- @column in_nelems: input elements
 -- @column out_nelems: output elements
 -- @column bytes: nccl-tests size S = max(in, out) × element size, bytes
 -- @column seq: sequence number from the metadata (newer torch)
--- @column occurrence: 1-based count of this (group, collective, size) on this rank
--- @column instance_key: cross-rank match key; null for point-to-point
--- @column ranks_matched: ranks in the run with the same instance_key
--- @column last_arrival_ns: latest transfer start among matched ranks
--- @column wait_ns: last_arrival_ns − ts_ns: time this rank waited for the last peer
+-- @column kind_source: where name came from: kernel (metadata args), record_param_comms, issue_op (c10d:: op or nccl:* annotation), kernel_name, span_name (gloo); null when unknown
+-- @column size_source: where in/out_nelems came from: kernel, record_param_comms, issue_op (Input Dims), span (gloo span dims); null when unknown
+-- @column match_by: seq or occurrence; null for rows that are not matched (point-to-point, unknown kind)
+-- @column occurrence: 1-based count of this (group, collective, Seq or size) on this rank
+-- @column instance_key: cross-rank match key; null for point-to-point and unknown kind
+-- @column ranks_matched: ranks in the run with the same instance_key (matched or not)
+-- @column matched: every rank of the group is in the run and has this instance (and, for a synchronizing collective matched by occurrence, their spans overlap)
+-- @column last_arrival_ns: latest transfer start among the group's ranks; null unless matched
+-- @column wait_ns: last_arrival_ns − ts_ns: time this rank waited for the last peer; null unless matched
 CREATE OR REPLACE VIEW collectives AS
 WITH s AS (
-    SELECT *, CASE WHEN name = 'all_to_all' THEN '*' ELSE coalesce(bytes::VARCHAR, '?') END
-              AS _size_key
+    SELECT *,
+           CASE WHEN name = 'all_to_all' THEN '*' ELSE coalesce(bytes::VARCHAR, '?') END
+               AS _size_key,
+           CASE WHEN name IS NULL OR name IN ('send', 'recv', 'send_recv') THEN NULL
+                WHEN seq IS NOT NULL AND pg_name IS NOT NULL THEN 'seq'
+                ELSE 'occurrence' END AS match_by
     FROM _collectives
 ), c AS (
     SELECT *, ts_ns + dur_ns AS end_ns,
            row_number() OVER (
-               PARTITION BY rank, coalesce(pg_name, ''), name, _size_key
+               PARTITION BY rank, coalesce(pg_name, ''), name,
+                            CASE WHEN match_by = 'seq' THEN 'seq' || seq ELSE _size_key END
                ORDER BY ts_ns) AS occurrence
     FROM s
 ), k AS (
     SELECT * EXCLUDE (_size_key),
-           CASE WHEN name IN ('send', 'recv', 'send_recv') THEN NULL
-                ELSE concat_ws('/', coalesce(pg_name, '?'), name, _size_key,
-                               occurrence::VARCHAR)
+           CASE WHEN match_by = 'seq'
+                    THEN concat_ws('/', pg_name, name, 'seq' || seq, occurrence::VARCHAR)
+                WHEN match_by = 'occurrence'
+                    THEN concat_ws('/', coalesce(pg_name, '?'), name, _size_key,
+                                   occurrence::VARCHAR)
            END AS instance_key
     FROM c
+), m AS (
+    SELECT k.*,
+           CASE WHEN instance_key IS NULL THEN 1
+                ELSE count(*) OVER (PARTITION BY instance_key) END AS ranks_matched,
+           max(ts_ns) OVER (PARTITION BY instance_key) AS _last_start,
+           min(end_ns) OVER (PARTITION BY instance_key) AS _first_end
+    FROM k
+), g AS (
+    SELECT m.* EXCLUDE (_last_start, _first_end), _last_start,
+           coalesce(instance_key IS NOT NULL
+                    AND group_size IS NOT NULL AND ranks_matched = group_size
+                    AND (group_ranks IS NULL
+                         OR list_has_all((SELECT list(rank) FROM rank_info), group_ranks))
+                    AND (match_by = 'seq'
+                         OR name NOT IN ('all_reduce', 'all_gather', 'reduce_scatter',
+                                         'all_to_all', 'barrier')
+                         OR _last_start <= _first_end + 5000), false)
+               AS matched
+    FROM m
 )
-SELECT *,
-       CASE WHEN instance_key IS NULL THEN 1
-            ELSE count(*) OVER (PARTITION BY instance_key) END AS ranks_matched,
-       CASE WHEN instance_key IS NULL THEN ts_ns
-            ELSE max(ts_ns) OVER (PARTITION BY instance_key) END AS last_arrival_ns,
-       CASE WHEN instance_key IS NULL THEN 0
-            ELSE max(ts_ns) OVER (PARTITION BY instance_key) - ts_ns END AS wait_ns
-FROM k;
+SELECT * EXCLUDE (_last_start),
+       CASE WHEN matched THEN _last_start END AS last_arrival_ns,
+       CASE WHEN matched THEN _last_start - ts_ns END AS wait_ns
+FROM g;
 
 -- @view collective_instances
--- One row per collective instance matched across ranks.
--- @column instance_key: match key (group/collective/bytes/occurrence)
+-- One row per collective instance matched across every rank of its group (see
+-- collectives.matched); partial instances are left out.
+-- @column instance_key: match key (group/collective/Seq or size/occurrence)
+-- @column match_by: seq or occurrence
 -- @column name: collective
 -- @column pg_name: process group name
--- @column bytes: nccl-tests size S, bytes
+-- @column bytes: nccl-tests size S, bytes (all_to_all: the largest rank's)
 -- @column group_size: ranks in the group
--- @column ranks_matched: ranks of this run in which the instance was found
+-- @column ranks_matched: ranks of this run in which the instance was found (= group_size)
 -- @column first_start_ns: earliest transfer start across ranks
 -- @column last_start_ns: latest transfer start across ranks (the last arrival)
 -- @column skew_ns: last_start_ns − first_start_ns
@@ -74,13 +117,13 @@ FROM k;
 -- @column transfer_ns: shortest duration across ranks (the transfer itself, without waiting)
 -- @column max_dur_ns: longest duration across ranks (includes waiting for the last peer)
 CREATE OR REPLACE VIEW collective_instances AS
-SELECT instance_key, any_value(name) AS name, any_value(pg_name) AS pg_name,
-       any_value(bytes) AS bytes, max(group_size) AS group_size,
+SELECT instance_key, any_value(match_by) AS match_by, any_value(name) AS name,
+       any_value(pg_name) AS pg_name, max(bytes) AS bytes, max(group_size) AS group_size,
        count(*) AS ranks_matched,
        min(ts_ns) AS first_start_ns, max(ts_ns) AS last_start_ns,
        max(ts_ns) - min(ts_ns) AS skew_ns,
        arg_max(rank, ts_ns) AS last_rank,
        min(dur_ns) AS transfer_ns, max(dur_ns) AS max_dur_ns
 FROM collectives
-WHERE instance_key IS NOT NULL
+WHERE matched
 GROUP BY instance_key;

@@ -1,7 +1,10 @@
 -- @view device_activity
 -- Work on each rank's device, classified by one rule:
---   GPU run: kernels named nccl* (ncclKernel_*, ncclDevKernel_*) are communication;
---            memcpy and memset events are memcpy / memset; every other kernel is compute.
+--   GPU run: kernels that kernel_classes marks communication (tracekit/commkernels.py:
+--            NCCL/RCCL, DeepEP, NVSHMEM, symmetric memory, custom all-reduce,
+--            userbuffers, and the user's --comm-kernel / comm_kernels patterns) are
+--            communication; memcpy and memset events are memcpy / memset; every other
+--            kernel is compute.
 --   CPU run (no device events in the trace): the host is the device. gloo:* execution
 --            spans are communication; cpu_op events are compute; the c10d /
 --            _c10d_functional collective ops, record_param_comms and the gloo:send /
@@ -15,17 +18,19 @@
 -- @column name: event name
 -- @column lane: stream (GPU) or thread (CPU) the work ran on
 -- @column correlation: runtime correlation id (GPU)
+-- @column family: library of a communication kernel (nccl, deepep, nvshmem, symm_mem, custom_all_reduce, userbuffers, user; gloo on CPU runs); null otherwise
 -- @column ts_ns: start, ns since the epoch
 -- @column dur_ns: duration, ns
 -- @column end_ns: end, ns since the epoch
 CREATE OR REPLACE VIEW device_activity AS
 SELECT e.rank,
-       CASE WHEN e.kind = 'kernel' AND starts_with(e.name::VARCHAR, 'nccl') THEN 'communication'
-            WHEN e.kind = 'kernel' THEN 'compute'
+       CASE WHEN e.kind = 'kernel' THEN coalesce(kc.category, 'compute')
             ELSE e.kind::VARCHAR END AS category,
        e.kind::VARCHAR AS kind, e.name::VARCHAR AS name, coalesce(e.stream, e.tid) AS lane,
-       e.correlation, e.ts_ns, e.dur_ns, e.ts_ns + e.dur_ns AS end_ns
+       e.correlation, e.ts_ns, e.dur_ns, e.ts_ns + e.dur_ns AS end_ns, kc.family
 FROM events e
+LEFT JOIN kernel_classes kc
+       ON e.kind = 'kernel' AND kc.rank = e.rank AND kc.name = e.name::VARCHAR
 WHERE e.kind IN ('kernel', 'memcpy', 'memset')
 UNION ALL
 SELECT e.rank,
@@ -35,14 +40,14 @@ SELECT e.rank,
               OR e.name::VARCHAR = 'record_param_comms' THEN 'host_wait'
             ELSE 'compute' END,
        e.kind::VARCHAR, e.name::VARCHAR, e.tid, e.correlation, e.ts_ns, e.dur_ns,
-       e.ts_ns + e.dur_ns
+       e.ts_ns + e.dur_ns, CASE WHEN e.kind = 'comm_thread' THEN 'gloo' END
 FROM events e
 JOIN rank_info r ON r.rank = e.rank AND NOT r.has_device_events
 WHERE e.kind IN ('comm_thread', 'cpu_op')
 UNION ALL
 -- point-to-point gloo spans run on the calling thread: that thread waits meanwhile
 SELECT e.rank, 'host_wait', e.kind::VARCHAR, e.name::VARCHAR, e.tid, e.correlation, e.ts_ns,
-       e.dur_ns, e.ts_ns + e.dur_ns
+       e.dur_ns, e.ts_ns + e.dur_ns, NULL
 FROM events e
 JOIN rank_info r ON r.rank = e.rank AND NOT r.has_device_events
 WHERE e.kind = 'comm_thread' AND e.name::VARCHAR IN ('gloo:send', 'gloo:recv');

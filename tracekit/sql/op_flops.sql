@@ -14,7 +14,7 @@
 -- @column dtype: first input tensor dtype as traced (c10::BFloat16, float …)
 -- @column phase: forward, backward (inside an autograd node: gradients and activation recompute) or optimizer
 -- @column tf32: an fp32 op that ran on TF32 tensor cores: a launched kernel named *tf32* / *s1688* or, for convolutions, cuDNN's allow_tf32 argument
--- @column kernels: compute kernels launched inside the op (NCCL kernels excluded; 0 on CPU runs)
+-- @column kernels: compute kernels launched inside the op (communication kernels excluded; 0 on CPU runs)
 -- @column kernel_ns: summed duration of those kernels (GPU), ns
 -- @column device_ns: time the work took: kernel_ns on GPU runs, dur_ns on CPU runs
 -- @column achieved_flops_per_s: flops ÷ device_ns
@@ -26,7 +26,8 @@ WITH o AS (
 launches AS (
     SELECT r.tid, r.ts_ns AS launch_ns, k.dur_ns AS k_dur, k.name::VARCHAR AS k_name
     FROM events r JOIN events k ON k.correlation = r.correlation
-    WHERE r.kind = 'runtime' AND k.kind = 'kernel' AND NOT starts_with(k.name, 'nccl')
+    JOIN kernel_classes kc ON kc.rank = k.rank AND kc.name = k.name::VARCHAR
+    WHERE r.kind = 'runtime' AND k.kind = 'kernel' AND kc.category = 'compute'
 ),
 k AS (
     SELECT o.op_id, count(l.k_dur) AS kernels, sum(l.k_dur) AS kernel_ns,

@@ -95,3 +95,15 @@
 -- @column pg_size: number of ranks in the group
 -- @column ranks: global ranks in the group
 -- @column backend_config: e.g. cuda:nccl or cpu:gloo
+
+-- @table kernel_classes
+-- One row per distinct kernel name of a rank: communication or compute, by the table of
+-- communication kernels (tracekit/commkernels.py) and the user's patterns (--comm-kernel,
+-- job.json / pyproject.toml comm_kernels). device_activity and collectives read it; join
+-- it to tell compute kernels from communication (kc.rank = k.rank AND kc.name = k.name).
+-- @column rank: global rank
+-- @column name: kernel name as traced
+-- @column category: communication or compute
+-- @column family: library of a communication kernel (nccl, deepep, nvshmem, symm_mem, custom_all_reduce, userbuffers, user); null for compute
+-- @column coll_name: collective the name alone tells (all_reduce, all_to_all …); null when only metadata can say (ncclDevKernel_Generic, user patterns)
+-- @column pattern: the table's or the user's regex that matched; null for compute
