@@ -2,9 +2,10 @@
 
 - Pipeline bubble per stage, measured as the share of the step the stage does not
   compute (1 − compute fraction), beside (P−1)/(M+P−1) or (P−1)/(V·M+P−1).
-- Stragglers: per matched collective instance, the rank that arrived last (its transfer
-  started last) and the skew it caused; a rank last at most instances that costs the
-  others ≥ 2% of the step is a straggler, with its compute excess over the median rank.
+- Stragglers: the exposed wait of every matched collective charged to the rank that
+  arrived last (diagnosers.stragglers); a rank charged ≥ 60% of all such wait, costing
+  the others ≥ 2% of the step, is a straggler, explained by its compute or idle (host)
+  time beside the median rank's, and said to be the worst in how many steps.
 - Projection: step time and weak-scaling efficiency at 2× and 8× the world size —
   compute per rank stays, each data-parallel collective's time follows the α-β model
   to the new group size (in a node, then between nodes past `gpus_per_node`), and the
@@ -20,11 +21,10 @@ from diagnosers.communication import predict_seconds
 from diagnosers.context import Context
 from diagnosers.findings import Finding
 from diagnosers.pipeline import detect_pipeline
+from diagnosers.stragglers import attribute
 from tracekit.model.pipeline import bubble_fraction, microbatches_for
 
 BUBBLE_WARN, BUBBLE_CRIT = 0.20, 0.40
-LAST_SHARE = 0.6
-STRAGGLER_COST = 0.02  # of the step
 POOR_EFFICIENCY = 0.6
 
 
@@ -111,52 +111,65 @@ def _straggler(ctx: Context, res: LevelResult) -> None:
     rows = ctx.run.sql("""
         SELECT last_rank, count(*), sum(skew_ns) FROM collective_instances
         WHERE ranks_matched >= 2 GROUP BY last_rank""").fetchall()
-    total = sum(n for _, n, _ in rows)
     res.metrics["last_arrivals"] = [
         {"rank": r, "instances": n, "skew_ms": s / 1e6} for r, n, s in sorted(rows)
     ]
-    if not total or len(ctx.ranks) < 2:
-        res.measured["straggler_ranks"] = []
-        return
-    steps = max(max((r["steps"] for r in ctx.ranks), default=1), 1)
+    att = attribute(ctx)
+    res.metrics["imposed_wait_ms"] = {str(k): v for k, v in sorted(att["imposed_ms"].items())}
+    res.measured["straggler_ranks"] = [f["rank"] for f in att["found"]]
     step_ms = ctx.step_ms or 0
-    found = []
-    for rank, n, skew in rows:
-        share, cost_ms = n / total, skew / 1e6 / steps
-        if share >= LAST_SHARE and step_ms and cost_ms >= STRAGGLER_COST * step_ms:
-            found.append((rank, share, cost_ms))
-    res.measured["straggler_ranks"] = [r for r, _, _ in found]
-    for rank, share, cost_ms in found:
-        comp = {
-            r["rank"]: r["compute_fraction"] * (r["step_time_ms"] or r["window_ms"])
-            for r in ctx.ranks
-            if r["compute_fraction"] is not None
-        }
-        others = [v for k, v in comp.items() if k != rank]
-        excess = comp.get(rank, 0) - median(others) if others and rank in comp else None
-        why = (
-            f"; its compute takes {excess:.1f} ms longer per step than the median rank's"
-            if excess is not None and excess > 0.25 * cost_ms
-            else "; its compute is not longer: look for host-side delays (data loading, "
-            "Python) or a slower link on that rank"
+    for f in att["found"]:
+        rank, cost_ms = f["rank"], f["imposed_ms_per_step"]
+        comp_x, idle_x = f["compute_excess_ms"], f["idle_excess_ms"]
+        if comp_x is not None and comp_x >= 0.25 * cost_ms and comp_x >= (idle_x or 0):
+            why = f"its compute takes {comp_x:.1f} ms longer per step than the median rank's"
+            remedy = (
+                "its compute is slower: check that rank's GPU (clocks, throttling, ECC "
+                "errors) and the work assigned to it (uneven sharding, sequence lengths, "
+                "pipeline stage balance)"
+            )
+        elif idle_x is not None and idle_x >= 0.25 * cost_ms:
+            why = (
+                f"its device idles {idle_x:.1f} ms longer per step than the median rank's "
+                "(the host is late: data loading, Python, garbage collection, launches)"
+            )
+            remedy = (
+                "its host is late: more data-loader workers or prefetching on that rank, "
+                "look for host syncs, logging or checkpointing on it alone, and pin its "
+                "process to its own cores"
+            )
+        else:
+            why = (
+                "neither its compute nor its idle time is longer: look at a slower link or "
+                "NIC on that rank"
+            )
+            remedy = "check that rank's links (nvidia-smi topo -m, NIC counters) and its GPU"
+        n, worst = f["steps"], f["steps_worst"]
+        every = (
+            f"it is the worst in every one of {n} steps"
+            if n and worst == n
+            else f"it is the worst in {worst} of {n} steps (by step: "
+            + ", ".join(map(str, f["worst_by_step"]))
+            + ")"
         )
         res.findings.append(
             Finding(
                 "scaling.straggler",
                 "critical" if cost_ms >= 0.10 * step_ms else "warning",
-                f"rank {rank} arrives last at {pct(share)} of collectives; the others wait "
-                f"{cost_ms:.1f} ms per step" + why,
+                f"rank {rank} makes the others wait {cost_ms:.1f} ms per step "
+                f"({pct(f['share'])} of all waiting for peers); {why}; {every}",
                 ranks=[rank],
                 measured={
-                    "last_share": share,
-                    "wait_ms_per_step": cost_ms,
-                    "compute_excess_ms": excess,
+                    "imposed_wait_ms_per_step": cost_ms,
+                    "wait_share": f["share"],
+                    "compute_excess_ms": comp_x,
+                    "idle_excess_ms": idle_x,
+                    "steps_worst": worst,
+                    "steps": n,
                 },
-                predicted={"wait_ms_per_step": 0.0},
+                predicted={"imposed_wait_ms_per_step": 0.0},
                 impact_ms=cost_ms,
-                remedy="check that rank's GPU (clocks, throttling, ECC errors), its input "
-                "(sequence lengths, data-loader workers) and the work assigned to it "
-                "(uneven sharding, pipeline stage balance)",
+                remedy=remedy,
             )
         )
 

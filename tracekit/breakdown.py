@@ -238,3 +238,44 @@ def per_rank(run: Run, window: str = "steps", steps: str | None = None) -> list[
             }
         )
     return out
+
+
+def compute_islands_sql(windows: str, activity: str = "device_activity") -> str:
+    """SQL for the merged intervals (rank, s, e) where a rank computes — compute running
+    and no host wait (the same rule as `compute_fraction`), clipped to the windows
+    `windows` (a query with columns rank, start_ns, end_ns)."""
+    return f"""
+    (WITH w AS {windows},
+    act AS (
+        SELECT a.rank, a.category = 'compute' AS is_c,
+               greatest(a.ts_ns, w.start_ns) AS s, least(a.end_ns, w.end_ns) AS e
+        FROM {activity} a JOIN w ON a.rank = w.rank
+        WHERE a.end_ns > w.start_ns AND a.ts_ns < w.end_ns
+          AND (a.category = 'compute' OR (a.category = 'host_wait' AND a.kind <> 'comm_thread'))
+    ),
+    edges AS (
+        SELECT rank, t, sum(dc) AS dc, sum(dw) AS dw FROM (
+            SELECT rank, s AS t, is_c::INT AS dc, (NOT is_c)::INT AS dw FROM act
+            UNION ALL
+            SELECT rank, e, -is_c::INT, -(NOT is_c)::INT FROM act)
+        GROUP BY rank, t
+    ),
+    seg AS (
+        SELECT rank, t, lead(t) OVER (PARTITION BY rank ORDER BY t) AS t2,
+               sum(dc) OVER run > 0 AND sum(dw) OVER run = 0 AS comp
+        FROM edges
+        WINDOW run AS (PARTITION BY rank ORDER BY t ROWS UNBOUNDED PRECEDING)
+    ),
+    flagged AS (
+        SELECT rank, t, t2, comp,
+               comp AND NOT coalesce(lag(comp) OVER (PARTITION BY rank ORDER BY t), FALSE)
+                   AS starts
+        FROM seg WHERE t2 IS NOT NULL
+    ),
+    isl AS (
+        SELECT rank, t, t2, comp,
+               sum(starts::INT) OVER (PARTITION BY rank ORDER BY t ROWS UNBOUNDED PRECEDING)
+                   AS island
+        FROM flagged
+    )
+    SELECT rank, min(t) AS s, max(t2) AS e FROM isl WHERE comp GROUP BY rank, island)"""

@@ -105,6 +105,11 @@ _workers = click.option(
     help="Override the device memory capacity, GB.",
 )
 @click.option("--latency-us", type=float, help="Override the per-collective latency α, µs.")
+@click.option(
+    "--gpus-per-node",
+    type=click.IntRange(min=1),
+    help="Ranks per node (node = rank // N); decides in-node vs inter-node bandwidth.",
+)
 @_workers
 @click.pass_context
 def analyze(
@@ -119,6 +124,7 @@ def analyze(
     busbw_gbps,
     device_memory_gb,
     latency_us,
+    gpus_per_node,
     workers,
 ):
     """Walk memory → compute → communication → scaling: each figure measured beside its
@@ -138,6 +144,7 @@ def analyze(
                 busbw_GBps=busbw_gbps,
                 device_memory_GB=device_memory_gb,
                 latency_us=latency_us,
+                gpus_per_node=gpus_per_node,
             )
             rep = full_report(
                 r,

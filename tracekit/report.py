@@ -121,7 +121,11 @@ LEVEL_LINES = {
         ("idle", "idle_fraction", None, "pct"),
     ],
     "communication": [
-        ("exposed", "exposed_fraction", None, "pct"),
+        ("exposed", "exposed_comm_fraction", "exposed_comm_fraction", "pct"),
+        ("  transfer", "exposed_transfer_fraction", None, "pct"),
+        ("  waiting for peers", "comm_wait_fraction", None, "pct"),
+        ("  slow excess", "exposed_slow_fraction", None, "pct"),
+        ("  unexplained", "unexplained_exposed_fraction", None, "pct"),
         ("comm / compute overlap", "comm_overlap_fraction", None, "pct"),
     ],
     "scaling": [
