@@ -98,6 +98,7 @@ def _per_key_sql(ctx: Context) -> str:
                greatest(c.ts_ns, w.start_ns), least(c.ts_ns + least(c.wait_ns, c.dur_ns), w.end_ns)
         FROM collectives c JOIN w ON c.rank = w.rank
         WHERE c.wait_ns > 0 AND c.ts_ns + c.wait_ns > w.start_ns AND c.ts_ns < w.end_ns
+          AND c.ranks_matched >= greatest(coalesce(c.group_size, 2), 2)
     ),
     flagged AS (
         SELECT *, CASE WHEN s <= max(e) OVER (
@@ -153,7 +154,9 @@ def collective_table(ctx: Context) -> list[dict]:
             SELECT name, group_size, bytes, any_value(dtype) AS dtype,
                    any_value(pg_ranks) AS pg_ranks,
                    coalesce(any_value(transfer_ns), min(dur_ns)) AS transfer_ns,
-                   bool_and(transfer_ns IS NOT NULL) AS matched, max(n) AS n
+                   bool_and(transfer_ns IS NOT NULL
+                            AND ranks_matched >= greatest(coalesce(group_size, 2), 2))
+                       AS matched, max(n) AS n
             FROM c GROUP BY name, group_size, bytes, coalesce(instance_key, rank || '/' || ts_ns)
         )
         SELECT name, group_size, bytes, any_value(dtype), any_value(pg_ranks),

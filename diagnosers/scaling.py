@@ -14,8 +14,6 @@
 
 from __future__ import annotations
 
-from statistics import median
-
 from diagnosers.base import LevelResult, mean, pct, severity
 from diagnosers.communication import predict_seconds
 from diagnosers.context import Context
@@ -120,28 +118,46 @@ def _straggler(ctx: Context, res: LevelResult) -> None:
     step_ms = ctx.step_ms or 0
     for f in att["found"]:
         rank, cost_ms = f["rank"], f["imposed_ms_per_step"]
-        comp_x, idle_x = f["compute_excess_ms"], f["idle_excess_ms"]
-        if comp_x is not None and comp_x >= 0.25 * cost_ms and comp_x >= (idle_x or 0):
+        comp_x, host, dev = f["compute_excess_ms"], f["host_late_ms"], f["device_late_ms"]
+        start = f["step_start_late_ms"]
+        if dev is not None and host is not None and dev > host and dev >= 0.25 * cost_ms:
+            why = (
+                f"at its costliest collective its device starts {dev:.1f} ms later than the "
+                "median rank's once issued (its device is busy: compute"
+                + (f", {comp_x:.1f} ms more per step" if comp_x and comp_x > 0 else "")
+                + ")"
+            )
+            remedy = (
+                "its device works longer: check that rank's GPU (clocks, throttling, ECC "
+                "errors) and the work assigned to it (uneven sharding, sequence lengths, "
+                "pipeline stage balance)"
+            )
+        elif host is not None and host >= 0.25 * cost_ms:
+            why = (
+                f"it issues its costliest collective {host:.1f} ms after the median rank "
+                "(its host is late: data loading, Python, garbage collection, logging)"
+                + (
+                    f"; its step starts {start:.1f} ms after theirs"
+                    if start is not None and start >= 0.25 * cost_ms
+                    else ""
+                )
+            )
+            remedy = (
+                "its host is late: more data-loader workers or prefetching on that rank, "
+                "look for host syncs, logging or checkpointing on it alone, and give its "
+                "process its own cores"
+            )
+        elif comp_x is not None and comp_x >= 0.25 * cost_ms:
             why = f"its compute takes {comp_x:.1f} ms longer per step than the median rank's"
             remedy = (
                 "its compute is slower: check that rank's GPU (clocks, throttling, ECC "
                 "errors) and the work assigned to it (uneven sharding, sequence lengths, "
                 "pipeline stage balance)"
             )
-        elif idle_x is not None and idle_x >= 0.25 * cost_ms:
-            why = (
-                f"its device idles {idle_x:.1f} ms longer per step than the median rank's "
-                "(the host is late: data loading, Python, garbage collection, launches)"
-            )
-            remedy = (
-                "its host is late: more data-loader workers or prefetching on that rank, "
-                "look for host syncs, logging or checkpointing on it alone, and pin its "
-                "process to its own cores"
-            )
         else:
             why = (
-                "neither its compute nor its idle time is longer: look at a slower link or "
-                "NIC on that rank"
+                "neither its host nor its compute is visibly later: look at a slower link "
+                "or NIC on that rank"
             )
             remedy = "check that rank's links (nvidia-smi topo -m, NIC counters) and its GPU"
         n, worst = f["steps"], f["steps_worst"]
@@ -163,7 +179,9 @@ def _straggler(ctx: Context, res: LevelResult) -> None:
                     "imposed_wait_ms_per_step": cost_ms,
                     "wait_share": f["share"],
                     "compute_excess_ms": comp_x,
-                    "idle_excess_ms": idle_x,
+                    "host_late_ms": host,
+                    "device_late_ms": dev,
+                    "step_start_late_ms": start,
                     "steps_worst": worst,
                     "steps": n,
                 },

@@ -44,7 +44,8 @@ def _attribute(ctx: Context) -> dict:
             SELECT c.rank, c.instance_key, least(c.wait_ns, c.dur_ns) AS wait_ns, c.ts_ns
             FROM collectives c JOIN w ON c.rank = w.rank
             WHERE c.ts_ns >= w.start_ns AND c.ts_ns < w.end_ns
-              AND c.instance_key IS NOT NULL AND c.wait_ns IS NOT NULL AND c.ranks_matched >= 2
+              AND c.instance_key IS NOT NULL AND c.wait_ns IS NOT NULL
+              AND c.ranks_matched >= greatest(coalesce(c.group_size, 2), 2)
         ),
         st AS (SELECT rank, step, ts_ns, end_ns FROM steps)
         SELECT c.rank, i.last_rank, coalesce(st.step, -1) AS step, sum(c.wait_ns)
@@ -113,13 +114,45 @@ def _per_step_ms(r: dict, key: str) -> float | None:
 
 
 def _explain(ctx: Context, rank: int) -> dict:
+    """Why `rank` is late: at the instance where it imposed the most wait, how much later
+    than the median other rank it issued the collective (host) and how much longer its
+    device took to start it once issued (device busy: compute); its compute per step
+    beside the median rank's; how much later its step began."""
+
     def excess(key: str) -> float | None:
         vals = {r["rank"]: _per_step_ms(r, key) for r in ctx.ranks}
         mine = vals.get(rank)
         others = [v for k, v in vals.items() if k != rank and v is not None]
         return mine - median(others) if mine is not None and others else None
 
-    return {
+    out = {
         "compute_excess_ms": excess("compute_fraction"),
-        "idle_excess_ms": excess("idle_fraction"),
+        "host_late_ms": None,
+        "device_late_ms": None,
+        "step_start_late_ms": None,
     }
+    lead = ctx.run.sql(f"""
+        WITH w AS {ctx.window_sql()},
+        c AS (SELECT c.* FROM collectives c JOIN w ON c.rank = w.rank
+              WHERE c.ts_ns >= w.start_ns AND c.ts_ns < w.end_ns
+                AND c.instance_key IS NOT NULL AND c.wait_ns IS NOT NULL)
+        SELECT instance_key FROM c JOIN collective_instances i USING (instance_key)
+        WHERE i.last_rank = {rank} GROUP BY instance_key
+        ORDER BY sum(least(c.wait_ns, c.dur_ns)) DESC LIMIT 1""").fetchall()
+    if lead:
+        rows = ctx.run.sql(
+            "SELECT rank, issue_ts_ns, ts_ns FROM collectives WHERE instance_key = ?",
+            params=[lead[0][0]],
+        ).fetchall()
+        mine = [(i, t) for r, i, t in rows if r == rank]
+        others = [(i, t) for r, i, t in rows if r != rank]
+        if mine and others and mine[0][0] is not None and all(i is not None for i, _ in others):
+            (mi, mt), med_i = mine[0], median(i for i, _ in others)
+            out["host_late_ms"] = (mi - med_i) / 1e6
+            out["device_late_ms"] = ((mt - mi) - median(t - i for i, t in others)) / 1e6
+    starts = dict(ctx.run.sql("SELECT rank, min(ts_ns) FROM steps GROUP BY rank").fetchall())
+    if rank in starts and len(starts) > 1:
+        out["step_start_late_ms"] = (
+            starts[rank] - median(v for k, v in starts.items() if k != rank)
+        ) / 1e6
+    return out

@@ -136,7 +136,7 @@ src AS (
     WHERE NOT (category = 'host_wait' AND kind = 'comm_thread')
     UNION ALL
     SELECT rank, 'peer_wait', ts_ns, ts_ns + least(wait_ns, dur_ns) FROM collectives
-    WHERE wait_ns > 0
+    WHERE wait_ns > 0 AND ranks_matched >= greatest(coalesce(group_size, 2), 2)
 ),
 act AS (
     SELECT a.rank, a.category,
