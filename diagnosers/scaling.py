@@ -75,7 +75,8 @@ def _bubble(ctx: Context, res: LevelResult) -> None:
             f"operations {100 * parts['host_between_ops']:+.1f}, transfers between stages "
             f"{100 * parts['transfer']:+.1f}, time outside the pipeline (optimizer, loss, "
             f"data: {model['outside_ms']:.1f} ms per step) {100 * parts['outside']:+.1f}, "
-            f"host time inside microbatches {100 * parts['in_microbatch_overhead']:+.1f}, "
+            "time inside microbatch operations that is not compute (host work; waiting, where "
+            f"the labels wrap the receive) {100 * parts['in_microbatch_non_compute']:+.1f}, "
             f"unexplained {100 * (measured - model['modeled']):+.1f}"
         )
     sev = severity(measured or 0, BUBBLE_WARN, BUBBLE_CRIT)
