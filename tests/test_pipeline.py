@@ -63,7 +63,7 @@ def _strip(src: Path, dst: Path, prefixes: tuple[str, ...]) -> Path:
     """The run as torch's own schedules write it: without the stage labels, no job.json."""
     dst.mkdir()
     for f in src.glob("rank-*.json.gz"):
-        d = json.loads(gzip.open(f).read())
+        d = json.loads(gzip.decompress(f.read_bytes()))
         d["traceEvents"] = [
             e for e in d["traceEvents"] if not str(e.get("name", "")).startswith(prefixes)
         ]

@@ -104,6 +104,10 @@ class JobManifest:
     dtype: str | None = doc("training dtype (float32, bfloat16 …)")
     optimizer: str | None = doc("optimizer (adamw, sgd …)")
     activation_checkpointing: bool | None = doc("recompute activations in backward")
+    sequence_parallel: bool | None = doc(
+        "tensor-parallel ranks also split layer norms and dropouts along the sequence "
+        "(Megatron --sequence-parallel, torch SequenceParallel); activations ÷ tp"
+    )
     fsdp_prefetch: bool | None = doc("FSDP2 explicit forward/backward prefetch")
     gpus_per_node: int | None = doc(
         "ranks (GPUs) per node; ranks fill nodes in order (rank // gpus_per_node). Decides "
