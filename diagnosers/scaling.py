@@ -256,7 +256,9 @@ def _straggler(ctx: Context, res: LevelResult) -> None:
             remedy = "check that rank's links (nvidia-smi topo -m, NIC counters) and its GPU"
         n, worst = f["steps"], f["steps_worst"]
         every = (
-            f"it is the worst in every one of {n} steps"
+            "one step in the window: whether it is late every step is unknown"
+            if n == 1
+            else f"it is the worst in every one of {n} steps"
             if n and worst == n
             else f"it is the worst in {worst} of {n} steps (by step: "
             + ", ".join(map(str, f["worst_by_step"]))
