@@ -10,8 +10,11 @@ count of last arrivals, finds the straggler. Only the part of a rank's waiting t
 nothing hides counts (the rank's exposed wait, `comm_wait_fraction`, shared out over
 its waits in proportion), so a wait under compute costs nothing.
 
-Per straggler: the wait it imposes per step (mean over the other ranks), its share of
-all imposed wait, the steps in which it imposed the most, and an explanation: its own
+A straggler is charged ≥ 60% of all imposed wait, costing ≥ 2% of the step, and imposes
+the most wait in more than half of the steps (ranks late in turn are not stragglers:
+their wait stays unexplained, in communication.exposed). Per straggler: the wait it
+imposes per step (mean over the other ranks), its share of all imposed wait, the steps
+in which it imposed the most, and an explanation: its own
 compute per step beside the median rank's, or its idle (host) time beside theirs.
 """
 
@@ -84,6 +87,8 @@ def _attribute(ctx: Context) -> dict:
     for last, ms in sorted(imposed.items(), key=lambda kv: -kv[1]):
         if total and ms / total >= SHARE and step_ms and ms >= COST * step_ms:
             worst = [max(v, key=v.get) for _s, v in sorted(per_step.items()) if v]
+            if len(worst) >= 2 and 2 * sum(w == last for w in worst) <= len(worst):
+                continue  # late in one step, not the next: ranks take turns, no straggler
             found.append(
                 {
                     "rank": last,
