@@ -108,6 +108,14 @@ def _bubble(ctx: Context, res: LevelResult) -> None:
                 f"imbalance costs {100 * parts['imbalance']:.0f} points of bubble"
             )
             win += parts["imbalance"] * step_ms
+        host = parts["host_between_ops"] + parts["in_microbatch_non_compute"]
+        if host >= 0.10:
+            remedies.append(
+                f"the stages spend {100 * host:.0f} points of the step on host work and "
+                "waits between and inside microbatch operations: fewer, larger "
+                "microbatches per stage, CUDA graphs or torch.compile per stage, and "
+                "send/recv posted ahead (batch_isend_irecv)"
+            )
         if parts["outside"] >= 0.05:
             remedies.append(
                 f"shorten the {model['outside_ms']:.1f} ms per step outside the pipeline "
