@@ -112,8 +112,8 @@ def _bubble(ctx: Context, res: LevelResult) -> None:
         if host >= 0.10:
             remedies.append(
                 f"the stages spend {100 * host:.0f} points of the step on host work and "
-                "waits between and inside microbatch operations: fewer, larger "
-                "microbatches per stage, CUDA graphs or torch.compile per stage, and "
+                "waits between and inside microbatch operations: CUDA graphs or "
+                "torch.compile per stage, and "
                 "send/recv posted ahead (batch_isend_irecv)"
             )
         if parts["outside"] >= 0.05:
