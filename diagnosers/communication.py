@@ -279,6 +279,7 @@ def diagnose(ctx: Context) -> LevelResult:
         if pipe:
             p2p_ms = sum(key_ms(row, rank, "exposed_ns") for row in table if row["name"] in P2P)
             p2p_ms = min(p2p_ms, exposed - slow_ms)
+        unmatched = sum(key_ms(row, rank, "exposed_ns") for row in table if not row["matched"])
         names: dict[str, float] = {}
         for row in table:
             names[row["name"]] = names.get(row["name"], 0) + key_ms(row, rank, "exposed_ns")
@@ -291,6 +292,7 @@ def diagnose(ctx: Context) -> LevelResult:
                 "transfer_ms": transfer,
                 "slow_ms": slow_ms,
                 "p2p_ms": p2p_ms,
+                "unmatched_ms": min(unmatched, max(transfer - slow_ms - p2p_ms, 0.0)),
                 "exposed_slow_fraction": slow_ms / step if step else None,
                 "top_collective": max(names, key=names.get) if names else None,
             }
@@ -412,7 +414,15 @@ def _exposed(ctx: Context, res: LevelResult, per_rank: list[dict], pipe) -> None
     ms = mean(r["residual_ms"] for r in per_rank) or 0.0
     wait_ms = mean(r["unexplained_wait_ms"] for r in per_rank) or 0.0
     exposed = res.measured["exposed_comm_fraction"]
-    parts = [f"{ms - wait_ms:.1f} ms transfer compute could hide"]
+    blind = min(mean(r["unmatched_ms"] for r in per_rank) or 0.0, max(ms - wait_ms, 0.0))
+    parts = []
+    if ms - wait_ms - blind >= 0.05 * ms:
+        parts.append(f"{ms - wait_ms - blind:.1f} ms transfer compute could hide")
+    if blind >= 0.05 * ms:
+        parts.append(
+            f"{blind:.1f} ms in collectives not matched across ranks (point-to-point, or "
+            "peers missing from the run), where transfer and waiting cannot be told apart"
+        )
     if wait_ms >= 0.05 * ms:
         parts.append(f"{wait_ms:.1f} ms waiting for peers that no single rank delays")
     res.findings.append(
