@@ -405,6 +405,12 @@ def _exposed(ctx: Context, res: LevelResult, per_rank: list[dict], pipe) -> None
         for r in per_rank
     ]
     resid = mean(r["residual_fraction"] for r in per_rank)
+    res.measured["straggler_wait_fraction"] = mean(
+        r["straggler_wait_ms"] / r["step_ms"] for r in per_rank if r["step_ms"]
+    )
+    res.measured["exposed_pipeline_fraction"] = (
+        mean(r["p2p_ms"] / r["step_ms"] for r in per_rank if r["step_ms"]) if pipe else None
+    )
     res.measured["unexplained_exposed_fraction"] = resid
     if resid is None or resid < EXPOSED_WARN:
         return
