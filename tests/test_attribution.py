@@ -9,6 +9,8 @@ verdict while communication is exposed.
 
 from __future__ import annotations
 
+import gzip
+import json
 import shutil
 from pathlib import Path
 
@@ -31,6 +33,7 @@ MEAN_KEYS = (
     "comm_overlap_fraction",
     *EXPOSURE_KEYS,
     "exposed_slow_fraction",
+    "host_bound_fraction",
 )
 EXPLAINING = {
     "communication.exposed",
@@ -115,21 +118,42 @@ def test_slow_and_unoverlapped_raise_both_without_double_counting(tmp_path):
     )
 
 
-def test_group_spanning_nodes_is_predicted_between_nodes(tmp_path):
+def _all_reduce(rep: dict) -> dict:
+    (c,) = [c for c in rep["collectives"] if c["name"] == "all_reduce"]
+    return c
+
+
+@pytest.mark.parametrize("source", ["--gpus-per-node", "job.json", "host names"])
+def test_group_spanning_nodes_is_predicted_between_nodes(tmp_path, source):
+    """Four ranks, two per node: the all-reduce over all four crosses nodes, whatever
+    says so; alone, the device table's 8 GPUs per node keeps it in one node."""
     generate(Scenario(world=4, seed=15, name="nodes"), tmp_path)
     from diagnosers import Overrides
-    from diagnosers.report import full_report as fr
 
     with tracekit.open(tmp_path) as run:
-        one = fr(run)
-        two = fr(run, overrides=Overrides(gpus_per_node=2))
-    (a,) = [c for c in one["collectives"] if c["name"] == "all_reduce"]
-    (b,) = [c for c in two["collectives"] if c["name"] == "all_reduce"]
+        one = full_report(run)
+    overrides = None
+    if source == "--gpus-per-node":
+        overrides = Overrides(gpus_per_node=2)
+    elif source == "job.json":
+        man = {"schema": 1, "strategy": "ddp", "world_size": 4, "gpus_per_node": 2}
+        man["mesh"] = {"dp": 4, "tp": 1, "pp": 1, "ep": 1}
+        (tmp_path / "job.json").write_text(json.dumps(man))
+    else:
+        for f in sorted(tmp_path.glob("rank-*.json.gz")):
+            doc = json.loads(gzip.decompress(f.read_bytes()))
+            doc["host_name"] = "node-a" if doc["distributedInfo"]["rank"] < 2 else "node-b"
+            f.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    with tracekit.open(tmp_path) as run:
+        two = full_report(run, overrides=overrides)
+    a, b = _all_reduce(one), _all_reduce(two)
     assert a["inter_node"] is False and b["inter_node"] is True
-    # H100: 420 GB/s in a node, 45 GB/s between nodes (one 400 Gb/s NIC)
-    assert a["predicted_busbw_GBps"] / b["predicted_busbw_GBps"] == pytest.approx(
-        420 / 45, rel=0.05
-    )
+    # H100: 420 GB/s in a node, 45 GB/s between nodes (one 400 Gb/s NIC); α = 10 µs
+    f = 2 * 3 / 4
+    t_in = 10e-6 + a["bytes"] * f / 420e9
+    t_out = 10e-6 + a["bytes"] * f / 45e9
+    assert a["predicted_ms"] == pytest.approx(t_in * 1e3, rel=1e-6)
+    assert b["predicted_ms"] == pytest.approx(t_out * 1e3, rel=1e-6)
 
 
 # ----------------------------------------------------- every sample run, every trace
