@@ -189,7 +189,9 @@ def _ddp(sc: Scenario, out: Path) -> Truth:
             arrive = {}
             for rk in ranks:
                 cpu_t, gpu_t = ready[rk.rank][b]
-                arrive[rk.rank] = max(cpu_t + 4.0, gpu_t, rk.nccl)
+                # + a launch jitter of up to 2 µs: queued collectives start together but
+                # not to the nanosecond, so who is "last" at them is chance
+                arrive[rk.rank] = max(cpu_t + 4.0, gpu_t, rk.nccl) + rk.rng.uniform(0, 2.0)
             t = _transfer_us(sc, bucket_bytes)
             end = max(arrive.values()) + t
             last = max(arrive, key=lambda r: (arrive[r], r))

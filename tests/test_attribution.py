@@ -75,6 +75,10 @@ def test_straggler_behind_queued_collectives(tmp_path):
     assert f["impact_ms"] == pytest.approx(truth.imposed_wait_ms[1], rel=0.10)
     assert "host is late" in f["title"] and "every one of 3 steps" in f["title"]
     assert f["measured"]["host_late_ms"] == pytest.approx(3.0, rel=0.15)
+    # counting last arrivals would miss it: at the queued buckets who is last is chance
+    scal = next(lv for lv in rep["levels"] if lv["level"] == "scaling")
+    last = {a["rank"]: a["instances"] for a in scal["metrics"]["last_arrivals"]}
+    assert last.get(1, 0) / sum(last.values()) < 0.6
     # the wait is the straggler's, not the exposed finding's: the two add up to the
     # exposed time the generator wrote (mean over ranks), and do not exceed it
     exposed_truth = sum(truth.exposed_ms.values()) / sc.world
