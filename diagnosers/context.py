@@ -22,6 +22,7 @@ class Overrides:
     busbw_GBps: float | None = None
     device_memory_GB: float | None = None
     latency_us: float | None = None
+    gpus_per_node: int | None = None
 
 
 @dataclass

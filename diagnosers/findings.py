@@ -114,13 +114,15 @@ KINDS: dict[str, Kind] = {
             "TK-N301",
             "exposed-communication",
             "communication",
-            "Communication transfer time not overlapped by compute, at 10% of the step or "
-            "more (critical at 25%); time spent waiting for a late peer is left to "
-            "scaling.straggler and time a slow collective loses to "
-            "communication.slow_collective.",
+            "Exposed communication (exposed_comm_fraction: the union of communication, and "
+            "on CPU runs host waits for it, that no compute hides) that no other finding "
+            "accounts for — less the wait a straggler imposes (scaling.straggler), the "
+            "excess of slow collectives (communication.slow_collective) and a pipeline's "
+            "send/recv (scaling.pipeline_bubble) — at 10% of the step or more (critical "
+            "at 25%). Waiting for peers that no single rank causes stays here.",
             "Exposed communication adds straight to the step time and grows with scale.",
-            "all_reduce is exposed 24% of the step (88 ms): 4 of 4 DDP buckets run after "
-            "backward ends.",
+            "communication is exposed 24% of the step, mostly all_reduce; 24% (88 ms) is not "
+            "explained by a straggler, a slow collective or a pipeline.",
             "DDP: smaller bucket_cap_mb so buckets start during backward, check "
             "find_unused_parameters; FSDP: forward/backward prefetch; TP: sequence "
             "parallelism or async TP; fewer, larger collectives.",
@@ -132,7 +134,9 @@ KINDS: dict[str, Kind] = {
             "communication",
             "A collective whose measured bus bandwidth (nccl-tests definition, shortest "
             "duration across matched ranks) is below half of what the α-β model predicts "
-            "for its size and group, and which costs at least 1% of the step.",
+            "for its size and group — in a node, or between nodes when the group spans "
+            "them — and which takes at least 1% of the step. Its impact is the excess over "
+            "the prediction where the collective is exposed.",
             "A slow collective means a slow link, a bad topology or protocol choice, or "
             "contention — the network is not delivering what it should.",
             "all_reduce 256 MB × 8 ranks: 61 GB/s bus bandwidth against 420 predicted.",
@@ -146,7 +150,9 @@ KINDS: dict[str, Kind] = {
             "scaling",
             "Pipeline stages idle (no compute) for 20% of the step or more; measured per "
             "stage beside the schedule's formula (P−1)/(M+P−1), or (P−1)/(V·M+P−1) "
-            "interleaved.",
+            "interleaved, and beside the modeled bubble (the schedule run with the measured "
+            "stage times, plus the time outside the pipeline), with the gap split into "
+            "stage imbalance, host time, transfers and time outside the pipeline.",
             "The bubble is time every pipeline rank pays; it shrinks with more microbatches "
             "per step or virtual stages.",
             "bubble 43% on 4 stages with 4 microbatches (formula 43%).",
@@ -159,11 +165,14 @@ KINDS: dict[str, Kind] = {
             "TK-S402",
             "straggler-rank",
             "scaling",
-            "One rank arrives last at most collectives (at least 60% of matched instances) "
-            "and makes the others wait at least 2% of the step.",
+            "One rank is charged at least 60% of all the time ranks wait for late peers at "
+            "matched collectives (each wait charged to the last arrival; only waiting no "
+            "compute hides), and that wait costs the others at least 2% of the step. Back-"
+            "to-back collectives queue behind the first, so a rank late once per step is "
+            "found by the wait it causes, not by how often it arrives last.",
             "Collectives run at the pace of the slowest rank: one straggler slows the whole job.",
-            "rank 5 arrives last at 94% of collectives; the others wait 9.8 ms per step; "
-            "its compute takes 9.5 ms longer than the median rank's.",
+            "rank 7 makes the others wait 4.9 ms per step (76% of all waiting for peers); it "
+            "issues its costliest collective 4.7 ms after the median rank (its host is late).",
             "Check that rank's GPU (clocks, throttling, ECC), its data (sequence lengths, "
             "loader), and the balance of the work assigned to it.",
         ),

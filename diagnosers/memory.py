@@ -38,6 +38,7 @@ def predicted_bytes(ctx: Context) -> tuple[dict | None, str | None]:
             tp=mesh.tp,
             recompute="full" if m.activation_checkpointing else "none",
             bytes_per_value=4 if (m.dtype or "float32") == "float32" else 2,
+            sequence_parallel=bool(m.sequence_parallel),
         )
         in_flight = 1
         if mesh.pp > 1 and m.microbatches:
@@ -49,6 +50,7 @@ def predicted_bytes(ctx: Context) -> tuple[dict | None, str | None]:
         "activations_bytes": acts,
         "total_bytes": total,
         "zero": zero,
+        "sequence_parallel": bool(m.sequence_parallel) if mesh.tp > 1 else None,
     }, None
 
 
@@ -99,6 +101,16 @@ def diagnose(ctx: Context) -> LevelResult:
     res.predicted = pred or {"total_bytes": None}
     if why:
         res.notes.append(f"predicted memory unknown: {why}")
+    elif pred and pred.get("sequence_parallel") is not None:
+        res.notes.append(
+            "activations per Korthikanti et al. "
+            + (
+                "with sequence parallelism: s·b·h·(34 + 5as/h)/t"
+                if pred["sequence_parallel"]
+                else "without sequence parallelism (job.json sequence_parallel is not set): "
+                "s·b·h·(10 + 24/t + 5as/(h·t)), layer norms and dropouts replicated per TP rank"
+            )
+        )
     if ctx.cpu:
         res.notes.append("CPU run: host memory has no device capacity to compare with")
     if fr:

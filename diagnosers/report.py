@@ -40,6 +40,11 @@ def full_report(
         )
         r["peak_memory_fraction"] = m.get("fraction")
         r["peak_reserved_bytes"] = m.get("peak_reserved_bytes")
+        n = next(
+            (x for x in (comm.metrics.get("ranks", []) if comm else []) if x["rank"] == r["rank"]),
+            {},
+        )
+        r["exposed_slow_fraction"] = n.get("exposed_slow_fraction")
     proj = (scal.predicted.get("projection") if scal else None) or {}
     summary = {
         "step_time_ms": ctx.step_ms,
@@ -56,9 +61,19 @@ def full_report(
         "idle_fraction": _mean(r["idle_fraction"] for r in ctx.ranks),
         "host_bound_fraction": comp.measured.get("host_bound_fraction") if comp else None,
         "comm_fraction": _mean(r["comm_fraction"] for r in ctx.ranks),
-        "exposed_comm_fraction": comm.measured.get("exposed_fraction") if comm else None,
+        "compute_fraction": _mean(r["compute_fraction"] for r in ctx.ranks),
+        "non_compute_fraction": _mean(r["non_compute_fraction"] for r in ctx.ranks),
+        "comm_overlap_fraction": _mean(r["comm_overlap_fraction"] for r in ctx.ranks),
+        "exposed_comm_fraction": _mean(r["exposed_comm_fraction"] for r in ctx.ranks),
+        "exposed_transfer_fraction": _mean(r["exposed_transfer_fraction"] for r in ctx.ranks),
+        "comm_wait_fraction": _mean(r["comm_wait_fraction"] for r in ctx.ranks),
+        "exposed_slow_fraction": _mean(r.get("exposed_slow_fraction") for r in rep["ranks"]),
+        "unexplained_exposed_fraction": comm.measured.get("unexplained_exposed_fraction")
+        if comm
+        else None,
         "bubble_fraction": scal.measured.get("bubble_fraction") if scal else None,
         "predicted_bubble_fraction": scal.predicted.get("bubble_fraction") if scal else None,
+        "modeled_bubble_fraction": scal.predicted.get("modeled_bubble_fraction") if scal else None,
         "straggler_ranks": scal.measured.get("straggler_ranks") if scal else [],
         "peak_memory_fraction": mem.measured.get("peak_fraction") if mem else None,
         "peak_memory_bytes": mem.measured.get("peak_bytes") if mem else None,
@@ -91,6 +106,7 @@ _NOTE_KEYS = {
     "predicted_flops_per_step": "predicted FLOPs",
     "bubble_fraction": "pipeline",
     "predicted_bubble_fraction": "pipeline",
+    "modeled_bubble_fraction": "pipeline",
     "peak_memory_fraction": "memory",
     "predicted_memory_bytes": "predicted memory",
     "peak_memory_bytes": "memory",

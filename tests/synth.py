@@ -43,6 +43,7 @@ class Scenario:
     buckets_after_backward: bool = False  # injected: exposed all-reduce
     straggler: int | None = None  # injected: this rank computes slower
     straggler_slowdown: float = 1.35
+    straggler_host_us: float = 0.0  # injected: the straggler's host stalls this long per step
     host_op_us: float = 6.0  # CPU time per launched op (host-bound when > kernel time)
     memory_peak: float = 0.55  # of capacity
     pipeline: tuple[int, int] | None = None  # (P, M): pipeline-parallel run
@@ -57,6 +58,11 @@ class Truth:
     mfu: float | None = None
     busbw_GBps: float | None = None
     bubble: float | None = None
+    # rank → wait it imposes per step, ms: at each collective, the others' wait for the
+    # last arrival that no compute of theirs hides (mean over the others), charged to
+    # that last rank
+    imposed_wait_ms: dict[int, float] = field(default_factory=dict)
+    exposed_ms: dict[int, float] = field(default_factory=dict)  # per step, per rank
 
 
 def _merge(iv):
@@ -150,12 +156,15 @@ def _ddp(sc: Scenario, out: Path) -> Truth:
     bucket_bytes = params_per_layer * sc.layers // sc.buckets * 2  # bf16 gradients
     windows: dict[int, list[tuple[float, float]]] = {r: [] for r in range(sc.world)}
     transfers = []
+    waits: list[tuple[int, int, float, float]] = []  # (waiting rank, last rank, from, to)
     for step in range(sc.steps):
         starts = {}
         ready: dict[int, list[float]] = {}
         for rk in ranks:
             starts[rk.rank] = rk.cpu
             _memory(rk, sc, step)
+            if rk.rank == sc.straggler and sc.straggler_host_us:
+                rk.cpu += sc.straggler_host_us  # e.g. waiting for its data loader
             for _ in range(sc.layers):  # forward
                 for m, k, n in _layer_gemms(sc):
                     rk.gemm(m, k, n)
@@ -180,9 +189,15 @@ def _ddp(sc: Scenario, out: Path) -> Truth:
             arrive = {}
             for rk in ranks:
                 cpu_t, gpu_t = ready[rk.rank][b]
-                arrive[rk.rank] = max(cpu_t + 4.0, gpu_t, rk.nccl)
+                # + a launch jitter of up to 2 µs: queued collectives start together but
+                # not to the nanosecond, so who is "last" at them is chance
+                arrive[rk.rank] = max(cpu_t + 4.0, gpu_t, rk.nccl) + rk.rng.uniform(0, 2.0)
             t = _transfer_us(sc, bucket_bytes)
             end = max(arrive.values()) + t
+            last = max(arrive, key=lambda r: (arrive[r], r))
+            for r, a in arrive.items():
+                if r != last and arrive[last] > a:
+                    waits.append((r, last, a, arrive[last]))
             transfers.append((bucket_bytes, t))
             for rk in ranks:
                 cpu_t, _ = ready[rk.rank][b]
@@ -219,7 +234,13 @@ def _ddp(sc: Scenario, out: Path) -> Truth:
             windows[rk.rank].append((starts[rk.rank], end_all))
             rk.cpu = end_all + 2.0
             rk.gpu = max(rk.gpu, rk.cpu)
-    return _finish(ranks, sc, out, windows, transfers)
+    truth = _finish(ranks, sc, out, windows, transfers)
+    imposed: dict[int, float] = {}
+    for r, last, a, b in waits:  # only the wait no compute of the waiting rank hides
+        hidden = _length(_clip(ranks[r].compute, a, b))
+        imposed[last] = imposed.get(last, 0.0) + (b - a - hidden) / (sc.world - 1) / 1e3
+    truth.imposed_wait_ms = {r: v / sc.steps for r, v in imposed.items()}
+    return truth
 
 
 def _memory(rk: Rank, sc: Scenario, step: int) -> None:
@@ -332,6 +353,7 @@ def _finish(ranks, sc: Scenario, out: Path, windows, transfers) -> Truth:
         busy = _length(comp + comm)
         c, m = _length(comp), _length(comm)
         overlap = c + m - busy
+        truth.exposed_ms[rk.rank] = (m - overlap) / 1e3 / len(windows[rk.rank])
         truth.fractions[rk.rank] = {
             "idle_fraction": (win - busy) / win,
             "compute_fraction": c / win,

@@ -34,12 +34,24 @@ def test_model_state_bytes_zero_stages():
 
 
 def test_activation_memory_korthikanti():
-    # GPT-3 175B layer: s=2048, b=1, h=12288, a=96, t=8 (Korthikanti et al. table 2 setting)
-    none = activation_bytes_per_layer(2048, 1, 12288, 96, tp=8)
-    assert none == pytest.approx(2048 * 12288 * (34 + 5 * 96 * 2048 / 12288) / 8)
-    assert activation_bytes_per_layer(2048, 1, 12288, 96, recompute="full") == 2 * 2048 * 12288
+    # GPT-3 175B layer: s=2048, b=1, h=12288, a=96, t=8 (Korthikanti et al. table 2
+    # setting); 5·a·s/h = 5·96·2048/12288 = 80, so by hand, in units of s·b·h:
+    sbh = 2048 * 12288
+    no_tp = activation_bytes_per_layer(2048, 1, 12288, 96)
+    assert no_tp == pytest.approx(sbh * (34 + 80))  # 114
+    tp = activation_bytes_per_layer(2048, 1, 12288, 96, tp=8)
+    assert tp == pytest.approx(sbh * (10 + 24 / 8 + 80 / 8))  # 23: norms replicated
+    sp = activation_bytes_per_layer(2048, 1, 12288, 96, tp=8, sequence_parallel=True)
+    assert sp == pytest.approx(sbh * 114 / 8)  # 14.25
+    assert activation_bytes_per_layer(2048, 1, 12288, 96, recompute="full") == 2 * sbh
     sel = activation_bytes_per_layer(2048, 1, 12288, 96, tp=8, recompute="selective")
-    assert sel == pytest.approx(2048 * 12288 * 34 / 8)
+    assert sel == pytest.approx(sbh * (10 + 24 / 8))  # 13
+    sel_sp = activation_bytes_per_layer(
+        2048, 1, 12288, 96, tp=8, recompute="selective", sequence_parallel=True
+    )
+    assert sel_sp == pytest.approx(sbh * 34 / 8)  # 4.25
+    # fp32 activations: twice the 16-bit count
+    assert activation_bytes_per_layer(2048, 1, 12288, 96, bytes_per_value=4) == 2 * no_tp
 
 
 def test_pipeline_bubble():

@@ -1,16 +1,24 @@
 """Per-rank time breakdown: idle, compute, non-compute, comm/compute overlap, exposed comm.
 
-Definitions (shared with Holistic Trace Analysis, so users can cross-check):
+Definitions (shared with Holistic Trace Analysis on GPU runs, so users can cross-check):
 
-- busy       = length of the union of all device activity in the window (on a CPU
-               run, time the host only waits for communication is not activity)
-- idle       = window − busy
 - compute    = length of the union of compute activity, less host waits (CPU runs)
+- comm       = length of the union of communication activity; on a CPU run the host's
+               waits for communication (`host_wait`: the c10d issue ops) count as
+               communication too — a thread blocked on a collective is spending that
+               time on communication, whichever thread moves the bytes
+- busy       = |compute ∪ comm ∪ memcpy ∪ memset|;  idle = window − busy
 - non-compute = busy − compute (communication, memcpy, memset not hidden under compute)
 - overlap    = time where compute and communication run together
              = |compute| + |comm| − |compute ∪ comm|
 - comm_overlap_fraction = overlap ÷ |comm|            (HTA's comm/comp overlap)
-- exposed_comm_fraction = (|comm| − overlap) ÷ window (communication nothing hides)
+- exposed_comm_fraction = (|comm| − overlap) ÷ window: the union of communication
+  time nothing hides, whatever the cause; its two parts:
+  - comm_wait_fraction: exposed time inside a matched collective before its last peer
+    arrived (this rank waiting for late peers; `collectives.wait_ns`)
+  - exposed_transfer_fraction: the rest (exposed_comm − comm_wait)
+
+Every fraction is of the window and lies in [0, 1]; the parts add up to the whole.
 
 Windows (`--window`):
 
@@ -111,31 +119,40 @@ WHERE l.n IS NULL OR l.n < 2
 
 def _breakdown_sql(window: str, steps: StepSelection) -> str:
     """One sweep over interval boundaries: per rank, the running depth of compute (C),
-    communication (M), other device work (O: memcpy, memset) and host waits (W); each
-    segment between two boundaries is then classified. Compute is C > 0 and W = 0
-    (a thread waiting for communication is not computing, whatever op encloses it);
-    GPU runs have no host waits."""
+    communication (M), other device work (O: memcpy, memset), host waits (W) and waits
+    for late peers (P: from each matched collective's start to its last peer's
+    arrival); each segment between two boundaries is then classified. Compute is C > 0
+    and W = 0 (a thread waiting for communication is not computing, whatever op encloses
+    it); communication is M > 0 or W > 0. GPU runs have no host waits."""
     activity = "_hta_activity" if window == "hta" else "device_activity"
     return f"""
 WITH w AS ({_windows_sql(window, steps)}),
+src AS (
+    SELECT rank, category, ts_ns, end_ns FROM {activity}
+    UNION ALL
+    SELECT rank, 'peer_wait', ts_ns, ts_ns + least(wait_ns, dur_ns) FROM collectives
+    WHERE wait_ns > 0 AND matched
+),
 act AS (
     SELECT a.rank, a.category,
            greatest(a.ts_ns, w.start_ns) AS s, least(a.end_ns, w.end_ns) AS e
-    FROM {activity} a JOIN w ON a.rank = w.rank
+    FROM src a JOIN w ON a.rank = w.rank
     WHERE a.end_ns > w.start_ns AND a.ts_ns < w.end_ns
 ),
 edges AS (
-    SELECT rank, t, sum(dc) AS dc, sum(dm) AS dm, sum(do_) AS do_, sum(dw) AS dw
+    SELECT rank, t, sum(dc) AS dc, sum(dm) AS dm, sum(do_) AS do_, sum(dw) AS dw,
+           sum(dp) AS dp
     FROM (
         SELECT rank, s AS t,
                (category = 'compute')::INT AS dc, (category = 'communication')::INT AS dm,
                (category IN ('memcpy', 'memset'))::INT AS do_,
-               (category = 'host_wait')::INT AS dw
+               (category = 'host_wait')::INT AS dw, (category = 'peer_wait')::INT AS dp
         FROM act
         UNION ALL
         SELECT rank, e,
                -(category = 'compute')::INT, -(category = 'communication')::INT,
-               -(category IN ('memcpy', 'memset'))::INT, -(category = 'host_wait')::INT
+               -(category IN ('memcpy', 'memset'))::INT, -(category = 'host_wait')::INT,
+               -(category = 'peer_wait')::INT
         FROM act
     )
     GROUP BY rank, t
@@ -144,17 +161,22 @@ segments AS (
     SELECT rank,
            lead(t) OVER (PARTITION BY rank ORDER BY t) - t AS len,
            sum(dc) OVER run > 0 AS c, sum(dm) OVER run > 0 AS m,
-           sum(do_) OVER run > 0 AS o, sum(dw) OVER run > 0 AS wt
+           sum(do_) OVER run > 0 AS o, sum(dw) OVER run > 0 AS wt,
+           sum(dp) OVER run > 0 AS pw
     FROM edges
     WINDOW run AS (PARTITION BY rank ORDER BY t ROWS UNBOUNDED PRECEDING)
 ),
+k AS (
+    SELECT rank, len, c AND NOT wt AS comp, m OR wt AS comm, o, pw FROM segments WHERE len > 0
+),
 p AS (
     SELECT rank,
-           coalesce(sum(len) FILTER ((c AND NOT wt) OR m OR o), 0) AS busy_ns,
-           coalesce(sum(len) FILTER (c AND NOT wt), 0) AS compute_ns,
-           coalesce(sum(len) FILTER (m), 0) AS comm_ns,
-           coalesce(sum(len) FILTER (c AND NOT wt AND m), 0) AS overlap_ns
-    FROM segments WHERE len > 0
+           coalesce(sum(len) FILTER (comp OR comm OR o), 0) AS busy_ns,
+           coalesce(sum(len) FILTER (comp), 0) AS compute_ns,
+           coalesce(sum(len) FILTER (comm), 0) AS comm_ns,
+           coalesce(sum(len) FILTER (comp AND comm), 0) AS overlap_ns,
+           coalesce(sum(len) FILTER (comm AND NOT comp AND pw), 0) AS wait_ns
+    FROM k
     GROUP BY rank
 )
 SELECT w.rank, w.n_steps, w.step_ns, w.start_ns, w.end_ns,
@@ -162,7 +184,8 @@ SELECT w.rank, w.n_steps, w.step_ns, w.start_ns, w.end_ns,
        coalesce(p.busy_ns, 0) AS busy_ns,
        coalesce(p.compute_ns, 0) AS compute_ns,
        coalesce(p.comm_ns, 0) AS comm_ns,
-       coalesce(p.overlap_ns, 0) AS overlap_ns
+       coalesce(p.overlap_ns, 0) AS overlap_ns,
+       coalesce(p.wait_ns, 0) AS wait_ns
 FROM w LEFT JOIN p USING (rank)
 ORDER BY w.rank
 """
@@ -179,7 +202,7 @@ def per_rank(run: Run, window: str = "steps", steps: str | None = None) -> list[
     if sel.first is not None and not rows:
         raise TracekitError(f"--steps {steps}: no ProfilerStep in that range on any rank")
     out = []
-    for rank, n_steps, step_ns, start, _end, win, busy, comp, comm, ovl in rows:
+    for rank, n_steps, step_ns, start, _end, win, busy, comp, comm, ovl, wait in rows:
         win = win or 0
 
         def frac(x: float, win: int = win) -> float | None:
@@ -197,12 +220,57 @@ def per_rank(run: Run, window: str = "steps", steps: str | None = None) -> list[
                 "compute_ms": comp / 1e6,
                 "comm_ms": comm / 1e6,
                 "overlap_ms": ovl / 1e6,
+                "exposed_comm_ms": (comm - ovl) / 1e6,
+                "comm_wait_ms": wait / 1e6,
                 "idle_fraction": frac(win - busy),
                 "compute_fraction": frac(comp),
                 "non_compute_fraction": frac(busy - comp),
                 "comm_fraction": frac(comm),
                 "comm_overlap_fraction": (ovl / comm) if comm > 0 else None,
                 "exposed_comm_fraction": frac(comm - ovl),
+                "exposed_transfer_fraction": frac(comm - ovl - wait),
+                "comm_wait_fraction": frac(wait),
             }
         )
     return out
+
+
+def compute_islands_sql(windows: str, activity: str = "device_activity") -> str:
+    """SQL for the merged intervals (rank, s, e) where a rank computes — compute running
+    and no host wait (the same rule as `compute_fraction`), clipped to the windows
+    `windows` (a query with columns rank, start_ns, end_ns)."""
+    return f"""
+    (WITH w AS {windows},
+    act AS (
+        SELECT a.rank, a.category = 'compute' AS is_c,
+               greatest(a.ts_ns, w.start_ns) AS s, least(a.end_ns, w.end_ns) AS e
+        FROM {activity} a JOIN w ON a.rank = w.rank
+        WHERE a.end_ns > w.start_ns AND a.ts_ns < w.end_ns
+          AND a.category IN ('compute', 'host_wait')
+    ),
+    edges AS (
+        SELECT rank, t, sum(dc) AS dc, sum(dw) AS dw FROM (
+            SELECT rank, s AS t, is_c::INT AS dc, (NOT is_c)::INT AS dw FROM act
+            UNION ALL
+            SELECT rank, e, -is_c::INT, -(NOT is_c)::INT FROM act)
+        GROUP BY rank, t
+    ),
+    seg AS (
+        SELECT rank, t, lead(t) OVER (PARTITION BY rank ORDER BY t) AS t2,
+               sum(dc) OVER run > 0 AND sum(dw) OVER run = 0 AS comp
+        FROM edges
+        WINDOW run AS (PARTITION BY rank ORDER BY t ROWS UNBOUNDED PRECEDING)
+    ),
+    flagged AS (
+        SELECT rank, t, t2, comp,
+               comp AND NOT coalesce(lag(comp) OVER (PARTITION BY rank ORDER BY t), FALSE)
+                   AS starts
+        FROM seg WHERE t2 IS NOT NULL
+    ),
+    isl AS (
+        SELECT rank, t, t2, comp,
+               sum(starts::INT) OVER (PARTITION BY rank ORDER BY t ROWS UNBOUNDED PRECEDING)
+                   AS island
+        FROM flagged
+    )
+    SELECT rank, min(t) AS s, max(t2) AS e FROM isl WHERE comp GROUP BY rank, island)"""

@@ -30,7 +30,7 @@ from tracekit.sqltext import sql_str
 if TYPE_CHECKING:
     import duckdb
 
-SCHEMA_VERSION = 12  # bump when any cached table changes shape or meaning
+SCHEMA_VERSION = 13  # bump when any cached table changes shape or meaning
 
 TABLES = (
     "events",

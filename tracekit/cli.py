@@ -113,6 +113,11 @@ _comm_kernel = click.option(
     help="Override the device memory capacity, GB.",
 )
 @click.option("--latency-us", type=float, help="Override the per-collective latency α, µs.")
+@click.option(
+    "--gpus-per-node",
+    type=click.IntRange(min=1),
+    help="Ranks per node (node = rank // N); decides in-node vs inter-node bandwidth.",
+)
 @_workers
 @_comm_kernel
 @click.pass_context
@@ -128,6 +133,7 @@ def analyze(
     busbw_gbps,
     device_memory_gb,
     latency_us,
+    gpus_per_node,
     workers,
     comm_kernels,
 ):
@@ -148,6 +154,7 @@ def analyze(
                 busbw_GBps=busbw_gbps,
                 device_memory_GB=device_memory_gb,
                 latency_us=latency_us,
+                gpus_per_node=gpus_per_node,
             )
             rep = full_report(
                 r,

@@ -107,7 +107,15 @@ class JobManifest:
     allow_tf32: bool | None = doc(
         "torch.backends.cuda.matmul.allow_tf32 in the job: fp32 GEMMs ran on TF32 tensor cores"
     )
+    sequence_parallel: bool | None = doc(
+        "tensor-parallel ranks also split layer norms and dropouts along the sequence "
+        "(Megatron --sequence-parallel, torch SequenceParallel); activations ÷ tp"
+    )
     fsdp_prefetch: bool | None = doc("FSDP2 explicit forward/backward prefetch")
+    gpus_per_node: int | None = doc(
+        "ranks (GPUs) per node; ranks fill nodes in order (rank // gpus_per_node). Decides "
+        "whether a group's collectives run in a node or between nodes"
+    )
     device: str | None = doc("cpu or the CUDA device name")
     backend: str | None = doc("gloo or nccl")
     torch_version: str | None = doc("torch.__version__")
@@ -128,6 +136,10 @@ class JobManifest:
         if self.strategy not in STRATEGIES:
             raise TracekitError(f"job.json: strategy {self.strategy!r} is not one of {STRATEGIES}")
         m = self.mesh
+        if self.gpus_per_node is not None and (
+            not isinstance(self.gpus_per_node, int) or self.gpus_per_node < 1
+        ):
+            raise TracekitError("job.json: gpus_per_node must be an integer ≥ 1")
         if self.world_size < 1 or min(m.dp, m.tp, m.pp, m.ep) < 1:
             raise TracekitError("job.json: world_size and mesh dims must be ≥ 1")
         if m.dp * m.tp * m.pp != self.world_size:

@@ -124,7 +124,13 @@ LEVEL_LINES = {
         ("idle", "idle_fraction", None, "pct"),
     ],
     "communication": [
-        ("exposed", "exposed_fraction", None, "pct"),
+        ("exposed", "exposed_comm_fraction", "exposed_comm_fraction", "pct"),
+        ("  kind: transfer", "exposed_transfer_fraction", None, "pct"),
+        ("  kind: waiting for peers", "comm_wait_fraction", None, "pct"),
+        ("  cause: slow excess", "exposed_slow_fraction", None, "pct"),
+        ("  cause: straggler's wait", "straggler_wait_fraction", None, "pct"),
+        ("  cause: pipeline send/recv", "exposed_pipeline_fraction", None, "pct"),
+        ("  cause: unexplained", "unexplained_exposed_fraction", None, "pct"),
         ("comm / compute overlap", "comm_overlap_fraction", None, "pct"),
     ],
     "scaling": [

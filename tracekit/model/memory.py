@@ -10,10 +10,18 @@ Adam is also 4 + 4 + 8 = 16Ψ. Tensor and pipeline parallelism divide Ψ by tp a
 (evenly, embedding aside).
 
 Activations per transformer layer (Korthikanti et al., "Reducing Activation
-Recomputation in Large Transformer Models", 2022, eq. 1–5), 16-bit activations,
+Recomputation in Large Transformer Models", 2022, §4 and table 2), 16-bit activations,
 sequence s, micro-batch b, hidden h, heads a, tensor parallel t:
-no recompute s·b·h·(34 + 5·a·s/h); with tensor + sequence parallelism divided by t;
-selective recompute (attention) s·b·h·34 (/t); full recompute 2·s·b·h (the layer input).
+
+    no parallelism                      s·b·h·(34 + 5·a·s/h)
+    tensor parallel                     s·b·h·(10 + 24/t + 5·a·s/(h·t))
+    tensor + sequence parallel          s·b·h·(34 + 5·a·s/h)/t
+    tensor parallel, selective recompute            s·b·h·(10 + 24/t)
+    tensor + sequence parallel, selective recompute s·b·h·34/t
+    full recompute                      2·s·b·h (the layer input)
+
+Without sequence parallelism the layer norms and dropouts (10·s·b·h) are replicated on
+every tensor-parallel rank; with it they are split along the sequence.
 """
 
 from __future__ import annotations
@@ -42,12 +50,16 @@ def activation_bytes_per_layer(
     tp: int = 1,
     recompute: str = "none",
     bytes_per_value: int = 2,
+    sequence_parallel: bool = False,
 ) -> float:
-    """Korthikanti et al. eq. 1–5; `bytes_per_value` scales from their 16-bit count."""
-    s, b, h, a = seq, micro_batch, hidden, heads
+    """Korthikanti et al. table 2; `bytes_per_value` scales from their 16-bit count."""
+    s, b, h, a, t = seq, micro_batch, hidden, heads, max(tp, 1)
     scale = bytes_per_value / 2
     if recompute == "full":
         return 2 * s * b * h * scale
+    attention = 5 * a * s / h  # the a·s² softmax/dropout terms, split over heads
     if recompute == "selective":
-        return s * b * h * 34 / tp * scale
-    return s * b * h * (34 + 5 * a * s / h) / tp * scale
+        attention = 0.0
+    if sequence_parallel or t == 1:
+        return s * b * h * (34 + attention) / t * scale
+    return s * b * h * (10 + 24 / t + attention / t) * scale

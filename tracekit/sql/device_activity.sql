@@ -6,11 +6,12 @@
 --            communication; memcpy and memset events are memcpy / memset; every other
 --            kernel is compute.
 --   CPU run (no device events in the trace): the host is the device. gloo:* execution
---            spans are communication; cpu_op events are compute; the c10d /
---            _c10d_functional collective ops, record_param_comms and the gloo:send /
---            gloo:recv spans on the calling thread are host_wait: the thread is issuing
---            or waiting for communication, and metrics take that time out of compute
---            even where an enclosing op (autograd, DTensor dispatch) spans it.
+--            spans are communication (gloo:send / gloo:recv too: they sit on the calling
+--            thread but are in-flight isend/irecv transfers while the thread runs on, as
+--            torch.distributed.pipelining does); cpu_op events are compute; the c10d /
+--            _c10d_functional collective ops and record_param_comms are host_wait: the
+--            thread is issuing or waiting for communication, and metrics take that time
+--            out of compute even where an enclosing op (autograd, DTensor dispatch) spans it.
 -- Overlapping events are allowed; metrics take unions of intervals.
 -- @column rank: global rank
 -- @column category: compute, communication, memcpy, memset or host_wait (CPU runs)
@@ -43,11 +44,4 @@ SELECT e.rank,
        e.ts_ns + e.dur_ns, CASE WHEN e.kind = 'comm_thread' THEN 'gloo' END
 FROM events e
 JOIN rank_info r ON r.rank = e.rank AND NOT r.has_device_events
-WHERE e.kind IN ('comm_thread', 'cpu_op')
-UNION ALL
--- point-to-point gloo spans run on the calling thread: that thread waits meanwhile
-SELECT e.rank, 'host_wait', e.kind::VARCHAR, e.name::VARCHAR, e.tid, e.correlation, e.ts_ns,
-       e.dur_ns, e.ts_ns + e.dur_ns, NULL
-FROM events e
-JOIN rank_info r ON r.rank = e.rank AND NOT r.has_device_events
-WHERE e.kind = 'comm_thread' AND e.name::VARCHAR IN ('gloo:send', 'gloo:recv');
+WHERE e.kind IN ('comm_thread', 'cpu_op');
