@@ -75,7 +75,9 @@ def full_report(
         "predicted_bubble_fraction": scal.predicted.get("bubble_fraction") if scal else None,
         "modeled_bubble_fraction": scal.predicted.get("modeled_bubble_fraction") if scal else None,
         "straggler_ranks": scal.measured.get("straggler_ranks") if scal else [],
-        "peak_memory_fraction": mem.measured.get("peak_fraction") if mem else None,
+        # the summary of a per-rank key is its mean over ranks; the worst rank has its own key
+        "peak_memory_fraction": _mean(r.get("peak_memory_fraction") for r in rep["ranks"]),
+        "max_peak_memory_fraction": mem.measured.get("peak_fraction") if mem else None,
         "peak_memory_bytes": mem.measured.get("peak_bytes") if mem else None,
         "predicted_memory_bytes": mem.predicted.get("total_bytes") if mem else None,
         "projected_efficiency_2x": (proj.get("2x") or {}).get("efficiency"),
@@ -108,6 +110,7 @@ _NOTE_KEYS = {
     "predicted_bubble_fraction": "pipeline",
     "modeled_bubble_fraction": "pipeline",
     "peak_memory_fraction": "memory",
+    "max_peak_memory_fraction": "memory",
     "predicted_memory_bytes": "predicted memory",
     "peak_memory_bytes": "memory",
 }

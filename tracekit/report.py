@@ -173,7 +173,7 @@ def _level_rows(report: dict) -> list[tuple[str, str, str, str, str]]:
 
 
 COLLECTIVE_COLUMNS = (
-    ("name", "collective", str),
+    ("name", "collective", lambda v: "(unknown)" if v is None else str(v)),
     ("group_size", "ranks", lambda v: "?" if v is None else str(v)),
     ("bytes", "size MB", lambda v: "—" if v is None else f"{v / 1e6:,.2f}"),
     ("count_per_step", "/step", lambda v: "—" if v is None else f"{v:,.1f}"),
