@@ -32,7 +32,7 @@ from diagnosers.findings import Finding
 from diagnosers.pipeline import detect_pipeline
 from diagnosers.stragglers import attribute
 from diagnosers.topology import parse_ranks, topology
-from tracekit.breakdown import compute_islands_sql
+from tracekit.breakdown import hidden_by_compute_sql
 from tracekit.model.collectives import bus_factor
 
 EXPOSED_WARN, EXPOSED_CRIT = 0.10, 0.25
@@ -87,7 +87,6 @@ def _per_key_sql(ctx: Context) -> str:
     clipped to the rank's window, so no figure exceeds it."""
     return f"""
     WITH w AS {ctx.window_sql()},
-    comp AS {compute_islands_sql(ctx.window_sql())},
     iv AS (
         SELECT c.rank, c.name, c.group_size, c.bytes, 'all' AS part,
                greatest(c.ts_ns, w.start_ns) AS s, least(c.end_ns, w.end_ns) AS e
@@ -113,13 +112,7 @@ def _per_key_sql(ctx: Context) -> str:
                                      ROWS UNBOUNDED PRECEDING) AS island FROM flagged)
         GROUP BY rank, {_KEY}, part, island
     ),
-    hid AS (
-        SELECT isl.rank, isl.name, isl.group_size, isl.bytes, isl.part, isl.s, isl.e,
-               coalesce(sum(least(isl.e, comp.e) - greatest(isl.s, comp.s))
-                        FILTER (comp.s IS NOT NULL), 0) AS hidden
-        FROM isl LEFT JOIN comp ON comp.rank = isl.rank AND comp.s < isl.e AND comp.e > isl.s
-        GROUP BY ALL
-    )
+    hid AS {hidden_by_compute_sql("(SELECT * FROM isl)", ctx.window_sql())}
     SELECT rank, name, group_size, bytes,
            sum(e - s) FILTER (part = 'all') AS union_ns,
            sum(e - s - hidden) FILTER (part = 'all') AS exposed_ns,
@@ -212,7 +205,6 @@ def bare_counts(ctx: Context, name: str) -> tuple[float, float]:
     """Per rank-step: instances of `name` with (almost) no compute beside them, and all."""
     row = ctx.run.sql(f"""
         WITH w AS {ctx.window_sql()},
-        comp AS {compute_islands_sql(ctx.window_sql())},
         cm AS (
             SELECT c.rank, c.ts_ns, greatest(c.ts_ns + coalesce(least(c.wait_ns, c.dur_ns), 0),
                                              w.start_ns) AS s,
@@ -220,13 +212,7 @@ def bare_counts(ctx: Context, name: str) -> tuple[float, float]:
             FROM collectives c JOIN w ON c.rank = w.rank
             WHERE c.name = '{name}' AND c.end_ns > w.start_ns AND c.ts_ns < w.end_ns
         ),
-        ov AS (
-            SELECT cm.rank, cm.ts_ns, cm.s, cm.e,
-                   coalesce(sum(least(cm.e, comp.e) - greatest(cm.s, comp.s))
-                            FILTER (comp.s IS NOT NULL), 0) AS hidden
-            FROM cm LEFT JOIN comp ON comp.rank = cm.rank AND comp.s < cm.e AND comp.e > cm.s
-            GROUP BY ALL
-        )
+        ov AS {hidden_by_compute_sql("(SELECT * FROM cm)", ctx.window_sql())}
         SELECT count(*) FILTER (e > s AND e - s - hidden >= 0.9 * (e - s)), count(*)
         FROM ov""").fetchall()[0]
     rank_steps = max(sum(max(r["steps"], 1) for r in ctx.ranks), 1)

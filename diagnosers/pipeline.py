@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from statistics import median
 
 from diagnosers.context import Context
-from tracekit.breakdown import compute_islands_sql
+from tracekit.breakdown import hidden_by_compute_sql
 
 _PP = re.compile(r"^PP:(\d+)([FBIW])(\d+)$")
 _GPIPE = re.compile(r"^(Forward|Backward) (\d+)$")
@@ -159,15 +159,8 @@ def measure(ctx: Context, pipe: Pipeline) -> Measured | None:
               AND (regexp_matches(e.name::VARCHAR, '^PP:[0-9]+[FBIW][0-9]+$')
                    OR regexp_matches(e.name::VARCHAR, '^(Forward|Backward) [0-9]+$'))
         ),
-        comp AS {compute_islands_sql(ctx.window_sql())},
-        inside AS (
-            SELECT lab.rank, lab.name, lab.s, lab.e,
-                   coalesce(sum(least(lab.e, comp.e) - greatest(lab.s, comp.s))
-                            FILTER (comp.s IS NOT NULL), 0) AS comp_ns
-            FROM lab LEFT JOIN comp ON comp.rank = lab.rank AND comp.s < lab.e AND comp.e > lab.s
-            GROUP BY ALL
-        )
-        SELECT i.rank, i.name, i.s, i.e, i.comp_ns, st.step
+        inside AS {hidden_by_compute_sql("(SELECT * FROM lab)", ctx.window_sql())}
+        SELECT i.rank, i.name, i.s, i.e, i.hidden AS comp_ns, st.step
         FROM inside i JOIN steps st ON st.rank = i.rank AND i.s >= st.ts_ns AND i.s < st.end_ns
         ORDER BY i.s""").fetchall()
     if not rows:

@@ -78,7 +78,7 @@ def _windows_sql(window: str, steps: StepSelection) -> str:
     trace_w = """
         SELECT rank, min(ts_ns) AS start_ns, max(end_ns) AS end_ns,
                0 AS n_steps, NULL::DOUBLE AS step_ns
-        FROM device_activity GROUP BY rank"""
+        FROM activity_islands GROUP BY rank"""
     if window == "trace":
         return trace_w
     if window == "hta":
@@ -124,11 +124,13 @@ def _breakdown_sql(window: str, steps: StepSelection) -> str:
     arrival); each segment between two boundaries is then classified. Compute is C > 0
     and W = 0 (a thread waiting for communication is not computing, whatever op encloses
     it); communication is M > 0 or W > 0. GPU runs have no host waits."""
-    activity = "_hta_activity" if window == "hta" else "device_activity"
+    # HTA's window rounds each event, so it sweeps the events; otherwise the islands
+    # materialized at ingest give the same unions from far fewer rows
+    activity = "_hta_activity" if window == "hta" else "activity_islands"
     return f"""
 WITH w AS ({_windows_sql(window, steps)}),
 src AS (
-    SELECT rank, category, ts_ns, end_ns FROM {activity}
+    SELECT rank, category, ts_ns, end_ns FROM {activity} WHERE category <> 'computing'
     UNION ALL
     SELECT rank, 'peer_wait', ts_ns, ts_ns + least(wait_ns, dur_ns) FROM collectives
     WHERE wait_ns > 0 AND matched
@@ -235,42 +237,44 @@ def per_rank(run: Run, window: str = "steps", steps: str | None = None) -> list[
     return out
 
 
-def compute_islands_sql(windows: str, activity: str = "device_activity") -> str:
-    """SQL for the merged intervals (rank, s, e) where a rank computes — compute running
-    and no host wait (the same rule as `compute_fraction`), clipped to the windows
-    `windows` (a query with columns rank, start_ns, end_ns)."""
+def hidden_by_compute_sql(intervals: str, windows: str) -> str:
+    """SQL: the rows of `intervals` (a query with columns rank, s, e, and any others) with
+    `hidden`, the part of [s, e) under the rank's compute islands clipped to `windows`.
+
+    One sorted sweep, no interval join: the islands are disjoint, so the compute time
+    before t is C(t) = Σ d·(t − b) over the island boundaries b ≤ t (d = +1 at a start,
+    −1 at an end) = t·Σd − Σd·b, two running sums; an interval's hidden time is
+    C(e) − C(s). (An overlap join pairs every interval with every island it might touch.)
+    """
     return f"""
-    (WITH w AS {windows},
-    act AS (
-        SELECT a.rank, a.category = 'compute' AS is_c,
-               greatest(a.ts_ns, w.start_ns) AS s, least(a.end_ns, w.end_ns) AS e
-        FROM {activity} a JOIN w ON a.rank = w.rank
-        WHERE a.end_ns > w.start_ns AND a.ts_ns < w.end_ns
-          AND a.category IN ('compute', 'host_wait')
+    (WITH comp AS {compute_islands_sql(windows)},
+    iv AS (SELECT row_number() OVER () AS _id, * FROM {intervals}),
+    pts AS (
+        SELECT rank, s AS t, 0 AS d, _id, FALSE AS at_end FROM iv
+        UNION ALL SELECT rank, e, 0, _id, TRUE FROM iv
+        UNION ALL SELECT rank, s, 1, NULL, NULL FROM comp
+        UNION ALL SELECT rank, e, -1, NULL, NULL FROM comp
     ),
-    edges AS (
-        SELECT rank, t, sum(dc) AS dc, sum(dw) AS dw FROM (
-            SELECT rank, s AS t, is_c::INT AS dc, (NOT is_c)::INT AS dw FROM act
-            UNION ALL
-            SELECT rank, e, -is_c::INT, -(NOT is_c)::INT FROM act)
-        GROUP BY rank, t
-    ),
-    seg AS (
-        SELECT rank, t, lead(t) OVER (PARTITION BY rank ORDER BY t) AS t2,
-               sum(dc) OVER run > 0 AND sum(dw) OVER run = 0 AS comp
-        FROM edges
+    swept AS (
+        SELECT _id, at_end, t * sum(d) OVER run - sum(d * t) OVER run AS covered
+        FROM pts
         WINDOW run AS (PARTITION BY rank ORDER BY t ROWS UNBOUNDED PRECEDING)
     ),
-    flagged AS (
-        SELECT rank, t, t2, comp,
-               comp AND NOT coalesce(lag(comp) OVER (PARTITION BY rank ORDER BY t), FALSE)
-                   AS starts
-        FROM seg WHERE t2 IS NOT NULL
-    ),
-    isl AS (
-        SELECT rank, t, t2, comp,
-               sum(starts::INT) OVER (PARTITION BY rank ORDER BY t ROWS UNBOUNDED PRECEDING)
-                   AS island
-        FROM flagged
+    c AS (
+        SELECT _id, max(covered) FILTER (at_end) - max(covered) FILTER (NOT at_end) AS hidden
+        FROM swept WHERE _id IS NOT NULL GROUP BY _id
     )
-    SELECT rank, min(t) AS s, max(t2) AS e FROM isl WHERE comp GROUP BY rank, island)"""
+    SELECT iv.* EXCLUDE (_id), greatest(coalesce(c.hidden, 0), 0)::BIGINT AS hidden
+    FROM iv LEFT JOIN c USING (_id))"""
+
+
+def compute_islands_sql(windows: str) -> str:
+    """SQL for the merged intervals (rank, s, e) where a rank computes — compute running
+    and no host wait (the same rule as `compute_fraction`), clipped to the windows
+    `windows` (a query with columns rank, start_ns, end_ns). Reads the islands
+    materialized at ingest (`activity_islands`, category `computing`)."""
+    return f"""
+    (WITH w AS {windows}
+    SELECT i.rank, greatest(i.ts_ns, w.start_ns) AS s, least(i.end_ns, w.end_ns) AS e
+    FROM activity_islands i JOIN w ON i.rank = w.rank
+    WHERE i.category = 'computing' AND i.end_ns > w.start_ns AND i.ts_ns < w.end_ns)"""

@@ -30,7 +30,7 @@ from tracekit.sqltext import sql_str
 if TYPE_CHECKING:
     import duckdb
 
-SCHEMA_VERSION = 13  # bump when any cached table changes shape or meaning
+SCHEMA_VERSION = 14  # bump when any cached table changes shape or meaning
 
 TABLES = (
     "events",
@@ -43,6 +43,7 @@ TABLES = (
     "kernel_classes",
     "steps",
     "device_activity",
+    "activity_islands",
     "op_flops",
 )
 

@@ -27,7 +27,7 @@ from tracekit.sqltext import sql_str
 
 # Rank-local views are materialized once per rank at ingest (tracekit.loader) and read
 # back from Parquet; cross-rank views are created over them when a run is opened.
-RANK_MODULES = ("steps.sql", "device_activity.sql", "op_flops.sql")
+RANK_MODULES = ("steps.sql", "device_activity.sql", "activity_islands.sql", "op_flops.sql")
 RUN_MODULES = ("collectives.sql",)
 DOC_MODULES = ("tables.sql", *RANK_MODULES, *RUN_MODULES)
 # base tables exposed under another name (the public one is a derived view)
