@@ -61,9 +61,11 @@ class TracekitApp(App[int]):
     ]
     COMMANDS: ClassVar[set] = App.COMMANDS | {JumpCommands}
 
-    def __init__(self, session: Session, **kw) -> None:
+    def __init__(self, session: Session, close_session: bool = True, **kw) -> None:
         super().__init__(**kw)
         self.session = session
+        self.close_session = close_session
+        self.errors: list[str] = []  # every error shown, in order
         self.loaded = False
         self.load_error: str | None = None
         self.pending: dict[str, dict] = {}
@@ -108,13 +110,19 @@ class TracekitApp(App[int]):
         def done(_: Any) -> None:
             self.exit(2, return_code=2)
 
+        self.errors.append(msg)
         self.push_screen(ErrorScreen(f"cannot open the run: {msg}", title="error"), done)
 
     # errors -------------------------------------------------------------------------
     def show_error(self, message: str, title: str = "error") -> None:
+        self.errors.append(message)
         self.push_screen(ErrorScreen(message, title=title))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        self.worker_failed(event)
+
+    def worker_failed(self, event: Worker.StateChanged) -> None:
+        """The one place a failed worker is shown: a modal; the app stays up."""
         if event.state == WorkerState.ERROR:
             err = event.worker.error
             msg = str(err) if isinstance(err, TracekitError) else f"{type(err).__name__}: {err}"
@@ -122,9 +130,7 @@ class TracekitApp(App[int]):
 
     # navigation ---------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("switch_to", "help") and not self.loaded:
-            return False
-        return True
+        return self.loaded or action not in ("switch_to", "help")
 
     def switch_to(self, mode: str) -> None:
         if not self.loaded:
@@ -201,7 +207,8 @@ class TracekitApp(App[int]):
         self.push_screen(InstancesScreen(name, nbytes))
 
     def on_unmount(self) -> None:
-        self.session.close()
+        if self.close_session:
+            self.session.close()
 
 
 def run_app(

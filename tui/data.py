@@ -9,6 +9,7 @@ connection, which is not safe to share between threads.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,6 +69,10 @@ class Session:
     def load(self, progress: Callable[[str], None] = lambda _msg: None) -> None:
         from tracekit.store import open_run
 
+        if self.run is not None:  # loaded already (the tests share one session)
+            return
+        # the ingest's own progress bar would draw over the screen; the app shows progress
+        os.environ["TRACEKIT_NO_PROGRESS"] = "1"
         progress(f"ingesting {self.display_path} …")
         self.run = open_run(*self.inputs, workers=self.workers)
         progress("running the diagnosers …")
@@ -219,18 +224,28 @@ class Session:
                 fr.hits.setdefault(key, set()).add(col)
         return fr
 
-    def event_at(self, rank: int, lane: Any, ta: int, tb: int, min_dur_ns: int = 0) -> dict | None:
-        """The longest device event of the lane overlapping [ta, tb), with what the store
-        knows about it: the CPU op that launched it, its FLOPs, its collective."""
+    def event_at(
+        self,
+        rank: int,
+        lane: Any,
+        ta: int,
+        tb: int,
+        min_dur_ns: int = 0,
+        highlight: str | None = None,
+    ) -> dict | None:
+        """The longest device event of the lane overlapping [ta, tb) (one whose name holds
+        `highlight` first), with what the store knows about it: the CPU op that launched
+        it, its FLOPs, its collective."""
         lane_sql = "" if lane is None else "AND lane = $lane"
         params = {"rank": rank, "ta": int(ta), "tb": int(tb), "mind": int(min_dur_ns)}
+        params["pat"] = f"%{highlight}%" if highlight else None
         if lane is not None:
             params["lane"] = lane
         ev = self.rows(
             f"""SELECT category, kind, name, lane, correlation, ts_ns, dur_ns, end_ns
             FROM device_activity WHERE rank = $rank {lane_sql}
               AND end_ns > $ta AND ts_ns < $tb AND dur_ns >= $mind
-            ORDER BY dur_ns DESC, ts_ns LIMIT 1""",
+            ORDER BY coalesce(name ILIKE $pat, false) DESC, dur_ns DESC, ts_ns LIMIT 1""",
             params,
         )
         if not ev:
@@ -270,7 +285,7 @@ class Session:
             if fl:
                 e["flops"] = fl[0]["flops"]
         coll = self.rows(
-            """SELECT name, bytes, group_size, pg_name, pg_desc, wait_ns, ranks_matched
+            """SELECT name, issue_name, bytes, group_size, pg_name, pg_desc, wait_ns, ranks_matched
             FROM collectives WHERE rank = $rank AND ts_ns = $t AND lane = $lane LIMIT 1""",
             {"rank": rank, "t": e["ts_ns"], "lane": e["lane"]},
         )

@@ -9,7 +9,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Footer, Header, Input, Label, LoadingIndicator, Static
+from textual.widgets import Footer, Header, Input, Label, Static
+from textual.worker import Worker
 
 if TYPE_CHECKING:
     from tui.app import TracekitApp
@@ -42,6 +43,10 @@ class TkScreen(Screen):
     def compose_chrome(self) -> ComposeResult:
         yield Header(show_clock=False, icon="◆")
 
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        # worker messages do not bubble: each owner hands failures to the app's modal
+        self.tk.worker_failed(event)
+
 
 class ErrorScreen(ModalScreen[None]):
     """An error, in a box; Esc, Enter or q closes it."""
@@ -73,7 +78,7 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
             yield Label("tracekit tui — keys", id="help-title")
-            yield Static(KEYMAP, markup=False)
+            yield Static(KEYMAP, markup=False, id="help-text")
 
     def action_close(self) -> None:
         self.dismiss(None)
@@ -106,7 +111,7 @@ class LoadingScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="◆")
         with Vertical(id="loading-box"):
-            yield LoadingIndicator()
+            # a still line, not an animation: the load runs on the same two cores
             yield Static("starting …", id="loading-status", markup=False)
         yield Footer()
 

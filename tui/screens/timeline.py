@@ -122,11 +122,12 @@ class TimelineScreen(TkScreen):
     def on_timeline_cursor_moved(self, event: Timeline.CursorMoved) -> None:
         self.update_status()
         rank, lane = event.key
-        self._fetch_detail(rank, lane, event.ta, event.tb, self.timeline.min_dur_ns)
+        tl = self.timeline
+        self._fetch_detail(rank, lane, event.ta, event.tb, tl.min_dur_ns, tl.highlight)
 
     @work(thread=True, exclusive=True, group="tl-detail", exit_on_error=False)
-    def _fetch_detail(self, rank, lane, ta, tb, min_dur) -> None:
-        e = self.session.event_at(rank, lane, ta, tb, min_dur)
+    def _fetch_detail(self, rank, lane, ta, tb, min_dur, highlight) -> None:
+        e = self.session.event_at(rank, lane, ta, tb, min_dur, highlight)
         self.app.call_from_thread(self._show_detail, rank, ta, e)
 
     def _show_detail(self, rank: int, ta: int, e: dict | None) -> None:
@@ -153,11 +154,15 @@ class TimelineScreen(TkScreen):
             lines += [
                 "",
                 f"collective {c['name']}",
+                f"issued by {c.get('issue_name') or '—'}",
                 f"size      {fmt.fmt(c['bytes'], 'bytes')}",
                 f"group     {c['group_size']} ranks {c.get('pg_desc') or c.get('pg_name') or ''}",
                 f"waited    {fmt.ms(c['wait_ns'])}",
             ]
         self.query_one("#tl-side", Static).update(head + "\n".join(lines))
+
+    def on_timeline_failed(self, event: Timeline.Failed) -> None:
+        self.tk.show_error(f"timeline: {type(event.error).__name__}: {event.error}")
 
     # actions ----------------------------------------------------------------------
     def action_step(self, delta: int) -> None:

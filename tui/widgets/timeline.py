@@ -23,7 +23,7 @@ from textual import work
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widget import Widget
-from textual.worker import get_current_worker
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from tui.data import Frame
 
@@ -151,6 +151,14 @@ class Timeline(Widget, can_focus=True):
             self.ta = ta
             self.tb = tb
 
+    class Failed(Message):
+        """A frame or a search failed (the widget keeps its last frame)."""
+
+        def __init__(self, timeline: Timeline, error: BaseException | None) -> None:
+            super().__init__()
+            self.timeline = timeline
+            self.error = error
+
     def __init__(self, source: Any, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.source = source
@@ -235,6 +243,12 @@ class Timeline(Widget, can_focus=True):
         if self.lane_key is not None:
             ta, tb = self.cursor_span()
             self.post_message(self.CursorMoved(self, self.lane_key, ta, tb))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        # messages up: the screen (and the app's error modal) decide
+        event.stop()
+        if event.state == WorkerState.ERROR:
+            self.post_message(self.Failed(self, event.worker.error))
 
     def on_resize(self) -> None:
         self.cursor = min(self.cursor, self.ncols - 1)
