@@ -4,6 +4,7 @@ worker that fails shows its error in a modal; the app stays up."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -66,7 +67,10 @@ class TracekitApp(App[int]):
         self.session = session
         self.close_session = close_session
         self.errors: list[str] = []  # every error shown, in order
-        self.loaded = False
+        self.opened = False  # the store is open: timeline and SQL work
+        self.loaded = False  # the report is built: every screen works
+        self.overview: OverviewScreen | None = None
+        self.painted = threading.Event()  # the overview's first frame is on screen
         self.load_error: str | None = None
         self.pending: dict[str, dict] = {}
 
@@ -82,7 +86,12 @@ class TracekitApp(App[int]):
             self.call_from_thread(self._progress, msg)
 
         try:
-            self.session.load(progress)
+            self.session.open(progress)
+            # first paint: the run's facts; the timeline and SQL work from here on
+            self.call_from_thread(self._opened)
+            # let the first frame draw before the diagnosers take the (GIL-sharing) CPU
+            self.painted.wait(timeout=2)
+            self.session.diagnose()
         except Exception as exc:
             msg = str(exc) if isinstance(exc, TracekitError) else f"{type(exc).__name__}: {exc}"
             self.call_from_thread(self._load_failed, msg)
@@ -93,9 +102,14 @@ class TracekitApp(App[int]):
         if isinstance(self.screen, LoadingScreen):
             self.screen.set_status(msg)
 
+    def _opened(self) -> None:
+        self.opened = True
+        self.switch_mode("overview")
+
     def _loaded(self) -> None:
         self.loaded = True
-        self.switch_mode("overview")
+        if self.overview is not None:
+            self.overview.fill()
         if self.session.report_error:
             self.show_error(
                 f"the diagnosers failed: {self.session.report_error}\n"
@@ -130,10 +144,17 @@ class TracekitApp(App[int]):
 
     # navigation ---------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return self.loaded or action not in ("switch_to", "help")
+        if action == "switch_to":
+            return self.may_show(str(parameters[0]))
+        return self.opened or action != "help"
+
+    def may_show(self, mode: str) -> bool:
+        """Timeline and SQL need the store only; the rest wait for the report."""
+        return self.loaded or (self.opened and mode in ("overview", "timeline", "sql"))
 
     def switch_to(self, mode: str) -> None:
-        if not self.loaded:
+        if not self.may_show(mode):
+            self.notify("the diagnosers are still running", timeout=2)
             return
         if self.current_mode == mode:
             # back to the screen's own page (pop pushed pages)

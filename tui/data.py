@@ -61,47 +61,74 @@ class Session:
         self.run = None
         self.report: dict[str, Any] = {}
         self.report_error: str | None = None
-        self.lock = threading.RLock()
+        self.lock = threading.RLock()  # the screens' connection
+        self.run_lock = threading.RLock()  # the run's own (diagnosers, SQL console)
+        self.cur = None
         self._lanes: dict[int, list] | None = None
         self._windows: dict[int, list[tuple[int, int, int]]] | None = None
 
     # loading ---------------------------------------------------------------------
-    def load(self, progress: Callable[[str], None] = lambda _msg: None) -> None:
+    def open(self, progress: Callable[[str], None] = lambda _msg: None) -> None:
+        """Ingest what the cache lacks and open the store; the report so far is the run's
+        facts (`tracekit.report.run_info`), enough for the timeline and the SQL console."""
+        from tracekit.report import run_info
         from tracekit.store import open_run
 
-        if self.run is not None:  # loaded already (the tests share one session)
+        if self.run is not None:  # opened already (the tests share one session)
             return
         # the ingest's own progress bar would draw over the screen; the app shows progress
         os.environ["TRACEKIT_NO_PROGRESS"] = "1"
         progress(f"ingesting {self.display_path} …")
         self.run = open_run(*self.inputs, workers=self.workers)
+        # the screens' queries get their own connection to the same database, so they
+        # run while the diagnosers hold the run's (one lock per connection)
+        self.cur = self.run.con.cursor()
+        with self.run_lock:
+            self.report = {"run": run_info(self.run), "window": {"kind": self.window}}
+
+    @property
+    def diagnosed(self) -> bool:
+        return "ranks" in self.report
+
+    def diagnose(self) -> None:
+        """The full report, as `tracekit analyze --format json` builds it."""
+        if self.diagnosed:
+            return
+        with self.run_lock:
+            try:
+                from diagnosers.report import full_report
+
+                rep = full_report(self.run, window=self.window, steps=self.steps)
+            except TracekitError:
+                raise
+            except Exception as exc:  # a diagnoser bug must not stop the drill-down
+                from tracekit.report import build
+
+                self.report_error = f"{type(exc).__name__}: {exc}"
+                rep = build(self.run, window=self.window, steps=self.steps)
+        self.report = rep
+
+    def load(self, progress: Callable[[str], None] = lambda _msg: None) -> None:
+        self.open(progress)
         progress("running the diagnosers …")
-        try:
-            from diagnosers.report import full_report
-
-            self.report = full_report(self.run, window=self.window, steps=self.steps)
-        except TracekitError:
-            raise
-        except Exception as exc:  # a diagnoser bug must not stop the drill-down
-            from tracekit.report import build
-
-            self.report_error = f"{type(exc).__name__}: {exc}"
-            self.report = build(self.run, window=self.window, steps=self.steps)
+        self.diagnose()
 
     def close(self) -> None:
         if self.run is not None:
-            with self.lock:
+            with self.lock, self.run_lock:
+                if self.cur is not None:
+                    self.cur.close()
                 self.run.close()
 
     # plain queries ----------------------------------------------------------------
     def query(self, sql: str, params: dict | list | None = None) -> tuple[list[str], list[tuple]]:
         with self.lock:
-            rel = self.run.sql(sql, params)
+            rel = self.cur.sql(sql, params=params) if params is not None else self.cur.sql(sql)
             return list(rel.columns), rel.fetchall()
 
     def user_query(self, sql: str, limit: int = 5000) -> tuple[list[str], list[tuple], int]:
         """The SQL console: the same read-only rule as `tracekit query`."""
-        with self.lock:
+        with self.run_lock:
             rel = self.run.readonly_sql(sql)
             cols = list(rel.columns)
             rows = rel.limit(limit + 1).fetchall()

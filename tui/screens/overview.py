@@ -57,19 +57,38 @@ class OverviewScreen(TkScreen):
 
     def on_mount(self) -> None:
         self.sub_title = "overview"
+        self.tk.overview = self
+        self.fill()
+        self.call_after_refresh(self.tk.painted.set)
+
+    def fill(self) -> None:
+        """Draw the report as it stands (the run's facts first, the rest once the
+        diagnosers are done)."""
         rep = self.session.report
+        self.level_rows = []
+        self.level_notes: list[list[str]] = []
+        self.findings = []
         facts = run_facts(rep, self.session.display_path)
         if self.session.report_error:
             facts += f"\nreport failed ({self.session.report_error}); drill-down still works"
         self.query_one("#facts", Static).update(facts)
-        self.level_rows = [row for lv in rep.get("levels", []) for row in fmt.level_rows(lv)]
         lv_table = self.query_one("#levels", DataTable)
+        lv_table.clear(columns=True)
+        title = self.query_one("#findings-title", Label)
+        ft = self.query_one("#findings", DataTable)
+        ft.clear(columns=True)
+        if not self.session.diagnosed:
+            lv_table.add_column("figure")
+            lv_table.add_row("running the diagnosers …")
+            title.update("")
+            ft.display = False
+            return
+        self.level_rows = [row for lv in rep.get("levels", []) for row in fmt.level_rows(lv)]
         fig_w = max(27, min(44, self.app.size.width - 52))
         lv_table.add_column("figure", width=fig_w, key="figure")
         lv_table.add_column("measured", width=13, key="measured")
         lv_table.add_column("predicted", width=13, key="predicted")
         lv_table.add_column("gap / verdict", width=13, key="gap")
-        self.level_notes: list[list[str]] = []  # per table row: the notes of its level
         for lv in rep.get("levels", []):
             v = lv.get("verdict", "")
             notes = list(lv.get("notes") or [])
@@ -92,7 +111,6 @@ class OverviewScreen(TkScreen):
             lv_table.add_row("breakdown only: no diagnosers", "", "", "")
             self.level_notes.append([])
         self.findings = list(rep.get("findings", []))
-        ft = self.query_one("#findings", DataTable)
         ft.add_columns("severity", "code", "ms/step", "ranks", "finding")
         for f in self.findings:
             ft.add_row(
@@ -107,12 +125,12 @@ class OverviewScreen(TkScreen):
                 fmt.fmt(f.get("ranks")),
                 f["title"],
             )
-        title = self.query_one("#findings-title", Label)
         if not self.findings:
             title.update("findings: none — healthy at every level")
             ft.display = False
         else:
             title.update(f"findings ({len(self.findings)}) — Enter opens one")
+            ft.display = True
             ft.focus()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
