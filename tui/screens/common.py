@@ -30,7 +30,13 @@ sql          Enter run · ↑/↓ history · Tab to the results
 
 
 class TkScreen(Screen):
-    """A screen of the app, with the session at hand."""
+    """A screen of the app, with the session at hand; Esc goes back to the overview
+    (pages pushed on a screen bind Esc to close themselves)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "back", "back", show=False)]
+
+    def action_back(self) -> None:
+        self.tk.switch_to("overview")
 
     @property
     def tk(self) -> TracekitApp:

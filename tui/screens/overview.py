@@ -40,6 +40,11 @@ def run_facts(report: dict, display_path: str) -> str:
     )
 
 
+def _justify(v) -> str:
+    """Numbers right, words left (a long word is then cut at its end, not its start)."""
+    return "left" if isinstance(v, str) else "right"
+
+
 class OverviewScreen(TkScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("f", "focus_findings", "findings"),
@@ -86,8 +91,9 @@ class OverviewScreen(TkScreen):
         self.level_rows = [row for lv in rep.get("levels", []) for row in fmt.level_rows(lv)]
         fig_w = max(27, min(44, self.app.size.width - 52))
         lv_table.add_column("figure", width=fig_w, key="figure")
-        lv_table.add_column("measured", width=13, key="measured")
-        lv_table.add_column("predicted", width=13, key="predicted")
+        val_w = 16 if self.app.size.width >= 100 else 13
+        lv_table.add_column("measured", width=val_w, key="measured")
+        lv_table.add_column("predicted", width=val_w, key="predicted")
         lv_table.add_column("gap / verdict", width=13, key="gap")
         for lv in rep.get("levels", []):
             v = lv.get("verdict", "")
@@ -102,8 +108,8 @@ class OverviewScreen(TkScreen):
             for row in fmt.level_rows(lv):
                 lv_table.add_row(
                     "  " + row["label"],
-                    Text(row["measured_text"], justify="right"),
-                    Text(row["predicted_text"], justify="right"),
+                    Text(row["measured_text"], justify=_justify(row["measured"])),
+                    Text(row["predicted_text"], justify=_justify(row["predicted"])),
                     Text(row["gap"], justify="right"),
                 )
                 self.level_notes.append(notes)

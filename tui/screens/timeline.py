@@ -25,7 +25,6 @@ class TimelineScreen(TkScreen):
         Binding("slash", "highlight", "highlight", key_display="/"),
         Binding("m", "min_dur", "min dur"),
         Binding("s", "streams", "streams"),
-        Binding("escape", "back", "back", show=False),
     ]
 
     def __init__(self, **kw) -> None:
@@ -206,6 +205,3 @@ class TimelineScreen(TkScreen):
 
         cur = str(self.timeline.min_dur_ns / 1000) if self.timeline.min_dur_ns else ""
         self.app.push_screen(PromptScreen("minimum event duration, µs", cur, "0"), done)
-
-    def action_back(self) -> None:
-        self.tk.switch_to("overview")
