@@ -223,7 +223,11 @@ async def test_finding_page_jumps_to_the_exposed_collective(runs, sessions):
         assert tl.detail is not None and tl.detail["collective"] is not None
         await press(pilot, "escape")  # back where we came from: the finding's page
         assert isinstance(app.screen, FindingScreen)
-        await press(pilot, "escape")
+        await press(pilot, "c")  # collectives, the cursor on the finding's collective
+        t = app.screen.query_one(SortableTable)
+        assert isinstance(app.screen, CollectivesScreen)
+        assert t.selected["name"] == evidence(f)["collectives"][0]
+        await press(pilot, "1", "escape")
         assert isinstance(app.screen, OverviewScreen)
 
 
@@ -315,6 +319,53 @@ def test_frame_covers_exactly_the_clipped_events(runs):
                 assert got == truth
     finally:
         s.close()
+
+
+@pytest.fixture(scope="module")
+def gpu_run(tmp_path_factory):
+    """Two synthetic GPU ranks (tests.tracegen.ddp_like_rank): per 1000 µs step, a GEMM
+    kernel 0–600 µs launched by aten::mm, an all-reduce 500–800 µs, idle after."""
+    from tests.tracegen import ddp_like_rank
+
+    d = tmp_path_factory.mktemp("tui-gpu")
+    for r in (0, 1):
+        ddp_like_rank(r).write(d / f"rank-{r}.json")
+    s = Session([d], workers=1)
+    s.load()
+    yield s
+    s.close()
+
+
+def test_timeline_cells_follow_the_generators_schedule(gpu_run):
+    from tui.widgets.timeline import classify
+
+    s = gpu_run
+    t0, t1 = s.step_span(1)
+    assert t1 - t0 == 1_000_000
+    fr = s.frame([(0, None)], t0, t1, 10)  # 100 µs columns
+    cov = fr.cover[(0, None)]
+    assert sum(cov["compute"]) == 600_000 and sum(cov["communication"]) == 300_000
+    kinds = [classify(cov, c, fr.col_ns)[0] for c in range(10)]
+    assert kinds == ["compute"] * 5 + ["overlap"] + ["exposed"] * 2 + ["idle"] * 2
+    assert [round(classify(cov, c, fr.col_ns)[1], 3) for c in (0, 6, 9)] == [1.0, 1.0, 0.0]
+
+
+def test_side_panel_and_kernels_on_a_gpu_run(gpu_run):
+    s = gpu_run
+    t0, _ = s.step_span(1)
+    e = s.event_at(0, None, t0 + 100_000, t0 + 200_000)
+    assert e["name"] == "sm90_xmma_gemm_bf16" and e["dur_ns"] == 600_000
+    assert e["launched_by"] == "aten::mm" and e["lane"] == 7
+    c = s.event_at(0, None, t0 + 650_000, t0 + 700_000)
+    assert c["category"] == "communication"
+    # 2**20 Float elements of 4 bytes
+    assert c["collective"]["name"] == "all_reduce" and c["collective"]["bytes"] == 4 << 20
+    assert c["collective"]["group_size"] == 2
+    assert s.next_event(0, 7, t0 + 1) == (t0 + 1_000_000, t0 + 1_600_000)  # step 2's GEMM
+    ks = s.op_kernels("aten::mm")  # over the run: 2 ranks × 2 steps × one 600 µs GEMM
+    assert [(k["name"], k["launches"], k["total_ns"]) for k in ks] == [
+        ("sm90_xmma_gemm_bf16", 4, 2_400_000)
+    ]
 
 
 @sync

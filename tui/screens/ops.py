@@ -115,12 +115,12 @@ class KernelsScreen(TkScreen):
 
     def _apply(self, rows: list[dict]) -> None:
         self.kernels = rows
-        cols = [
-            ("name", "kernel"),
-            ("launches", "launches"),
+        cols = [  # the name last: kernel names run long
             ("total_ns", "total ms"),
+            ("launches", "launches"),
             ("mean_ns", "mean µs"),
             ("stream", "stream"),
+            ("name", "kernel"),
         ]
 
         def cell(k, v, r):

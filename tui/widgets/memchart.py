@@ -12,6 +12,7 @@ from textual.widget import Widget
 from tui.widgets.timeline import EIGHTHS
 
 LABEL_W = 12
+ROWS = 3  # rows per series
 
 
 def render_memory(
@@ -35,19 +36,25 @@ def render_memory(
             vals = d[what]
             if not any(vals):
                 continue
-            out.append(f"{f'r{rank} {what[:5]}':>{LABEL_W - 1}} ", style="bold")
-            last = 0
+            filled, last = [], 0
             for c in range(min(ncols, len(vals))):
-                v = vals[c] if vals[c] is not None else last
-                last = v
-                h = round(8 * v / scale) if scale else 0
-                style = "green"
-                if cap and v >= 0.9 * cap:
-                    style = "bold red"
-                elif predicted and v > predicted:
-                    style = "yellow"
-                out.append(EIGHTHS[max(0, min(8, h))] if v else "·", style=style)
-            out.append("\n")
+                last = vals[c] if vals[c] is not None else last
+                filled.append(last)
+            for row in range(ROWS):  # top row first; eighths give sub-cell height
+                lab = f"r{rank} {what[:5]}" if row == ROWS - 1 else ""
+                out.append(f"{lab:>{LABEL_W - 1}} ", style="bold")
+                for v in filled:
+                    eighths = round(8 * ROWS * v / scale) if scale else 0
+                    level = max(0, min(8, eighths - 8 * (ROWS - 1 - row)))
+                    style = "green"
+                    if cap and v >= 0.9 * cap:
+                        style = "bold red"
+                    elif predicted and v > predicted:
+                        style = "yellow"
+                    out.append(
+                        EIGHTHS[level] if level else ("·" if row == ROWS - 1 else " "), style=style
+                    )
+                out.append("\n")
     return out
 
 
@@ -65,7 +72,7 @@ class MemoryChart(Widget):
         self.refresh(layout=True)
 
     def get_content_height(self, container, viewport, width: int) -> int:
-        return 1 + sum(
+        return 1 + ROWS * sum(
             1 for d in self.series.values() for k in ("allocated", "reserved") if any(d[k])
         )
 
