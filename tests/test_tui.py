@@ -255,6 +255,22 @@ async def test_ranks_sort_and_open_timeline(runs, sessions):
         assert app.screen.query_one(Timeline).lane_key == (1, None)
 
 
+@sync
+async def test_ranks_marks_the_report_s_stragglers(runs):
+    """The marks are the report's `summary.straggler_ranks`, whatever they are."""
+    s = Session([runs["ddp"]], workers=1, display_path="sample_traces/ddp")
+    s.load()
+    s.report["summary"]["straggler_ranks"] = [1]
+    app = TracekitApp(s)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await press(pilot, "2")
+        t = app.screen.query_one(SortableTable)
+        assert [(r["rank"], r["straggler"]) for r in t.shown_rows] == [(0, False), (1, True)]
+        assert "◀ straggler" in str(t.get_row_at(1)[0])
+        assert "stragglers: 1" in str(app.screen.query_one("#ranks-note").render())
+
+
 # --- timeline ---------------------------------------------------------------------------
 
 

@@ -51,6 +51,11 @@ class TimelineScreen(TkScreen):
         self.sub_title = "timeline"
         steps = self.session.steps_list
         self.step = steps[0] if steps else None
+        if self.session.steps:  # `--steps A-B`: open on A
+            from tracekit.breakdown import StepSelection
+
+            first = StepSelection.parse(self.session.steps).first
+            self.step = first if first in steps else self.step
         self.per_stream = len(self.session.ranks) == 1  # one rank: show its streams
         mono = self.app.no_color
         self.query_one("#tl-legend", Static).update(
