@@ -582,6 +582,28 @@ async def test_unreadable_run_shows_error_then_exits_2(tmp_path):
     assert app.load_error
 
 
+@sync
+async def test_a_diagnoser_crash_leaves_the_drill_down_working(runs, monkeypatch):
+    import diagnosers.report
+
+    def boom(*_a, **_k):
+        raise ZeroDivisionError("integer division or modulo by zero")
+
+    monkeypatch.setattr(diagnosers.report, "full_report", boom)
+    app = TracekitApp(Session([runs["ddp"]], workers=1, display_path="sample_traces/ddp"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, ErrorScreen)
+        assert "ZeroDivisionError" in app.errors[0]
+        await press(pilot, "escape")
+        assert isinstance(app.screen, OverviewScreen)
+        assert "report failed" in str(app.screen.query_one("#facts").render())
+        assert [r["rank"] for r in app.session.report["ranks"]] == [0, 1]  # the breakdown
+        await press(pilot, "3")
+        assert app.screen.query_one(Timeline).frame.cover  # the store still answers
+        assert len(app.errors) == 1
+
+
 def test_cli_tui_bad_path_is_one_line_exit_2(tmp_path):
     res = CliRunner().invoke(main, ["tui", str(tmp_path / "nope")])
     assert res.exit_code == 2
