@@ -30,6 +30,21 @@ LABELS = {
 }
 
 
+# the order first (what a reader compares), then every other key of the report
+FIRST = (
+    "name",
+    "group_size",
+    "bytes",
+    "count_per_step",
+    "transfer_ms",
+    "predicted_ms",
+    "busbw_GBps",
+    "predicted_busbw_GBps",
+    "exposed_ms",
+    "mean_skew_ms",
+)
+
+
 def cell(key: str, v: Any, row: dict) -> Any:
     if key == "name":
         return Text(str(v), style="bold")
@@ -60,6 +75,8 @@ class CollectivesScreen(TkScreen):
         keys: list[str] = []
         for r in self.rows:
             keys += [k for k, v in r.items() if k not in keys and not isinstance(v, dict | list)]
+        first = [k for k in FIRST if k in keys]
+        keys = first + [k for k in keys if k not in first]
         cols = [(k, LABELS.get(k, k.replace("_", " "))) for k in keys]
         t = self.query_one(SortableTable)
         t.set_data(

@@ -14,6 +14,17 @@ from tui.screens.common import TkScreen
 from tui.widgets import SortableTable
 
 SKIP = ("window_start_ns", "straggler")
+# the analyze table's columns first, then every other per-rank key in report order
+FIRST = (
+    "rank",
+    "steps",
+    "step_time_ms",
+    "idle_fraction",
+    "compute_fraction",
+    "non_compute_fraction",
+    "comm_overlap_fraction",
+    "exposed_comm_fraction",
+)
 LABELS = {"step_time_ms": "step ms", "window_ms": "window ms"}
 
 
@@ -24,6 +35,8 @@ def rank_columns(ranks: list[dict]) -> list[tuple[str, str]]:
         for k, v in r.items():
             if k not in keys and not isinstance(v, dict | list) and k not in SKIP:
                 keys.append(k)
+    first = [k for k in FIRST if k in keys]
+    keys = first + [k for k in keys if k not in first]
     cols = [("straggler", "")]
     for k in keys:
         lab = LABELS.get(k) or k.replace("_fraction", " %").replace("_", " ")
