@@ -435,9 +435,21 @@ def _exposed(ctx: Context, res: LevelResult, per_rank: list[dict], pipe) -> None
             predicted={"exposed_comm_fraction": 0.0},
             impact_ms=ms,
             remedy=_exposed_remedy(ctx, top, wait_ms > 0.5 * ms),
-            details={"ranks": res.metrics["attribution"]},
+            details={
+                "ranks": res.metrics["attribution"],
+                "collectives": _most_exposed(res.metrics.get("collectives", [])),
+            },
         )
     )
+
+
+def _most_exposed(table: list[dict], n: int = 3) -> list[dict]:
+    """The collectives with the most exposed time per step: where the evidence is."""
+    rows = sorted(
+        (c for c in table if (c.get("exposed_ms") or 0) > 0), key=lambda c: -c["exposed_ms"]
+    )
+    keys = ("name", "group_size", "bytes", "exposed_ms", "time_ms_per_step")
+    return [{k: c.get(k) for k in keys} for c in rows[:n]]
 
 
 def _calibration_notes(ctx: Context, res: LevelResult, table: list[dict]) -> None:

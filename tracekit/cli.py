@@ -289,6 +289,34 @@ def ingest(run, workers, comm_kernels):
             )
 
 
+@main.command()
+@_run_arg
+@click.option(
+    "--window",
+    type=click.Choice(["steps", "trace", "hta"]),
+    default="steps",
+    show_default=True,
+    help="Analysed window, as for analyze.",
+)
+@click.option("--steps", default=None, help="ProfilerSteps to analyse: all, N or A-B.")
+@_workers
+def tui(run, window, steps, workers):
+    """Interactive drill-down in the terminal: overview, ranks, timeline, collectives,
+    ops, memory, SQL (needs textual: pip install 'tracekit[tui]')."""
+    from importlib.util import find_spec
+
+    from tracekit.discover import find_trace_files
+
+    if find_spec("textual") is None:
+        raise TracekitError("tracekit tui needs textual: pip install 'tracekit[tui]'")
+    find_trace_files([Path(p) for p in run])  # a bad path fails here, before the screen opens
+    from tui.app import run_app
+
+    code = run_app(list(run), window=window, steps=steps, workers=workers)
+    if code:
+        sys.exit(code)
+
+
 def _job_options(func):
     """One --option per JobConfig field; the field docs are the help."""
     from dataclasses import MISSING, fields

@@ -1,0 +1,28 @@
+"""The screens: one per digit key (1 overview … 7 sql), plus the pages Enter opens."""
+
+from tui.screens.collectives import CollectivesScreen, InstancesScreen
+from tui.screens.common import ErrorScreen, HelpScreen, LoadingScreen, PromptScreen
+from tui.screens.finding import FindingScreen
+from tui.screens.memory import MemoryScreen
+from tui.screens.ops import KernelsScreen, OpsScreen
+from tui.screens.overview import OverviewScreen
+from tui.screens.ranks import RanksScreen
+from tui.screens.sql import SqlScreen
+from tui.screens.timeline import TimelineScreen
+
+__all__ = [
+    "CollectivesScreen",
+    "ErrorScreen",
+    "FindingScreen",
+    "HelpScreen",
+    "InstancesScreen",
+    "KernelsScreen",
+    "LoadingScreen",
+    "MemoryScreen",
+    "OpsScreen",
+    "OverviewScreen",
+    "PromptScreen",
+    "RanksScreen",
+    "SqlScreen",
+    "TimelineScreen",
+]

@@ -1,0 +1,186 @@
+"""4 · Collectives: the report's collectives (every key it has) plus the skew of their
+matched instances; Enter shows one collective's instances across ranks."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import DataTable, Footer, Static
+
+from tui import fmt
+from tui.screens.common import TkScreen
+from tui.widgets import SortableTable
+
+LABELS = {
+    "name": "collective",
+    "group_size": "ranks",
+    "bytes": "size",
+    "count_per_step": "/step",
+    "transfer_ms": "transfer ms",
+    "predicted_ms": "pred ms",
+    "busbw_GBps": "busbw GB/s",
+    "predicted_busbw_GBps": "pred GB/s",
+    "time_ms_per_step": "ms/step",
+    "exposed_ms": "exposed ms",
+    "mean_skew_ms": "skew ms",
+}
+
+
+# the issue's order first (what a reader compares), then every other key of the report
+FIRST = (
+    "name",
+    "group_size",
+    "bytes",
+    "count_per_step",
+    "transfer_ms",
+    "predicted_ms",
+    "busbw_GBps",
+    "predicted_busbw_GBps",
+    "exposed_ms",
+    "mean_skew_ms",
+)
+
+
+def cell(key: str, v: Any, row: dict) -> Any:
+    if key == "name":
+        return Text(str(v), style="bold")
+    if v is None:
+        return Text("—", justify="right")
+    if key == "bytes":
+        return Text(fmt.fmt(v, "bytes"), justify="right")
+    if isinstance(v, float):
+        return Text(f"{v:,.2f}" if key != "count_per_step" else f"{v:,.1f}", justify="right")
+    return Text(fmt.fmt(v), justify="right")
+
+
+class CollectivesScreen(TkScreen):
+    def compose(self) -> ComposeResult:
+        yield from self.compose_chrome()
+        yield Static(id="coll-note", markup=False)
+        yield SortableTable(id="coll-table")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = "collectives"
+        self.rows = [dict(c) for c in self.session.report.get("collectives", [])]
+        self.fill()
+        self.query_one(SortableTable).focus()
+        self._load_skew()
+
+    def fill(self) -> None:
+        keys: list[str] = []
+        for r in self.rows:
+            keys += [k for k, v in r.items() if k not in keys and not isinstance(v, dict | list)]
+        first = [k for k in FIRST if k in keys]
+        keys = first + [k for k in keys if k not in first]
+        cols = [(k, LABELS.get(k, k.replace("_", " "))) for k in keys]
+        t = self.query_one(SortableTable)
+        t.set_data(
+            cols,
+            self.rows,
+            cell,
+            sort_key=t.sort_key or "exposed_ms",
+            reverse=t.sort_reverse if t.sort_key else True,
+        )
+        note = "per step, as in the report · skew: mean spread of arrivals across ranks"
+        if not self.rows:
+            note = "no collectives in this run"
+        self.query_one("#coll-note", Static).update(note + " · Enter: instances · s sorts")
+
+    @work(thread=True, exclusive=True, group="coll-skew", exit_on_error=False)
+    def _load_skew(self) -> None:
+        skew = self.session.collective_skew()
+        self.app.call_from_thread(self._apply_skew, skew)
+
+    def _apply_skew(self, skew: dict) -> None:
+        for r in self.rows:
+            s = skew.get((r.get("name"), r.get("bytes")))
+            r["mean_skew_ms"] = None if s is None else s["mean_skew_ns"] / 1e6
+        self.fill()
+
+    def on_screen_resume(self) -> None:
+        p = self.tk.pending.pop("collectives", None)
+        if p and p.get("names"):
+            t = self.query_one(SortableTable)
+            for i, r in enumerate(t.shown_rows):
+                if r.get("name") in p["names"]:
+                    t.move_cursor(row=i)
+                    break
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        row = self.query_one(SortableTable).selected
+        if row is not None:
+            self.app.push_screen(InstancesScreen(row["name"], row.get("bytes")))
+
+
+class InstancesScreen(TkScreen):
+    """One collective's instances across ranks: arrival, wait, the last rank marked."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "back"),
+        Binding("t", "timeline", "timeline"),
+    ]
+
+    def __init__(self, name: str, nbytes: Any) -> None:
+        super().__init__()
+        self.coll_name = name
+        self.nbytes = nbytes
+        self.instances: list[dict] = []
+
+    def compose(self) -> ComposeResult:
+        yield from self.compose_chrome()
+        yield Static(
+            f"{self.coll_name} · {fmt.fmt(self.nbytes, 'bytes')} · loading …",
+            id="inst-note",
+            markup=False,
+        )
+        yield SortableTable(id="inst-table")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = f"{self.coll_name} instances"
+        self.query_one(SortableTable).focus()
+        self._load()
+
+    @work(thread=True, exclusive=True, group="coll-inst", exit_on_error=False)
+    def _load(self) -> None:
+        rows = self.session.collective_instances(self.coll_name, self.nbytes)
+        self.app.call_from_thread(self._apply, rows)
+
+    def _apply(self, rows: list[dict]) -> None:
+        self.instances = rows
+        cols = [
+            ("occurrence", "#"),
+            ("rank", "rank"),
+            ("arrival_ns", "arrival ms"),
+            ("wait_ns", "wait ms"),
+            ("dur_ns", "duration ms"),
+            ("transfer_ns", "transfer ms"),
+            ("last", ""),
+        ]
+
+        def cell(k, v, r):
+            if k == "last":
+                return Text("◀ last" if v else "", style="bold red")
+            if k.endswith("_ns"):
+                return Text("—" if v is None else f"{v / 1e6:,.3f}", justify="right")
+            return Text(str(v), justify="right")
+
+        self.query_one(SortableTable).set_data(cols, rows, cell)
+        n = len({r["occurrence"] for r in rows})
+        self.query_one("#inst-note", Static).update(
+            f"{self.coll_name} · {fmt.fmt(self.nbytes, 'bytes')} · {n} instances matched "
+            "across ranks · arrival after the first rank · t: timeline"
+            if rows
+            else f"{self.coll_name}: no instance matched across ranks (point-to-point, or "
+            "a single-rank run)"
+        )
+
+    def action_timeline(self) -> None:
+        row = self.query_one(SortableTable).selected
+        if row is not None:
+            self.tk.jump_timeline(rank=row["rank"], at_ns=row["ts_ns"])

@@ -1,0 +1,126 @@
+"""5 · Ops & kernels: the report's top ops by device time, with FLOPs, achieved TFLOP/s
+and the fraction of their dtype's peak — the report's figures; Enter lists the op's kernels."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import DataTable, Footer, Static
+
+from tui import fmt
+from tui.screens.common import TkScreen
+from tui.widgets import SortableTable
+
+
+def cell(key: str, v: Any, row: dict) -> Any:
+    if key == "name":
+        return Text(str(v))
+    if v is None:
+        return Text("—", justify="right")
+    unit = fmt.unit_of((key,))
+    if key == "peak_fraction":
+        return Text(f"{100 * v:.1f}%", justify="right")
+    if unit in ("ms", "tflops"):
+        return Text(f"{v:,.2f}", justify="right")
+    return Text(fmt.fmt(v, unit), justify="right")
+
+
+LABELS = {"device_ms": "device ms", "achieved_tflops": "TFLOP/s", "peak_fraction": "% peak"}
+
+
+class OpsScreen(TkScreen):
+    def compose(self) -> ComposeResult:
+        yield from self.compose_chrome()
+        yield Static(id="ops-note", markup=False)
+        yield SortableTable(id="ops-table")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = "ops & kernels"
+        rep = self.session.report
+        peaks = (rep.get("summary") or {}).get("peak_flops_by_dtype") or {}
+        rows = [dict(op) for op in rep.get("top_ops", [])]
+        keys: list[str] = []
+        for r in rows:
+            keys += [k for k, v in r.items() if k not in keys and not isinstance(v, dict | list)]
+        cols = [(k, LABELS.get(k, k.replace("_", " "))) for k in keys]
+        self.query_one(SortableTable).set_data(cols, rows, cell, sort_key="device_ms")
+        peak_txt = ", ".join(f"{c} {fmt.fmt(p, 'flops_per_s')}" for c, p in peaks.items())
+        note = (
+            f"peak per dtype: {peak_txt} · Enter: the op's kernels · s sorts"
+            if peaks
+            else "peak unknown (see the overview's notes) · Enter: the op's kernels"
+        )
+        if not rows:
+            note = "no counted ops (GEMM, convolution, attention): record_shapes off, or none ran"
+        self.query_one("#ops-note", Static).update(note)
+        self.query_one(SortableTable).focus()
+
+    def on_screen_resume(self) -> None:
+        p = self.tk.pending.pop("ops", None)
+        if p and p.get("names"):
+            t = self.query_one(SortableTable)
+            for i, r in enumerate(t.shown_rows):
+                if r.get("name") in p["names"]:
+                    t.move_cursor(row=i)
+                    break
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        row = self.query_one(SortableTable).selected
+        if row is not None:
+            self.app.push_screen(KernelsScreen(row["name"]))
+
+
+class KernelsScreen(TkScreen):
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "back")]
+
+    def __init__(self, op: str) -> None:
+        super().__init__()
+        self.op = op
+        self.kernels: list[dict] | None = None
+
+    def compose(self) -> ComposeResult:
+        yield from self.compose_chrome()
+        yield Static(f"{self.op} · loading …", id="kern-note", markup=False)
+        yield SortableTable(id="kern-table")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = f"kernels of {self.op}"
+        self.query_one(SortableTable).focus()
+        self._load()
+
+    @work(thread=True, exclusive=True, group="op-kernels", exit_on_error=False)
+    def _load(self) -> None:
+        rows = self.session.op_kernels(self.op)
+        self.app.call_from_thread(self._apply, rows)
+
+    def _apply(self, rows: list[dict]) -> None:
+        self.kernels = rows
+        cols = [  # the name last: kernel names run long
+            ("total_ns", "total ms"),
+            ("launches", "launches"),
+            ("mean_ns", "mean µs"),
+            ("stream", "stream"),
+            ("name", "kernel"),
+        ]
+
+        def cell(k, v, r):
+            if k == "total_ns":
+                return Text(f"{v / 1e6:,.3f}", justify="right")
+            if k == "mean_ns":
+                return Text(f"{v / 1e3:,.1f}", justify="right")
+            return Text(str(v), justify="right" if k != "name" else "left")
+
+        self.query_one(SortableTable).set_data(cols, rows, cell, sort_key="total_ns")
+        note = (
+            f"{self.op} · {len(rows)} kernels, launched on the op's thread within its span"
+            if rows
+            else f"{self.op}: no kernels — a CPU run (the op ran on the host), or no "
+            "launches recorded inside it"
+        )
+        self.query_one("#kern-note", Static).update(note)
