@@ -233,14 +233,18 @@ def _render_rows(names: list[str], rows: list[tuple], fmt: str, limit: int) -> s
         return json.dumps(records, indent=1, default=str) + "\n"
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
+    # query results are text: no markup, no :emoji:, no highlighting
     table = Table(box=None, header_style="bold")
     for n in names:
-        table.add_column(n)
+        table.add_column(Text(n))
     for r in rows[:limit]:
-        table.add_row(*("NULL" if v is None else str(v) for v in r))
+        table.add_row(*(Text("NULL" if v is None else str(v)) for v in r))
     buf = io.StringIO()
-    Console(file=buf, width=200, color_system=None).print(table)
+    Console(
+        file=buf, width=200, color_system=None, markup=False, emoji=False, highlight=False
+    ).print(table)
     more = ""
     if len(rows) > limit:
         more = f"… {len(rows) - limit} more rows (use --format csv for all)\n"

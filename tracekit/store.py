@@ -102,22 +102,14 @@ class Run:
         return self.con.sql(query, params=params)
 
     def readonly_sql(self, query: str) -> duckdb.DuckDBPyRelation:
-        """Run user SQL that may only read: SELECT / WITH / EXPLAIN / DESCRIBE / SHOW."""
-        try:
-            stmts = duckdb.extract_statements(query)
-        except duckdb.Error as exc:
-            raise TracekitError(f"SQL error: {str(exc).splitlines()[0]}") from exc
-        if len(stmts) != 1:
-            raise TracekitError("pass exactly one SQL statement")
-        allowed = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
-        if stmts[0].type not in allowed:
-            raise TracekitError(
-                f"tracekit query is read-only; {stmts[0].type.name} statements are not allowed"
-            )
-        try:
-            return self.con.sql(query)
-        except duckdb.Error as exc:
-            raise TracekitError(f"SQL error: {str(exc).splitlines()[0]}") from exc
+        """Run user SQL that may only read the run (`tracekit.sandbox`): one SELECT-like
+        statement, on a connection that can open no file outside the run's cache."""
+        from tracekit import sandbox
+
+        box = getattr(self, "_sandbox", None)
+        if box is None:
+            box = self._sandbox = sandbox.open_sandbox(self.con, self.cache_dir)
+        return sandbox.run_readonly(box, query)
 
     def views(self) -> list[str]:
         return sorted(docs())
@@ -131,6 +123,10 @@ class Run:
         return [(c, t, d.columns.get(c, "")) for c, t, *_ in types]
 
     def close(self) -> None:
+        box = getattr(self, "_sandbox", None)
+        if box is not None:
+            box.close()
+            self._sandbox = None
         self.con.close()
 
     def __enter__(self) -> Run:
