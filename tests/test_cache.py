@@ -81,8 +81,12 @@ def test_unwritable_run_falls_back_to_user_cache(tmp_path, _user_cache, monkeypa
 def test_failed_ingest_leaves_no_partial_tables(tmp_path):
     run = _run(tmp_path)
     (run / "rank-2.json").write_text('{"traceEvents": [{"ph": "X"')  # truncated
-    with pytest.raises(tracekit.errors.TracekitError, match="not valid JSON"):
-        tracekit.open(run)
+    with tracekit.open(run) as r:  # the others are analysed; the damaged one is named
+        assert r.ranks == [0, 1]
+        assert [u["path"] for u in r.unreadable] == [str(run / "rank-2.json")]
+        assert "not valid JSON" in r.unreadable[0]["reason"]
+    with pytest.raises(tracekit.errors.TracekitError, match="--strict: .*not valid JSON"):
+        tracekit.open(run, strict=True)
     cdir = run / ".tracekit" / f"v{cache.SCHEMA_VERSION}"
     assert not list(cdir.glob("*.tmp"))
     assert not list(cdir.glob("rank-2-*"))

@@ -27,7 +27,7 @@ from tracekit.sqltext import sql_str
 if TYPE_CHECKING:
     import duckdb
 
-SCHEMA_VERSION = 11  # bump when any cached table changes shape or meaning
+SCHEMA_VERSION = 12  # bump when any cached table changes shape or meaning
 
 TABLES = (
     "events",
@@ -104,11 +104,9 @@ def load_index(cdir: Path) -> dict:
 
 
 def save_index(cdir: Path, index: dict) -> None:
-    fd, tmp = tempfile.mkstemp(dir=cdir, prefix=".index.", suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(index, fh, indent=1, sort_keys=True)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, cdir / "index.json")
+    from tracekit.atomic import write_text
+
+    write_text(cdir / "index.json", json.dumps(index, indent=1, sort_keys=True))
 
 
 def is_fresh(cdir: Path, index: dict, key: str, path: Path) -> bool:

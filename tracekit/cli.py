@@ -27,6 +27,9 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:  # a bad option value: one line too
+            where = exc.ctx.command_path if exc.ctx else "tracekit"
+            _fail(ctx, f"{exc.format_message()} (see {where} --help)", exc)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
         except TracekitError as exc:
@@ -66,6 +69,79 @@ def main(ctx: click.Context, debug: bool) -> None:
 
 
 _run_arg = click.argument("run", nargs=-1, required=True, type=click.Path())
+
+
+class _Positive(click.ParamType):
+    """A finite number > 0 (click's FloatRange lets nan and inf through)."""
+
+    name = "number>0"
+
+    def convert(self, value, param, ctx):
+        import math
+
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(x) or x <= 0:
+            self.fail(f"{value!r} must be a finite number > 0", param, ctx)
+        return x
+
+
+POSITIVE = _Positive()
+
+
+def _health_options(func):
+    """--strict and --allow-mixed, for every command that opens a run."""
+    func = click.option(
+        "--allow-mixed",
+        is_flag=True,
+        help="Analyze traces that look like different runs (world sizes, start times, "
+        "one trace twice) together instead of stopping.",
+    )(func)
+    return click.option(
+        "--strict",
+        is_flag=True,
+        help="Exit 2 when a trace is unreadable, a rank is missing or events were skipped, "
+        "instead of warning and analyzing the rest.",
+    )(func)
+
+
+def _open(run, workers, strict=False, allow_mixed=False):
+    """Open the run; its warnings wait for `_warn`, so a failing command says one line."""
+    from tracekit.store import open_run
+
+    return open_run(*run, workers=workers, strict=strict, allow_mixed=allow_mixed)
+
+
+def _warn(r) -> None:
+    """The run's warnings (unreadable files, missing ranks, skipped events) on stderr,
+    one line each, once the command has done its work."""
+    for w in r.warnings:
+        click.echo(f"tracekit: warning: {w}", err=True)
+
+
+def _check_output(output: str | None) -> None:
+    """-o FILE: its folder must exist and take a file — tried now, not after the analysis."""
+    if not output:
+        return
+    import tempfile
+
+    dest = Path(output)
+    folder = dest.parent
+    if not folder.is_dir():
+        raise TracekitError(
+            f"-o {output}: folder {folder} does not exist; create it or pick another path"
+        )
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{dest.name}.", suffix=".tmp"):
+            pass
+    except OSError as exc:
+        raise TracekitError(
+            f"-o {output}: cannot write in {folder} ({exc.strerror or exc}); pick another path"
+        ) from exc
+
+
 _workers = click.option(
     "--workers", type=click.IntRange(1), default=None, help="Ingest processes (default: cores)."
 )
@@ -91,21 +167,22 @@ _workers = click.option(
 @click.option("--steps", default=None, help="ProfilerSteps to analyse: all, N or A-B.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report here.")
 @click.option("--breakdown-only", is_flag=True, help="Only the per-rank table; no diagnosers.")
-@click.option("--peak-tflops", type=float, help="Override the device's peak TFLOP/s.")
+@click.option("--peak-tflops", type=POSITIVE, help="Override the device's peak TFLOP/s.")
 @click.option(
     "--busbw-GBps",
     "busbw_gbps",
-    type=float,
+    type=POSITIVE,
     help="Override the realistic in-node bus bandwidth, GB/s.",
 )
 @click.option(
     "--device-memory-GB",
     "device_memory_gb",
-    type=float,
+    type=POSITIVE,
     help="Override the device memory capacity, GB.",
 )
-@click.option("--latency-us", type=float, help="Override the per-collective latency α, µs.")
+@click.option("--latency-us", type=POSITIVE, help="Override the per-collective latency α, µs.")
 @_workers
+@_health_options
 @click.pass_context
 def analyze(
     ctx,
@@ -120,13 +197,15 @@ def analyze(
     device_memory_gb,
     latency_us,
     workers,
+    strict,
+    allow_mixed,
 ):
     """Walk memory → compute → communication → scaling: each figure measured beside its
     prediction, then the findings, ordered by the time a fix would win per step."""
     from tracekit import report
-    from tracekit.store import open_run
 
-    with open_run(*run, workers=workers) as r:
+    _check_output(output)
+    with _open(run, workers, strict, allow_mixed) as r:
         if breakdown_only:
             rep = report.build(r, window=window, steps=steps)
         else:
@@ -147,6 +226,7 @@ def analyze(
                 debug=bool(ctx.obj and ctx.obj.get("debug")),
             )
     _emit(report.RENDERERS[fmt](rep), output)
+    _warn(r)
 
 
 @main.command()
@@ -177,14 +257,17 @@ def explain(code):
 )
 @click.option("--describe", "describe", default=None, metavar="VIEW", help="Document a view.")
 @click.option("--views", is_flag=True, help="List the tables and views.")
-@click.option("--limit", type=int, default=200, show_default=True, help="Rows shown as a table.")
+@click.option(
+    "--limit", type=click.IntRange(0), default=200, show_default=True, help="Rows shown as a table."
+)
 @_workers
-def query(run, query, fmt, describe, views, limit, workers):
+@_health_options
+def query(run, query, fmt, describe, views, limit, workers, strict, allow_mixed):
     """Read-only SQL over the run's views: tracekit query RUN --sql "SELECT …".
 
     Without --sql, a last argument that is not a file or folder is the query.
     """
-    from tracekit.store import docs, open_run
+    from tracekit.store import docs
 
     run = list(run)
     # `tracekit query RUN "SELECT …"`: a last argument that is no file is the query
@@ -198,7 +281,7 @@ def query(run, query, fmt, describe, views, limit, workers):
         return
     if describe is None and query is None:
         raise TracekitError('nothing to do: pass --sql "SELECT …", --describe VIEW or --views')
-    with open_run(*run, workers=workers) as r:
+    with _open(run, workers, strict, allow_mixed) as r:
         if describe:
             d = docs().get(describe, None)
             rows = r.describe(describe)
@@ -207,11 +290,13 @@ def query(run, query, fmt, describe, views, limit, workers):
             width = max(len(c) for c, _, _ in rows)
             for col, typ, doc in rows:
                 click.echo(f"  {col:{width}}  {typ:12}  {doc}")
+            _warn(r)
             return
         rel = r.readonly_sql(query)
         names = rel.columns
         rows = rel.fetchall()
     _emit(_render_rows(names, rows, fmt, limit), None)
+    _warn(r)
 
 
 def _is_path(text: str) -> bool:
@@ -254,11 +339,10 @@ def _render_rows(names: list[str], rows: list[tuple], fmt: str, limit: int) -> s
 @main.command()
 @_run_arg
 @_workers
-def ingest(run, workers):
+@_health_options
+def ingest(run, workers, strict, allow_mixed):
     """Ingest (or refresh) the Parquet cache of a run and print what it holds."""
-    from tracekit.store import open_run
-
-    with open_run(*run, workers=workers) as r:
+    with _open(run, workers, strict, allow_mixed) as r:
         rows = r.sql(
             "SELECT rank, rank_source, event_count, backend, coalesce(device_name, 'cpu'), "
             "(SELECT count(*) FROM steps s WHERE s.rank = i.rank), "
@@ -271,6 +355,7 @@ def ingest(run, workers):
                 f"rank {rank:>4} ({src}): {n:>8,} events · {st} steps · {co} collectives · "
                 f"{be or '—'} · {dev} · {path}"
             )
+    _warn(r)
 
 
 def _job_options(func):
@@ -335,17 +420,16 @@ def _run_command():
 
 
 def _emit(text: str, output: str | None) -> None:
-    if output:
-        import os
-        import tempfile
-
-        dest = Path(output)
-        fd, tmp = tempfile.mkstemp(dir=dest.parent or ".", prefix=f".{dest.name}.")
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, dest)
-    else:
+    """stdout, or `output` written atomically (a temporary file beside it, then renamed)."""
+    if not output:
         sys.stdout.write(text)
+        return
+    from tracekit.atomic import write_text
+
+    try:
+        write_text(Path(output), text)
+    except OSError as exc:
+        raise TracekitError(f"-o {output}: cannot write ({exc.strerror or exc})") from exc
 
 
 _run_command()  # `tracekit run` exists where torch is installed (the `jobs` extra)

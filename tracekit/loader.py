@@ -7,7 +7,7 @@ import sys
 import tempfile
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracekit import cache
@@ -22,12 +22,37 @@ class Source:
     rank_source: str
 
 
+@dataclass
+class IngestNotes:
+    """What an ingest left out: files it could not read, events it skipped."""
+
+    unreadable: list[dict] = field(default_factory=list)  # {"path", "reason"}
+    skipped_events: dict[str, dict[str, int]] = field(default_factory=dict)  # source → reason → n
+    trace_ids: dict[str, str] = field(default_factory=dict)  # source → Kineto trace_id
+
+
 # tables whose name in the ingest connection differs from their cache name
 _INTERNAL = {"collectives": "_collectives"}
 
 
 def ingest_file(path: Path, cdir: Path, key: str, single: bool, threads: int = 1) -> dict:
-    """Parse one trace and write its tables to the cache. Runs in a worker process."""
+    """Parse one trace and write its tables to the cache. Runs in a worker process.
+
+    A value no table can hold (a number out of every range) stops this file with a
+    `TracekitError` naming it, as a file that cannot be read does."""
+    import duckdb
+
+    try:
+        return _ingest_file(path, cdir, key, single, threads)
+    except (duckdb.ConversionException, duckdb.OutOfRangeException) as exc:
+        detail = str(exc).splitlines()[0][:200]
+        raise TracekitError(
+            f"{path} holds a value tracekit cannot store ({detail}); fix or re-export the "
+            "trace, and report it if the trace is as torch wrote it"
+        ) from exc
+
+
+def _ingest_file(path: Path, cdir: Path, key: str, single: bool, threads: int) -> dict:
     import duckdb
 
     from tracekit import collectives, ingest, opscan
@@ -57,6 +82,7 @@ def ingest_file(path: Path, cdir: Path, key: str, single: bool, threads: int = 1
     if con.execute("SELECT count(*) FROM raw").fetchall()[0][0] == 0:
         raise TracekitError(f"{path} has no traceEvents: it is empty or not a Kineto trace")
     typed = ingest.raw_is_typed(con)
+    skipped = ingest.skipped_events(con)
     con.execute(f"CREATE TABLE events AS {ingest.events_sql(rank, base, typed)}")
     con.execute(f"CREATE TABLE flows AS {ingest.flows_sql(rank, base)}")
     con.execute(f"CREATE TABLE memory AS {ingest.memory_sql(rank, base, typed)}")
@@ -74,7 +100,12 @@ def ingest_file(path: Path, cdir: Path, key: str, single: bool, threads: int = 1
     for table in cache.TABLES:
         cache.write_table(con, cdir, key, table, _INTERNAL.get(table, table))
     con.close()
-    return {"rank": rank, "rank_source": rank_source}
+    return {
+        "rank": rank,
+        "rank_source": rank_source,
+        "skipped_events": skipped,
+        "trace_id": header.trace_id,
+    }
 
 
 def _progress(total: int):
@@ -93,14 +124,25 @@ def _progress(total: int):
 
 
 def ingest_run(
-    root: Path, files: list[Path], workers: int | None = None
+    root: Path, files: list[Path], workers: int | None = None, notes: IngestNotes | None = None
 ) -> tuple[Path, list[Source]]:
-    """Make sure every file has a fresh cache entry; return the cache dir and the sources."""
+    """Make sure every file has a fresh cache entry; return the cache dir and the sources.
+
+    A file that cannot be read is left out and named in `notes.unreadable` (the run is
+    analysed without it); when no file can be read, its error is raised."""
+    notes = notes if notes is not None else IngestNotes()
     cdir = cache.cache_dir(root)
     index = cache.load_index(cdir)
     single = len(files) == 1
     keys = {f: cache.source_key(root, f) for f in files}
-    todo = [f for f in files if not cache.is_fresh(cdir, index, keys[f], f)]
+    # a file that failed before and has not changed fails again: not read twice
+    failed = {
+        f: index[keys[f]]["error"]
+        for f in files
+        if "error" in index.get(keys[f], {})
+        and index[keys[f]].get("fingerprint") == cache.fingerprint(f)
+    }
+    todo = [f for f in files if f not in failed and not cache.is_fresh(cdir, index, keys[f], f)]
     if todo:
         cores = os.cpu_count() or 1
         n = max(1, min(workers or cores, len(todo)))
@@ -111,7 +153,10 @@ def ingest_run(
             task = prog.add_task(f"ingesting {len(todo)} traces", total=len(todo)) if prog else None
             if n == 1:
                 for f in todo:
-                    results[f] = ingest_file(f, cdir, keys[f], single, threads)
+                    try:
+                        results[f] = ingest_file(f, cdir, keys[f], single, threads)
+                    except TracekitError as exc:
+                        failed[f] = str(exc)
                     if prog:
                         prog.advance(task)
             else:
@@ -121,7 +166,10 @@ def ingest_run(
                     }
                     try:
                         for fut in as_completed(futs):
-                            results[futs[fut]] = fut.result()
+                            try:
+                                results[futs[fut]] = fut.result()
+                            except TracekitError as exc:
+                                failed[futs[fut]] = str(exc)
                             if prog:
                                 prog.advance(task)
                     except BaseException:
@@ -134,8 +182,31 @@ def ingest_run(
                 "fingerprint": prints[f],
                 "rank": r["rank"],
                 "rank_source": r["rank_source"],
+                "skipped_events": r["skipped_events"],
+                "trace_id": r["trace_id"],
             }
+        for f in todo:
+            if f in failed:  # remembered, so an unchanged damaged file is not read again
+                index[keys[f]] = {
+                    "source": os.path.relpath(f, root),
+                    "fingerprint": prints[f],
+                    "error": failed[f],
+                }
         cache.save_index(cdir, index)
+    if len(failed) == len(files):
+        first = next(iter(failed.values()))
+        if len(files) == 1:
+            raise TracekitError(first)
+        raise TracekitError(f"none of the {len(files)} traces could be read; the first: {first}")
+    for f, reason in failed.items():
+        notes.unreadable.append({"path": str(f), "reason": reason})
+    files = [f for f in files if f not in failed]
+    for f in files:
+        entry = index[keys[f]]
+        if entry.get("skipped_events"):
+            notes.skipped_events[entry["source"]] = entry["skipped_events"]
+        if entry.get("trace_id"):
+            notes.trace_ids[entry["source"]] = entry["trace_id"]
     sources = [
         Source(f, keys[f], index[keys[f]]["rank"], index[keys[f]]["rank_source"]) for f in files
     ]

@@ -73,12 +73,22 @@ def docs() -> dict[str, ViewDoc]:
 
 class Run:
     """An ingested run: `run.sql("SELECT …")` returns a DuckDB relation
-    (`.pl()` polars, `.df()` pandas, `.arrow()`, `.fetchall()`)."""
+    (`.pl()` polars, `.df()` pandas, `.arrow()`, `.fetchall()`).
+
+    Its health (`tracekit.validate`): `unreadable` files, `missing_ranks`,
+    `skipped_events` by reason, `mixed` (why it looks like several runs, when allowed),
+    and `warnings`, one line each."""
 
     def __init__(self, root: Path, cache_dir: Path, sources: list[loader.Source]):
         self.root = root
         self.cache_dir = cache_dir
         self.sources = sources
+        # health, set by tracekit.validate.check
+        self.unreadable: list[dict] = []
+        self.missing_ranks: list[int] = []
+        self.skipped_events: dict[str, int] = {}
+        self.mixed: list[str] = []
+        self.warnings: list[str] = []
         self.con = duckdb.connect()
         self.con.execute("SET enable_progress_bar = false")
         for table in TABLES:
@@ -136,10 +146,27 @@ class Run:
         self.close()
 
 
-def open_run(*inputs: str | Path, workers: int | None = None) -> Run:
-    """Open a run folder (or trace files), ingesting what the cache lacks."""
+def open_run(
+    *inputs: str | Path,
+    workers: int | None = None,
+    strict: bool = False,
+    allow_mixed: bool = False,
+) -> Run:
+    """Open a run folder (or trace files), ingesting what the cache lacks.
+
+    Unreadable files are left out and named in `run.unreadable` (`strict`: an error);
+    traces that look like several runs are an error unless `allow_mixed`."""
+    from tracekit import validate
+
     if not inputs:
         raise TracekitError("pass a run folder or trace files")
     root, files = find_trace_files([Path(p) for p in inputs])
-    cdir, sources = loader.ingest_run(root, files, workers=workers)
-    return Run(root, cdir, sources)
+    notes = loader.IngestNotes()
+    cdir, sources = loader.ingest_run(root, files, workers=workers, notes=notes)
+    run = Run(root, cdir, sources)
+    try:
+        validate.check(run, notes, allow_mixed=allow_mixed, strict=strict)
+    except BaseException:
+        run.close()
+        raise
+    return run
