@@ -64,7 +64,8 @@ def _ingest_file(path: Path, cdir: Path, key: str, single: bool, threads: int) -
     base = header.baseTimeNanoseconds or 0
     con = duckdb.connect()
     con.execute(f"SET threads = {threads}")
-    fd, tmp = tempfile.mkstemp(prefix="tracekit-", suffix=".events.json")
+    # beside the cache, named as the lock holder's leftovers are (removed after a kill)
+    fd, tmp = tempfile.mkstemp(dir=cdir, prefix=f".{key}.events.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(text)
@@ -132,6 +133,13 @@ def ingest_run(
     analysed without it); when no file can be read, its error is raised."""
     notes = notes if notes is not None else IngestNotes()
     cdir = cache.cache_dir(root)
+    with cache.locked(cdir):  # a second process waits here, then finds the work done
+        return _ingest_locked(root, files, cdir, workers, notes)
+
+
+def _ingest_locked(
+    root: Path, files: list[Path], cdir: Path, workers: int | None, notes: IngestNotes
+) -> tuple[Path, list[Source]]:
     index = cache.load_index(cdir)
     single = len(files) == 1
     keys = {f: cache.source_key(root, f) for f in files}
