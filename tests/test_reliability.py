@@ -356,3 +356,36 @@ def test_python_dash_m_tracekit(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "2 of 2 ranks" in proc.stdout
+
+
+# ---------------------------------------------------------------- clock skew
+
+
+def test_clock_offset_of_a_skewed_host_is_estimated(tmp_path):
+    """Rank 2's clock runs 7 ms ahead (its base time moved); its collectives, which end
+    together with the others' in the generator, say so within a microsecond."""
+    from tests.synth import Scenario, generate
+    from tracekit import clocks
+
+    generate(Scenario(world=4, seed=3), tmp_path)
+    path = tmp_path / "rank-2.json.gz"
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    doc["baseTimeNanoseconds"] += 7_000_000
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    with tracekit.open(tmp_path) as run:
+        est = {o.rank: o for o in clocks.estimate(run)}
+        assert set(est) == {0, 1, 2, 3}
+        assert abs(est[2].offset_ns - 7_000_000) <= 1_000
+        assert all(abs(est[r].offset_ns) <= 1_000 for r in (0, 1, 3))
+        assert run.clock_offsets_ns == {2: est[2].offset_ns}
+        assert any("rank 2's clock is 7.000 ms ahead of rank 0's" in w for w in run.warnings)
+        rep = report.build(run)
+    assert rep["run"]["clock_offsets_ns"] == {"2": est[2].offset_ns}
+
+
+def test_one_clock_no_offsets(tmp_path):
+    from tests.synth import Scenario, generate
+
+    generate(Scenario(world=4, seed=3), tmp_path)
+    with tracekit.open(tmp_path) as run:
+        assert run.clock_offsets_ns == {} and run.warnings == []

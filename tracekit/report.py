@@ -44,6 +44,7 @@ def run_info(run: Run) -> dict[str, Any]:
         "missing_ranks": run.missing_ranks,
         "skipped_events": run.skipped_events,
         "mixed": run.mixed,
+        "clock_offsets_ns": {str(r): ns for r, ns in run.clock_offsets_ns.items()},
     }
 
 

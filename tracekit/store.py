@@ -89,6 +89,7 @@ class Run:
         self.skipped_events: dict[str, int] = {}
         self.mixed: list[str] = []
         self.warnings: list[str] = []
+        self.clock_offsets_ns: dict[int, int] = {}
         self.con = duckdb.connect()
         self.con.execute("SET enable_progress_bar = false")
         for table in TABLES:

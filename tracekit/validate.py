@@ -86,6 +86,31 @@ def missing_ranks(run: Run) -> list[int]:
     return [r for r in range(world) if r not in present]
 
 
+def _clock_warnings(run: Run) -> list[str]:
+    """Set `run.clock_offsets_ns` ({rank: ns} beyond the threshold); one warning each."""
+    import duckdb
+
+    from tracekit import clocks
+
+    try:
+        est = {o.rank: o for o in clocks.estimate(run)}
+    except duckdb.Error as exc:  # the collectives view is not what clocks.py expects
+        run.clock_offsets_ns = {}
+        return [f"clock offsets not estimated ({str(exc).splitlines()[0][:120]})"]
+    ref = min(est) if est else None
+    run.clock_offsets_ns = {
+        r: o.offset_ns
+        for r, o in est.items()
+        if abs(o.offset_ns) > clocks.THRESHOLD_NS and abs(o.offset_ns) > 3 * o.spread_ns
+    }
+    return [
+        f"rank {r}'s clock is {abs(ns) / 1e6:.3f} ms {'ahead of' if ns > 0 else 'behind'} "
+        f"rank {ref}'s (from {est[r].instances} collectives that end together); waits and "
+        "arrival order across ranks include it"
+        for r, ns in run.clock_offsets_ns.items()
+    ]
+
+
 def check(
     run: Run, notes: IngestNotes, allow_mixed: bool = False, strict: bool = False
 ) -> list[str]:
@@ -106,6 +131,7 @@ def check(
     run.skipped_events = dict(sorted(total.items()))
 
     warnings = [f"mixed runs allowed: {m}" for m in mixed]
+    warnings += _clock_warnings(run)
     for u in run.unreadable:
         warnings.append(f"left out {Path(u['path']).name}: {u['reason']}")
     if run.missing_ranks:

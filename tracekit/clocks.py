@@ -1,0 +1,73 @@
+"""Clock offsets between ranks, estimated from collectives that end together.
+
+Ranks on different hosts stamp their traces with different clocks; a few ms of skew
+between hosts makes every cross-rank figure (who arrived last, how long a rank waited)
+wrong by as much. A synchronizing collective — all-reduce, all-gather, reduce-scatter,
+all-to-all, barrier — ends on every rank at (nearly) the same instant: no rank can finish
+before the last peer's data has arrived, and the last step of the ring/tree releases all
+ranks together. So for each instance matched across ranks (the `collectives` view's
+`instance_key`), `end_ns(rank) − end_ns(reference rank)` is that rank's clock offset plus
+a small jitter; the median over instances is the estimate, the median absolute deviation
+its spread. The reference is the lowest rank of the run.
+
+Reads only the `collectives` view (`rank`, `name`, `instance_key`, `end_ns`), so it
+follows whatever matching that view does. The offsets are reported, not applied: the
+store's timestamps stay as traced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tracekit.store import Run
+
+SYNCHRONIZING = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "barrier")
+# Below this, an offset is the end-time jitter of collectives on one clock, not skew.
+THRESHOLD_NS = 100_000
+MIN_INSTANCES = 3
+
+
+@dataclass(frozen=True)
+class Offset:
+    rank: int
+    offset_ns: int  # this rank's clock minus the reference rank's
+    spread_ns: int  # median absolute deviation of the per-instance differences
+    instances: int  # matched instances the estimate rests on
+
+
+def estimate(run: Run) -> list[Offset]:
+    """One offset per rank that shares at least `MIN_INSTANCES` synchronizing
+    collectives with the reference rank (the reference itself is 0)."""
+    names = ", ".join(f"'{n}'" for n in SYNCHRONIZING)
+    rows = run.sql(
+        f"""
+        WITH c AS (
+            SELECT rank, instance_key, end_ns FROM collectives
+            WHERE instance_key IS NOT NULL AND name IN ({names}) AND ranks_matched >= 2
+        ), ref AS (SELECT min(rank) AS rank FROM c),
+        d AS (
+            SELECT c.rank, c.end_ns - r.end_ns AS diff
+            FROM c JOIN c AS r USING (instance_key)
+            WHERE r.rank = (SELECT rank FROM ref)
+        ), m AS (
+            SELECT rank, median(diff) AS med, count(*) AS n FROM d GROUP BY rank
+        )
+        SELECT m.rank, m.med, median(abs(d.diff - m.med)), m.n
+        FROM m JOIN d USING (rank) GROUP BY m.rank, m.med, m.n ORDER BY m.rank
+        """
+    ).fetchall()
+    return [
+        Offset(rank, round(med), round(mad), n) for rank, med, mad, n in rows if n >= MIN_INSTANCES
+    ]
+
+
+def skewed(run: Run, threshold_ns: int = THRESHOLD_NS) -> dict[int, int]:
+    """{rank: offset_ns} for the ranks whose clock is off by more than `threshold_ns`
+    and by more than its own spread (a noisy estimate is no evidence of skew)."""
+    return {
+        o.rank: o.offset_ns
+        for o in estimate(run)
+        if abs(o.offset_ns) > threshold_ns and abs(o.offset_ns) > 3 * o.spread_ns
+    }
