@@ -39,6 +39,23 @@ ODD = st.one_of(
 )
 HEADER_KEYS = ("distributedInfo", "deviceProperties", "baseTimeNanoseconds", "traceEvents")
 EVENT_KEYS = ("ph", "ts", "dur", "name", "cat", "pid", "tid", "args", "id")
+ARG_KEYS = (
+    "External id",
+    "correlation",
+    "stream",
+    "device",
+    "Input Dims",
+    "Input type",
+    "Concrete Inputs",
+    "Collective name",
+    "In msg nelems",
+    "Out msg nelems",
+    "Group size",
+    "dtype",
+    "Process Group Ranks",
+    "memory bandwidth (GB/s)",
+    "Total Allocated",
+)
 
 
 @st.composite
@@ -51,7 +68,7 @@ def mutation(draw):
         if kind == "header":
             edits.append(("header", draw(st.sampled_from(HEADER_KEYS)), draw(ODD)))
         elif kind == "arg":
-            key = draw(st.sampled_from(["External id", "correlation", "stream", "Input Dims"]))
+            key = draw(st.sampled_from(ARG_KEYS))
             edits.append(("arg", idx, key, draw(ODD)))
         elif kind == "drop_event_key":
             edits.append(("drop", idx, draw(st.sampled_from(EVENT_KEYS))))
@@ -73,8 +90,14 @@ def _apply(doc: dict, edits) -> dict:
             ev = events[edit[1] % len(events)]
             if isinstance(ev, dict):
                 ev.pop(edit[2], None)
-        elif edit[0] == "arg":
-            ev = events[edit[1] % len(events)]
+        elif edit[0] == "arg":  # an event that has this arg, when one does
+            have = [
+                e
+                for e in events
+                if isinstance(e, dict) and isinstance(e.get("args"), dict) and edit[2] in e["args"]
+            ]
+            pool = have or events
+            ev = pool[edit[1] % len(pool)]
             if isinstance(ev, dict):
                 args = ev.setdefault("args", {})
                 if isinstance(args, dict):
@@ -143,4 +166,32 @@ def test_one_mutated_rank_among_good_ones(ddp_ranks, m):
         _write(Path(d) / "rank-0.json.gz", r0, None)
         _write(Path(d) / "rank-1.json.gz", _apply(json.loads(json.dumps(r1)), edits), cut)
         shutil.copy(job, Path(d) / "job.json")
+        _check(Path(d))
+
+
+@pytest.fixture(scope="module")
+def nccl_rank():
+    p = SHARED_TRACES / "a100_allreduce_meta_rank0"
+    if not p.is_dir():
+        pytest.skip(f"{p} not present")
+    (f,) = p.glob("*.json.gz")
+    doc = _load(f)
+    # keep it small: the collectives and their issuing ops, plus every 20th other event
+    ev = doc["traceEvents"]
+    keep = [
+        e
+        for i, e in enumerate(ev)
+        if i % 20 == 0 or "nccl" in str(e.get("name", "")) or "param_comms" in str(e.get("name"))
+    ]
+    doc["traceEvents"] = keep
+    return doc
+
+
+@given(mutation())
+@settings(SETTINGS, max_examples=15)
+def test_mutated_nccl_trace_with_collective_metadata(nccl_rank, m):
+    edits, cut = m
+    with tempfile.TemporaryDirectory() as d:
+        doc = _apply(json.loads(json.dumps(nccl_rank)), edits)
+        _write(Path(d) / "rank-0.json.gz", doc, cut)
         _check(Path(d))

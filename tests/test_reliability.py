@@ -389,3 +389,39 @@ def test_one_clock_no_offsets(tmp_path):
     generate(Scenario(world=4, seed=3), tmp_path)
     with tracekit.open(tmp_path) as run:
         assert run.clock_offsets_ns == {} and run.warnings == []
+
+
+# ---------------------------------------------------------------- memory
+
+
+def test_trace_too_big_for_memory_is_named_not_oom_killed(tmp_path, monkeypatch):
+    from tracekit import resources
+
+    good_run(tmp_path)
+    monkeypatch.setattr(resources, "available_bytes", lambda: 50 * 2**20)
+    code, out, err = cli("analyze", tmp_path / "rank-1.json.gz")
+    assert_one_line_exit_2(code, out, err, "rank-1.json.gz", "needs about", "0.1 GB is available")
+    assert_one_line_exit_2(*cli("analyze", tmp_path), "none of the 2 traces", "needs about")
+    monkeypatch.undo()  # with the memory back, the same run is analysed (nothing remembered)
+    assert cli("analyze", tmp_path, "--breakdown-only")[0] == 0
+
+
+def test_parallel_ingest_runs_only_what_fits(tmp_path, monkeypatch):
+    from tracekit import resources
+
+    files = [ddp_like_rank(r).write(tmp_path / f"rank-{r}.json") for r in range(4)]
+    need = max(resources.need_bytes(f) for f in files)
+    assert resources.need_bytes(files[0]) == 5 * files[0].stat().st_size + 200 * 2**20
+    monkeypatch.setattr(resources, "available_bytes", lambda: int(2.5 * need))
+    assert resources.workers_that_fit(files, 4) == 2
+    monkeypatch.setattr(resources, "available_bytes", lambda: None)
+    assert resources.workers_that_fit(files, 4) == 4
+
+
+def test_gzip_text_size_is_read_from_its_trailer(tmp_path):
+    from tracekit import resources
+
+    text = json.dumps(ddp_like_rank(0).doc()).encode()
+    p = tmp_path / "rank-0.json.gz"
+    p.write_bytes(gzip.compress(text))
+    assert resources.text_bytes(p) == len(text)

@@ -6,11 +6,12 @@ import os
 import sys
 import tempfile
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracekit import cache
+from tracekit import cache, resources
 from tracekit.errors import TracekitError
 
 
@@ -50,6 +51,15 @@ def ingest_file(path: Path, cdir: Path, key: str, single: bool, threads: int = 1
             f"{path} holds a value tracekit cannot store ({detail}); fix or re-export the "
             "trace, and report it if the trace is as torch wrote it"
         ) from exc
+    except (MemoryError, duckdb.OutOfMemoryException) as exc:
+        raise _OutOfMemory(
+            f"{path}: out of memory while ingesting it; free memory, use --workers 1, or "
+            "a bigger machine"
+        ) from exc
+
+
+class _OutOfMemory(TracekitError):
+    """Not the file's fault: not remembered as a damaged file."""
 
 
 def _ingest_file(path: Path, cdir: Path, key: str, single: bool, threads: int) -> dict:
@@ -151,18 +161,27 @@ def _ingest_locked(
         and index[keys[f]].get("fingerprint") == cache.fingerprint(f)
     }
     todo = [f for f in files if f not in failed and not cache.is_fresh(cdir, index, keys[f], f)]
+    # a trace too big for the memory left is named now, not killed by the OOM killer later
+    # (not remembered: another time, or machine, may have the memory)
+    failed.update(resources.too_big(todo))
+    todo = [f for f in todo if f not in failed]
     if todo:
         cores = os.cpu_count() or 1
         n = max(1, min(workers or cores, len(todo)))
+        n = resources.workers_that_fit(todo, n)
         threads = max(1, cores // n)
         prints = {f: cache.fingerprint(f) for f in todo}  # before reading: a file that
         results: dict[Path, dict] = {}  # changes during ingest is ingested again next time
+        out_of_memory: set[Path] = set()
         with _progress(len(todo)) as prog:
             task = prog.add_task(f"ingesting {len(todo)} traces", total=len(todo)) if prog else None
             if n == 1:
                 for f in todo:
                     try:
                         results[f] = ingest_file(f, cdir, keys[f], single, threads)
+                    except _OutOfMemory as exc:
+                        failed[f] = str(exc)
+                        out_of_memory.add(f)
                     except TracekitError as exc:
                         failed[f] = str(exc)
                     if prog:
@@ -176,10 +195,18 @@ def _ingest_locked(
                         for fut in as_completed(futs):
                             try:
                                 results[futs[fut]] = fut.result()
+                            except _OutOfMemory as exc:
+                                failed[futs[fut]] = str(exc)
+                                out_of_memory.add(futs[fut])
                             except TracekitError as exc:
                                 failed[futs[fut]] = str(exc)
                             if prog:
                                 prog.advance(task)
+                    except BrokenProcessPool as exc:  # a worker was killed (the OOM killer)
+                        raise TracekitError(
+                            f"an ingest process died while reading {root} (out of memory?); "
+                            "retry with --workers 1, or free memory"
+                        ) from exc
                     except BaseException:
                         for fut in futs:
                             fut.cancel()
@@ -194,7 +221,7 @@ def _ingest_locked(
                 "trace_id": r["trace_id"],
             }
         for f in todo:
-            if f in failed:  # remembered, so an unchanged damaged file is not read again
+            if f in failed and f not in out_of_memory:  # remembered: not read again
                 index[keys[f]] = {
                     "source": os.path.relpath(f, root),
                     "fingerprint": prints[f],
