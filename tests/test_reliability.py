@@ -196,7 +196,7 @@ def test_garbage_rank_is_named_and_the_rest_analysed(tmp_path):
     assert u["path"].endswith("rank-2.json") and "not valid JSON" in u["reason"]
     lines = err.splitlines()
     assert any("rank-2.json" in line for line in lines)
-    assert any("ranks 2 of 3 have no trace" in line for line in lines)
+    assert any("rank 2 of 3 has no trace" in line for line in lines)
     assert all(line.startswith("tracekit: warning: ") for line in lines)
     text = cli("analyze", tmp_path)[1]
     assert "warning: left out" in text and "warning: no trace for ranks 2" in text

@@ -130,21 +130,19 @@ def check(
             total[reason] += n
     run.skipped_events = dict(sorted(total.items()))
 
-    warnings = [f"mixed runs allowed: {m}" for m in mixed]
-    warnings += _clock_warnings(run)
-    for u in run.unreadable:
-        warnings.append(f"left out {Path(u['path']).name}: {u['reason']}")
+    problems = [f"left out {Path(u['path']).name}: {u['reason']}" for u in run.unreadable]
     if run.missing_ranks:
         (world,) = run.sql("SELECT max(world_size) FROM rank_info").fetchall()[0]
-        warnings.append(
-            f"ranks {_ranges(run.missing_ranks)} of {world} have no trace; "
-            "the report covers the others"
+        many = len(run.missing_ranks) > 1
+        problems.append(
+            f"rank{'s' if many else ''} {_ranges(run.missing_ranks)} of {world} "
+            f"ha{'ve' if many else 's'} no trace; the report covers the others"
         )
     for source, per in sorted(notes.skipped_events.items()):
         what = ", ".join(f"{n:,} {reason}" for reason, n in per.items())
-        warnings.append(f"skipped {sum(per.values()):,} events in {source}: {what}")
-    run.warnings = warnings
-    if strict and (run.unreadable or run.missing_ranks or run.skipped_events):
-        problems = [w for w in warnings if not w.startswith("mixed runs allowed")]
+        problems.append(f"skipped {sum(per.values()):,} events in {source}: {what}")
+    if strict and problems:
         raise TracekitError(f"--strict: {problems[0]} ({len(problems)} problems in all)")
-    return warnings
+    run.warnings = [f"mixed runs allowed: {m}" for m in mixed]
+    run.warnings += _clock_warnings(run) + problems
+    return run.warnings
