@@ -183,3 +183,17 @@ def test_two_analyzes_at_once_give_the_same_answer(tmp_path):
     assert _answer(outs[0][0]) == _answer(outs[1][0]) == _answer(ref)
     after = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in run.glob("rank-*")}
     assert after == before  # inputs are never modified
+
+
+def test_shared_traces_are_never_written(_user_cache):
+    """../shared/traces is read-only by mode: opening a trace there, even as root, writes
+    its cache under the user cache dir and leaves the folder as it was."""
+    from tests.conftest import SHARED_TRACES
+
+    folder = SHARED_TRACES / "cpu_gloo_rank34"
+    if not folder.is_dir():
+        pytest.skip(f"{folder} not present")
+    before = sorted((str(p), p.stat().st_mtime_ns) for p in folder.rglob("*"))
+    with tracekit.open(folder) as r:
+        assert str(r.cache_dir).startswith(str(_user_cache))
+    assert sorted((str(p), p.stat().st_mtime_ns) for p in folder.rglob("*")) == before
