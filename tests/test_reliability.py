@@ -361,26 +361,43 @@ def test_python_dash_m_tracekit(tmp_path):
 # ---------------------------------------------------------------- clock skew
 
 
-def test_clock_offset_of_a_skewed_host_is_estimated(tmp_path):
+def test_clock_offset_of_a_skewed_host_is_estimated_and_aligned(tmp_path):
     """Rank 2's clock runs 7 ms ahead (its base time moved); its collectives, which end
-    together with the others' in the generator, say so within a microsecond."""
+    together with the others' in the generator, say so within a microsecond, and once
+    aligned the collectives are those of the same run on one clock."""
     from tests.synth import Scenario, generate
     from tracekit import clocks
 
-    generate(Scenario(world=4, seed=3), tmp_path)
-    path = tmp_path / "rank-2.json.gz"
+    generate(Scenario(world=4, seed=3), tmp_path / "one_clock")
+    generate(Scenario(world=4, seed=3), tmp_path / "skewed")
+    path = tmp_path / "skewed" / "rank-2.json.gz"
     doc = json.loads(gzip.decompress(path.read_bytes()))
     doc["baseTimeNanoseconds"] += 7_000_000
     path.write_bytes(gzip.compress(json.dumps(doc).encode()))
-    with tracekit.open(tmp_path) as run:
-        est = {o.rank: o for o in clocks.estimate(run)}
-        assert set(est) == {0, 1, 2, 3}
-        assert abs(est[2].offset_ns - 7_000_000) <= 1_000
-        assert all(abs(est[r].offset_ns) <= 1_000 for r in (0, 1, 3))
-        assert run.clock_offsets_ns == {2: est[2].offset_ns}
+    sql = (
+        "SELECT rank, instance_key, ts_ns, end_ns, wait_ns FROM collectives "
+        "WHERE instance_key IS NOT NULL ORDER BY rank, instance_key"
+    )
+    with tracekit.open(tmp_path / "one_clock") as run:
+        truth = run.sql(sql).fetchall()
+        steps = run.sql("SELECT rank, step, ts_ns FROM steps ORDER BY 1, 2").fetchall()
+    with tracekit.open(tmp_path / "skewed") as run:
+        assert set(run.clock_offsets_ns) == {2}
+        assert abs(run.clock_offsets_ns[2] - 7_000_000) <= 1_000
         assert any("rank 2's clock is 7.000 ms ahead of rank 0's" in w for w in run.warnings)
         rep = report.build(run)
-    assert rep["run"]["clock_offsets_ns"] == {"2": est[2].offset_ns}
+        # aligned: the same collectives, arrival times and waits as on one clock
+        got = run.sql(sql).fetchall()
+        assert [g[:2] for g in got] == [t[:2] for t in truth]
+        for g, t in zip(got, truth, strict=True):
+            assert all(abs(a - b) <= 1_000 for a, b in zip(g[2:], t[2:], strict=True)), (g, t)
+        got_steps = run.sql("SELECT rank, step, ts_ns FROM steps ORDER BY 1, 2").fetchall()
+        assert all(abs(g[2] - t[2]) <= 1_000 for g, t in zip(got_steps, steps, strict=True))
+        # after alignment nothing is left to estimate; the sandbox sees aligned views too
+        assert all(abs(o.offset_ns) <= 1_000 for o in clocks.estimate(run))
+        q = "SELECT max(abs(wait_ns)) FROM collectives WHERE rank = 2"
+        assert run.readonly_sql(q).fetchall() == run.sql(q).fetchall()
+    assert rep["run"]["clock_offsets_ns"] == {"2": run.clock_offsets_ns[2]}
 
 
 def test_one_clock_no_offsets(tmp_path):

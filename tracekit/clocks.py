@@ -11,8 +11,10 @@ a small jitter; the median over instances is the estimate, the median absolute d
 its spread. The reference is the lowest rank of the run.
 
 Reads only the `collectives` view (`rank`, `name`, `instance_key`, `end_ns`), so it
-follows whatever matching that view does. The offsets are reported, not applied: the
-store's timestamps stay as traced.
+follows whatever matching that view does. `align` then shifts each skewed rank's
+instants (`ts_ns`, `end_ns`, `*_ts_ns`, `*_start_ns`, `*_end_ns`) in the run's views by
+its offset, so cross-rank figures (arrival order, waits) compare like with like;
+durations and the Parquet cache stay as traced.
 """
 
 from __future__ import annotations
@@ -71,3 +73,35 @@ def skewed(run: Run, threshold_ns: int = THRESHOLD_NS) -> dict[int, int]:
         for o in estimate(run)
         if abs(o.offset_ns) > threshold_ns and abs(o.offset_ns) > 3 * o.spread_ns
     }
+
+
+def _is_instant(column: str) -> bool:
+    """A point in time (shifted by alignment), not a duration (never shifted)."""
+    return column in ("ts_ns", "end_ns") or column.endswith(("_ts_ns", "_start_ns", "_end_ns"))
+
+
+def align(run: Run, offsets: dict[int, int]) -> list[str]:
+    """Subtract each rank's offset from its instants in every per-rank view read from the
+    cache (the view is renamed `_unaligned_<name>` and a shifted view takes its name, so
+    the views built on it — collectives, collective_instances — see aligned times).
+    Returns the views shifted."""
+    if not offsets:
+        return []
+    case = "CASE rank " + " ".join(f"WHEN {r} THEN {int(ns)}" for r, ns in offsets.items())
+    case += " ELSE 0 END"
+    views = run.sql(
+        "SELECT view_name FROM duckdb_views() WHERE NOT internal AND schema_name = 'main' "
+        "AND sql LIKE '%read_parquet%' AND NOT starts_with(view_name, '_unaligned_')"
+    ).fetchall()
+    shifted = []
+    for (name,) in views:
+        cols = [c for c, *_ in run.sql(f'DESCRIBE "{name}"').fetchall()]
+        instants = [c for c in cols if _is_instant(c)]
+        if "rank" not in cols or not instants:
+            continue
+        raw = f"_unaligned_{name}"
+        run.con.execute(f'ALTER VIEW "{name}" RENAME TO "{raw}"')
+        repl = ", ".join(f'"{c}" - ({case}) AS "{c}"' for c in instants)
+        run.con.execute(f'CREATE VIEW "{name}" AS SELECT * REPLACE ({repl}) FROM "{raw}"')
+        shifted.append(name)
+    return shifted

@@ -87,7 +87,8 @@ def missing_ranks(run: Run) -> list[int]:
 
 
 def _clock_warnings(run: Run) -> list[str]:
-    """Set `run.clock_offsets_ns` ({rank: ns} beyond the threshold); one warning each."""
+    """Set `run.clock_offsets_ns` ({rank: ns} beyond the threshold), align those ranks'
+    times in the run's views (`clocks.align`); one warning each."""
     import duckdb
 
     from tracekit import clocks
@@ -103,10 +104,11 @@ def _clock_warnings(run: Run) -> list[str]:
         for r, o in est.items()
         if abs(o.offset_ns) > clocks.THRESHOLD_NS and abs(o.offset_ns) > 3 * o.spread_ns
     }
+    clocks.align(run, run.clock_offsets_ns)
     return [
         f"rank {r}'s clock is {abs(ns) / 1e6:.3f} ms {'ahead of' if ns > 0 else 'behind'} "
-        f"rank {ref}'s (from {est[r].instances} collectives that end together); waits and "
-        "arrival order across ranks include it"
+        f"rank {ref}'s (from {est[r].instances} collectives that end together); its times "
+        "are shifted to match"
         for r, ns in run.clock_offsets_ns.items()
     ]
 
