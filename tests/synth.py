@@ -50,6 +50,7 @@ class Scenario:
     jitter: float = 0.03
     seed: int = 0
     name: str = "healthy"
+    seq: bool = False  # collective metadata carries Seq (torch ≥ 2.2)
 
 
 @dataclass
@@ -202,6 +203,8 @@ def _ddp(sc: Scenario, out: Path) -> Truth:
             for rk in ranks:
                 cpu_t, _ = ready[rk.rank][b]
                 meta = nccl_meta("allreduce", bucket_bytes // 2, dtype="BFloat16", group=sc.world)
+                if sc.seq:  # the group's collective count, the same on every rank
+                    meta["Seq"] = step * sc.buckets + b + 1
                 rpc = rk.b.cpu_op("record_param_comms", cpu_t, 5.0, tid=1001, **meta)
                 rk.b.kernel(
                     "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, "

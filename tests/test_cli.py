@@ -44,7 +44,7 @@ def test_analyze_every_shared_trace(name, shared_trace):
     path = shared_trace(name)
     res = invoke("analyze", path, "--format", "json")
     assert res.exit_code == 0, res.output
-    rep = json.loads(res.output)
+    rep = json.loads(res.stdout)
     assert rep["schema"] == 1 and rep["tracekit_version"]
     assert set(rep["run"]) >= {"path", "world_size", "ranks", "backend", "device", "steps"}
     assert rep["ranks"]
@@ -55,7 +55,7 @@ def test_analyze_every_shared_trace(name, shared_trace):
     text = invoke("analyze", path)
     assert text.exit_code == 0 and "idle %" in text.output
     q = invoke("query", path, "SELECT count(*) AS n FROM events", "--format", "json")
-    assert q.exit_code == 0 and json.loads(q.output)[0]["n"] > 0
+    assert q.exit_code == 0 and json.loads(q.stdout)[0]["n"] > 0
 
 
 def test_analyze_text_and_markdown(run_dir):
@@ -98,7 +98,7 @@ def test_query_formats(run_dir, fmt):
     if fmt == "csv":
         assert res.output.splitlines() == ["rank,n", "0,2", "1,2"]
     elif fmt == "json":
-        assert json.loads(res.output) == [{"rank": 0, "n": 2}, {"rank": 1, "n": 2}]
+        assert json.loads(res.stdout) == [{"rank": 0, "n": 2}, {"rank": 1, "n": 2}]
     else:
         assert "(2 rows)" in res.output
 

@@ -187,7 +187,7 @@ def test_partial_run_matches_nothing_and_has_no_bandwidth(tmp_path):
     assert n == 21 and matched == 0 and wait == 0 and inst == 0
     res = CliRunner().invoke(main, ["analyze", str(path), "--format", "json"])
     assert res.exit_code == 0, res.output
-    rep = json.loads(res.output)
+    rep = json.loads(res.stdout)
     assert rep["collectives"] and all(c["busbw_GBps"] is None for c in rep["collectives"])
     assert all(not c["matched"] for c in rep["collectives"])
     assert "communication.slow_collective" not in {f["kind"] for f in rep["findings"]}
@@ -334,7 +334,7 @@ def test_user_pattern_reclassifies_a_kernel_and_refreshes_the_cache(tmp_path):
             "SELECT category FROM device_activity",
         ],
     )
-    assert res.exit_code == 0 and json.loads(res.output) == [{"category": "communication"}]
+    assert res.exit_code == 0 and json.loads(res.stdout) == [{"category": "communication"}]
     bad = CliRunner().invoke(main, ["ingest", str(run_dir), "--comm-kernel", "("])
     assert bad.exit_code == 2 and "not a regex" in bad.output
 

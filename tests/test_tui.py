@@ -109,7 +109,7 @@ async def press(pilot, *keys: str) -> None:
 def analyze_json(path: Path) -> dict:
     res = CliRunner().invoke(main, ["analyze", str(path), "--format", "json"])
     assert res.exit_code == 0, res.output
-    return json.loads(res.output)
+    return json.loads(res.stdout)
 
 
 # --- the engine stays free of Textual -------------------------------------------------
@@ -544,7 +544,9 @@ async def test_sql_console_query_history_and_error_modal(runs, sessions):
         inp.value = "DROP VIEW events"
         await press(pilot, "enter")
         assert isinstance(app.screen, ErrorScreen)
-        assert "read-only" in str(app.screen.query_one("#error-message").render())
+        assert "DROP statements are not allowed" in str(
+            app.screen.query_one("#error-message").render()
+        )
         await press(pilot, "escape")
         assert isinstance(app.screen, SqlScreen)
         _, rows = app.session.query("SELECT count(*) FROM events")

@@ -20,17 +20,25 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import platformdirs
 
+from tracekit.errors import TracekitError
 from tracekit.sqltext import sql_str
+
+try:
+    import fcntl
+except ImportError:  # Windows: no lock; writes stay atomic, two ingests may both work
+    fcntl = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     import duckdb
 
-SCHEMA_VERSION = 14  # bump when any cached table changes shape or meaning
+SCHEMA_VERSION = 15  # bump when any cached table changes shape or meaning
 
 TABLES = (
     "events",
@@ -49,11 +57,19 @@ TABLES = (
 
 
 def _writable(d: Path) -> bool:
+    """Can we keep a cache in `d` (created if needed)? Decided by trying to write there,
+    since root passes every `os.access`; and a run folder whose mode has no write bit
+    (a shared, read-only data folder) is not ours to write, even for root."""
+    run_folder = d.parent.parent
     try:
+        if not run_folder.stat().st_mode & 0o222:
+            return False
         d.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=d, prefix=".probe.", suffix=".probe"):
+            pass
     except OSError:
         return False
-    return os.access(d, os.W_OK)
+    return True
 
 
 def cache_dir(root: Path) -> Path:
@@ -63,8 +79,31 @@ def cache_dir(root: Path) -> Path:
         return local
     digest = hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:16]
     user = Path(platformdirs.user_cache_dir("tracekit")) / digest / f"v{SCHEMA_VERSION}"
-    user.mkdir(parents=True, exist_ok=True)
+    try:
+        user.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TracekitError(
+            f"cannot write a cache in {root} or in {user} ({exc.strerror or exc}); set "
+            "XDG_CACHE_HOME to a folder you can write"
+        ) from exc
     return user
+
+
+@contextmanager
+def locked(cdir: Path) -> Iterator[None]:
+    """Hold the cache's lock: one process ingests into `cdir` at a time, the others wait
+    and then find its work done. Under the lock, temporary files are leftovers of a
+    writer that was killed, and are removed."""
+    with open(cdir / ".lock", "a+b") as fh:
+        if fcntl is not None:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            for tmp in cdir.glob(".*.tmp"):
+                tmp.unlink(missing_ok=True)
+            yield
+        finally:
+            if fcntl is not None:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 def source_key(root: Path, path: Path) -> str:
@@ -114,11 +153,9 @@ def load_index(cdir: Path) -> dict:
 
 
 def save_index(cdir: Path, index: dict) -> None:
-    fd, tmp = tempfile.mkstemp(dir=cdir, prefix=".index.", suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(index, fh, indent=1, sort_keys=True)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, cdir / "index.json")
+    from tracekit.atomic import write_text
+
+    write_text(cdir / "index.json", json.dumps(index, indent=1, sort_keys=True))
 
 
 def is_fresh(

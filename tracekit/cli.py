@@ -27,6 +27,9 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:  # a bad option value: one line too
+            where = exc.ctx.command_path if exc.ctx else "tracekit"
+            _fail(ctx, f"{exc.format_message()} (see {where} --help)", exc)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
         except TracekitError as exc:
@@ -66,6 +69,85 @@ def main(ctx: click.Context, debug: bool) -> None:
 
 
 _run_arg = click.argument("run", nargs=-1, required=True, type=click.Path())
+
+
+class _Positive(click.ParamType):
+    """A finite number > 0 (click's FloatRange lets nan and inf through)."""
+
+    name = "number>0"
+
+    def convert(self, value, param, ctx):
+        import math
+
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(x) or x <= 0:
+            self.fail(f"{value!r} must be a finite number > 0", param, ctx)
+        return x
+
+
+POSITIVE = _Positive()
+
+
+def _health_options(func):
+    """--strict and --allow-mixed, for every command that opens a run."""
+    func = click.option(
+        "--allow-mixed",
+        is_flag=True,
+        help="Analyze traces that look like different runs (world sizes, start times, "
+        "one trace twice) together instead of stopping.",
+    )(func)
+    return click.option(
+        "--strict",
+        is_flag=True,
+        help="Exit 2 when a trace is unreadable, a rank is missing or events were skipped, "
+        "instead of warning and analyzing the rest.",
+    )(func)
+
+
+def _open(run, workers, strict=False, allow_mixed=False, comm_kernels=()):
+    """Open the run; its warnings wait for `_warn`, so a failing command says one line."""
+    from tracekit.store import open_run
+
+    return open_run(
+        *run,
+        workers=workers,
+        comm_kernels=comm_kernels,
+        strict=strict,
+        allow_mixed=allow_mixed,
+    )
+
+
+def _warn(r) -> None:
+    """The run's warnings (unreadable files, missing ranks, skipped events) on stderr,
+    one line each, once the command has done its work."""
+    for w in r.warnings:
+        click.echo(f"tracekit: warning: {w}", err=True)
+
+
+def _check_output(output: str | None) -> None:
+    """-o FILE: its folder must exist and take a file — tried now, not after the analysis."""
+    if not output:
+        return
+    import tempfile
+
+    dest = Path(output)
+    folder = dest.parent
+    if not folder.is_dir():
+        raise TracekitError(
+            f"-o {output}: folder {folder} does not exist; create it or pick another path"
+        )
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{dest.name}.", suffix=".tmp"):
+            pass
+    except OSError as exc:
+        raise TracekitError(
+            f"-o {output}: cannot write in {folder} ({exc.strerror or exc}); pick another path"
+        ) from exc
+
+
 _workers = click.option(
     "--workers", type=click.IntRange(1), default=None, help="Ingest processes (default: cores)."
 )
@@ -77,6 +159,45 @@ _comm_kernel = click.option(
     help="Also count kernels matching REGEX (Python re, searched in the name) as "
     "communication; repeatable; adds to job.json / pyproject.toml comm_kernels.",
 )
+
+
+_OVERRIDES = (
+    click.option(
+        "--peak-tflops", "peak_tflops", type=POSITIVE, help="Override the device's peak TFLOP/s."
+    ),
+    click.option(
+        "--busbw-GBps",
+        "busbw_GBps",
+        type=POSITIVE,
+        help="Override the realistic in-node bus bandwidth, GB/s.",
+    ),
+    click.option(
+        "--device-memory-GB",
+        "device_memory_GB",
+        type=POSITIVE,
+        help="Override the device memory capacity, GB.",
+    ),
+    click.option(
+        "--latency-us",
+        "latency_us",
+        type=POSITIVE,
+        help="Override the per-collective latency α, µs.",
+    ),
+    click.option(
+        "--gpus-per-node",
+        "gpus_per_node",
+        type=click.IntRange(min=1),
+        help="Ranks per node (node = rank // N); decides in-node vs inter-node bandwidth.",
+    ),
+)
+
+
+def _override_options(func):
+    """The figures a user may state instead of the tables (diagnosers.Overrides), for every
+    command that builds the report."""
+    for option in reversed(_OVERRIDES):
+        func = option(func)
+    return func
 
 
 @main.command()
@@ -99,27 +220,10 @@ _comm_kernel = click.option(
 @click.option("--steps", default=None, help="ProfilerSteps to analyse: all, N or A-B.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report here.")
 @click.option("--breakdown-only", is_flag=True, help="Only the per-rank table; no diagnosers.")
-@click.option("--peak-tflops", type=float, help="Override the device's peak TFLOP/s.")
-@click.option(
-    "--busbw-GBps",
-    "busbw_gbps",
-    type=float,
-    help="Override the realistic in-node bus bandwidth, GB/s.",
-)
-@click.option(
-    "--device-memory-GB",
-    "device_memory_gb",
-    type=float,
-    help="Override the device memory capacity, GB.",
-)
-@click.option("--latency-us", type=float, help="Override the per-collective latency α, µs.")
-@click.option(
-    "--gpus-per-node",
-    type=click.IntRange(min=1),
-    help="Ranks per node (node = rank // N); decides in-node vs inter-node bandwidth.",
-)
+@_override_options
 @_workers
 @_comm_kernel
+@_health_options
 @click.pass_context
 def analyze(
     ctx,
@@ -129,41 +233,33 @@ def analyze(
     steps,
     output,
     breakdown_only,
-    peak_tflops,
-    busbw_gbps,
-    device_memory_gb,
-    latency_us,
-    gpus_per_node,
     workers,
     comm_kernels,
+    strict,
+    allow_mixed,
+    **overrides,
 ):
     """Walk memory → compute → communication → scaling: each figure measured beside its
     prediction, then the findings, ordered by the time a fix would win per step."""
     from tracekit import report
-    from tracekit.store import open_run
 
-    with open_run(*run, workers=workers, comm_kernels=comm_kernels) as r:
+    _check_output(output)
+    with _open(run, workers, strict, allow_mixed, comm_kernels) as r:
         if breakdown_only:
             rep = report.build(r, window=window, steps=steps)
         else:
             from diagnosers import Overrides
             from diagnosers.report import full_report
 
-            ov = Overrides(
-                peak_tflops=peak_tflops,
-                busbw_GBps=busbw_gbps,
-                device_memory_GB=device_memory_gb,
-                latency_us=latency_us,
-                gpus_per_node=gpus_per_node,
-            )
             rep = full_report(
                 r,
                 window=window,
                 steps=steps,
-                overrides=ov,
+                overrides=Overrides(**overrides),
                 debug=bool(ctx.obj and ctx.obj.get("debug")),
             )
     _emit(report.RENDERERS[fmt](rep), output)
+    _warn(r)
 
 
 @main.command()
@@ -194,15 +290,18 @@ def explain(code):
 )
 @click.option("--describe", "describe", default=None, metavar="VIEW", help="Document a view.")
 @click.option("--views", is_flag=True, help="List the tables and views.")
-@click.option("--limit", type=int, default=200, show_default=True, help="Rows shown as a table.")
+@click.option(
+    "--limit", type=click.IntRange(0), default=200, show_default=True, help="Rows shown as a table."
+)
 @_workers
 @_comm_kernel
-def query(run, query, fmt, describe, views, limit, workers, comm_kernels):
+@_health_options
+def query(run, query, fmt, describe, views, limit, workers, comm_kernels, strict, allow_mixed):
     """Read-only SQL over the run's views: tracekit query RUN --sql "SELECT …".
 
     Without --sql, a last argument that is not a file or folder is the query.
     """
-    from tracekit.store import docs, open_run
+    from tracekit.store import docs
 
     run = list(run)
     # `tracekit query RUN "SELECT …"`: a last argument that is no file is the query
@@ -216,7 +315,7 @@ def query(run, query, fmt, describe, views, limit, workers, comm_kernels):
         return
     if describe is None and query is None:
         raise TracekitError('nothing to do: pass --sql "SELECT …", --describe VIEW or --views')
-    with open_run(*run, workers=workers, comm_kernels=comm_kernels) as r:
+    with _open(run, workers, strict, allow_mixed, comm_kernels) as r:
         if describe:
             d = docs().get(describe, None)
             rows = r.describe(describe)
@@ -225,11 +324,13 @@ def query(run, query, fmt, describe, views, limit, workers, comm_kernels):
             width = max(len(c) for c, _, _ in rows)
             for col, typ, doc in rows:
                 click.echo(f"  {col:{width}}  {typ:12}  {doc}")
+            _warn(r)
             return
         rel = r.readonly_sql(query)
         names = rel.columns
         rows = rel.fetchall()
     _emit(_render_rows(names, rows, fmt, limit), None)
+    _warn(r)
 
 
 def _is_path(text: str) -> bool:
@@ -251,14 +352,18 @@ def _render_rows(names: list[str], rows: list[tuple], fmt: str, limit: int) -> s
         return json.dumps(records, indent=1, default=str) + "\n"
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
+    # query results are text: no markup, no :emoji:, no highlighting
     table = Table(box=None, header_style="bold")
     for n in names:
-        table.add_column(n)
+        table.add_column(Text(n))
     for r in rows[:limit]:
-        table.add_row(*("NULL" if v is None else str(v) for v in r))
+        table.add_row(*(Text("NULL" if v is None else str(v)) for v in r))
     buf = io.StringIO()
-    Console(file=buf, width=200, color_system=None).print(table)
+    Console(
+        file=buf, width=200, color_system=None, markup=False, emoji=False, highlight=False
+    ).print(table)
     more = ""
     if len(rows) > limit:
         more = f"… {len(rows) - limit} more rows (use --format csv for all)\n"
@@ -269,11 +374,10 @@ def _render_rows(names: list[str], rows: list[tuple], fmt: str, limit: int) -> s
 @_run_arg
 @_workers
 @_comm_kernel
-def ingest(run, workers, comm_kernels):
+@_health_options
+def ingest(run, workers, comm_kernels, strict, allow_mixed):
     """Ingest (or refresh) the Parquet cache of a run and print what it holds."""
-    from tracekit.store import open_run
-
-    with open_run(*run, workers=workers, comm_kernels=comm_kernels) as r:
+    with _open(run, workers, strict, allow_mixed, comm_kernels) as r:
         rows = r.sql(
             "SELECT rank, rank_source, event_count, backend, coalesce(device_name, "
             "CASE WHEN has_device_events THEN 'unknown device' ELSE 'cpu' END), "
@@ -287,6 +391,7 @@ def ingest(run, workers, comm_kernels):
                 f"rank {rank:>4} ({src}): {n:>8,} events · {st} steps · {co} collectives · "
                 f"{be or '—'} · {dev} · {path}"
             )
+    _warn(r)
 
 
 @main.command()
@@ -299,8 +404,11 @@ def ingest(run, workers, comm_kernels):
     help="Analysed window, as for analyze.",
 )
 @click.option("--steps", default=None, help="ProfilerSteps to analyse: all, N or A-B.")
+@_override_options
 @_workers
-def tui(run, window, steps, workers):
+@_comm_kernel
+@_health_options
+def tui(run, window, steps, workers, comm_kernels, strict, allow_mixed, **overrides):
     """Interactive drill-down in the terminal: overview, ranks, timeline, collectives,
     ops, memory, SQL (needs textual: pip install 'tracekit[tui]')."""
     from importlib.util import find_spec
@@ -312,7 +420,16 @@ def tui(run, window, steps, workers):
     find_trace_files([Path(p) for p in run])  # a bad path fails here, before the screen opens
     from tui.app import run_app
 
-    code = run_app(list(run), window=window, steps=steps, workers=workers)
+    code = run_app(
+        list(run),
+        window=window,
+        steps=steps,
+        workers=workers,
+        comm_kernels=comm_kernels,
+        strict=strict,
+        allow_mixed=allow_mixed,
+        overrides=overrides,
+    )
     if code:
         sys.exit(code)
 
@@ -379,17 +496,16 @@ def _run_command():
 
 
 def _emit(text: str, output: str | None) -> None:
-    if output:
-        import os
-        import tempfile
-
-        dest = Path(output)
-        fd, tmp = tempfile.mkstemp(dir=dest.parent or ".", prefix=f".{dest.name}.")
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, dest)
-    else:
+    """stdout, or `output` written atomically (a temporary file beside it, then renamed)."""
+    if not output:
         sys.stdout.write(text)
+        return
+    from tracekit.atomic import write_text
+
+    try:
+        write_text(Path(output), text)
+    except OSError as exc:
+        raise TracekitError(f"-o {output}: cannot write ({exc.strerror or exc})") from exc
 
 
 _run_command()  # `tracekit run` exists where torch is installed (the `jobs` extra)

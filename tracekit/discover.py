@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import zlib
 from pathlib import Path
 
 from tracekit.errors import TracekitError
@@ -16,7 +17,12 @@ TRACE_SUFFIXES = (".json", ".json.gz")
 
 
 def looks_like_trace(path: Path, probe_bytes: int = 1 << 20) -> bool:
-    """Cheap check used when scanning a folder: does `traceEvents` appear near the start?"""
+    """Cheap check used when scanning a folder: is this a trace, or meant to be one?
+
+    Yes when `traceEvents` appears near the start; also when the file cannot be what
+    else a run folder holds (other JSON): empty, not gzip-readable, not starting like
+    JSON, or named like a rank's trace (`rank-3.json`). Those are read for real and,
+    when damaged, named as unreadable instead of silently passed over."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(2)
@@ -26,9 +32,15 @@ def looks_like_trace(path: Path, probe_bytes: int = 1 << 20) -> bool:
                     chunk = gz.read(probe_bytes)
             else:
                 chunk = fh.read(probe_bytes)
-    except (OSError, EOFError):
+    except (OSError, EOFError, ValueError, zlib.error):
         return True  # let the real read report the problem in one line
-    return b'"traceEvents"' in chunk
+    if b'"traceEvents"' in chunk:
+        return True
+    if chunk.lstrip()[:1] not in (b"{", b"["):
+        return True  # empty or not JSON at all
+    from tracekit.tracefile import rank_from_name
+
+    return rank_from_name(path) is not None
 
 
 def find_trace_files(inputs: list[Path]) -> tuple[Path, list[Path]]:

@@ -108,7 +108,9 @@ def load_raw(con: duckdb.DuckDBPyConnection, events_json: Path) -> None:
     Fast path: args read with their usual types. A trace where some value has
     another type (a string stream id, a list where a count belongs) fails that
     cast; it is read again with every arg as JSON and cast with TRY_CAST, so the
-    odd value becomes NULL and the rest of the file is kept.
+    odd value becomes NULL and the rest of the file is kept. A trace whose events
+    themselves are odd (a string `ts`, an event that is not an object, `args` that
+    is not an object) is read a third time event by event (`load_raw_lenient`).
     """
     for typed in (True, False):
         try:
@@ -120,10 +122,74 @@ def load_raw(con: duckdb.DuckDBPyConnection, events_json: Path) -> None:
             return
         except duckdb.ConversionException:
             if not typed:
-                raise
+                return load_raw_lenient(con, events_json)
         except duckdb.InvalidInputException as exc:
-            if not typed or "transform error" not in str(exc):
+            if "transform error" not in str(exc):
                 raise
+            if not typed:
+                return load_raw_lenient(con, events_json)
+
+
+def load_raw_lenient(con: duckdb.DuckDBPyConnection, events_json: Path) -> None:
+    """`raw` from each event as JSON: any field of the wrong type becomes NULL.
+
+    Same columns as the all-JSON read of `load_raw`; an element that is not an object
+    has a NULL `ph` (counted by `skipped_events`)."""
+
+    scalar = "('VARCHAR', 'BIGINT', 'UBIGINT', 'DOUBLE')"
+
+    def text(key: str) -> str:
+        return f"CASE WHEN json_type(j->'{key}') IN {scalar} THEN j->>'{key}' END"
+
+    def num(key: str) -> str:
+        return (
+            f"CASE WHEN json_type(j->'{key}') IN {scalar} THEN TRY_CAST(j->>'{key}' AS DOUBLE) END"
+        )
+
+    obj = "json_type(j->'args') = 'OBJECT'"
+    args = ", ".join(
+        f"\"{k}\" := CASE WHEN {obj} THEN j->'args'->{sql_str(k)} END" for k in ARG_TYPES
+    )
+    con.execute(
+        f"""CREATE OR REPLACE TABLE raw AS
+SELECT CASE WHEN json_type(j->'ph') = 'VARCHAR' THEN j->>'ph' END AS ph,
+       {text("cat")} AS cat, {text("name")} AS name, {text("pid")} AS pid, {text("tid")} AS tid,
+       {num("ts")} AS ts, {num("dur")} AS dur, {text("id")} AS id,
+       struct_pack({args}) AS args
+FROM (SELECT json AS j FROM read_json_objects({sql_str(str(events_json))}, format = 'array',
+      maximum_object_size = 268435456))"""
+    )
+
+
+# Largest |ts| in µs kept: 9e15 µs is the year 2255, and ts × 1000 + base still fits in
+# a BIGINT. Longest `dur` kept: one day (8.64e10 µs).
+TS_MAX_US = 9e15
+DUR_MAX_US = 8.64e10
+
+
+def _ts_ok(col: str = "ts") -> str:
+    return f"({col} IS NOT NULL AND isfinite({col}) AND abs({col}) < {TS_MAX_US})"
+
+
+def _dur_ok(col: str = "dur") -> str:
+    return f"({col} IS NOT NULL AND isfinite({col}) AND {col} >= 0 AND {col} <= {DUR_MAX_US})"
+
+
+def skipped_events(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """Events of `raw` the tables leave out, by reason (needs `raw`)."""
+    used = "(ph IN ('X', 's', 'f', 't') OR (ph = 'i' AND name = '[memory]'))"
+    rows = con.execute(
+        f"""SELECT reason, count(*) FROM (SELECT CASE
+        WHEN ph IS NULL THEN 'not an event object, or no ph'
+        WHEN {used} AND ts IS NULL THEN 'ts missing or not a number'
+        WHEN {used} AND NOT {_ts_ok()} THEN 'ts not finite or out of range'
+        WHEN ph = 'X' AND dur IS NULL THEN 'dur missing or not a number'
+        WHEN ph = 'X' AND NOT isfinite(dur) THEN 'dur not finite'
+        WHEN ph = 'X' AND dur < 0 THEN 'negative dur'
+        WHEN ph = 'X' AND dur > {DUR_MAX_US} THEN 'dur longer than a day'
+        END AS reason FROM raw) WHERE reason IS NOT NULL GROUP BY 1 ORDER BY 1"""
+    ).fetchall()
+    return {r: n for r, n in rows}
 
 
 def raw_is_typed(con: duckdb.DuckDBPyConnection) -> bool:
@@ -183,12 +249,12 @@ SELECT {rank}::INTEGER AS rank,
        cat, name,
        {_id("pid")} AS pid, {_id("tid")} AS tid,
        {_ns("ts", base_ns)} AS ts_ns,
-       round(coalesce(dur, 0) * 1000)::BIGINT AS dur_ns,
+       round(dur * 1000)::BIGINT AS dur_ns,
        {a.int("correlation")} AS correlation,
        {a.int("External id")} AS external_id,
        {a.int("device")} AS device,
        {a.int("stream")} AS stream,
-       round({a.float("memory bandwidth (GB/s)")} * dur * 1000)::BIGINT AS bytes,
+       TRY_CAST(round({a.float("memory bandwidth (GB/s)")} * dur * 1000) AS BIGINT) AS bytes,
        {a.str("Collective name")} AS coll_name,
        {a.int("In msg nelems")} AS in_nelems,
        {a.int("Out msg nelems")} AS out_nelems,
@@ -203,7 +269,7 @@ SELECT {rank}::INTEGER AS rank,
        {a.json("Input Dims")} AS input_dims,
        {a.json("Input type")} AS input_types,
        {a.json("Concrete Inputs")} AS concrete_inputs
-FROM raw WHERE ph = 'X' AND ts IS NOT NULL
+FROM raw WHERE ph = 'X' AND {_ts_ok()} AND {_dur_ok()}
 """
 
 
@@ -211,7 +277,7 @@ def flows_sql(rank: int, base_ns: int) -> str:
     return f"""
 SELECT {rank}::INTEGER AS rank, TRY_CAST(id AS BIGINT) AS flow_id, cat, ph AS phase,
        {_id("pid")} AS pid, {_id("tid")} AS tid, {_ns("ts", base_ns)} AS ts_ns
-FROM raw WHERE ph IN ('s', 'f', 't') AND ts IS NOT NULL
+FROM raw WHERE ph IN ('s', 'f', 't') AND {_ts_ok()}
 """
 
 
@@ -223,7 +289,7 @@ SELECT {rank}::INTEGER AS rank, {_ns("ts", base_ns)} AS ts_ns,
        {a.int("Device Type")} AS device_type, {a.int("Device Id")} AS device_id,
        {a.int("Addr")} AS addr, {a.int("Bytes")} AS bytes,
        {a.int("Total Allocated")} AS total_allocated, {a.int("Total Reserved")} AS total_reserved
-FROM raw WHERE ph = 'i' AND name = '[memory]' AND ts IS NOT NULL
+FROM raw WHERE ph = 'i' AND name = '[memory]' AND {_ts_ok()}
 """
 
 

@@ -6,11 +6,12 @@ import os
 import sys
 import tempfile
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracekit import cache
+from tracekit import cache, resources
 from tracekit.errors import TracekitError
 
 
@@ -20,6 +21,15 @@ class Source:
     key: str
     rank: int
     rank_source: str
+
+
+@dataclass
+class IngestNotes:
+    """What an ingest left out: files it could not read, events it skipped."""
+
+    unreadable: list[dict] = field(default_factory=list)  # {"path", "reason"}
+    skipped_events: dict[str, dict[str, int]] = field(default_factory=dict)  # source → reason → n
+    trace_ids: dict[str, str] = field(default_factory=dict)  # source → Kineto trace_id
 
 
 # tables whose name in the ingest connection differs from their cache name
@@ -33,11 +43,38 @@ def ingest_file(
     single: bool,
     threads: int = 1,
     comm_kernels: tuple[str, ...] = (),
-) -> list[dict]:
+) -> dict:
     """Parse one trace and write its tables to the cache. Runs in a worker process.
 
-    Returns one part per rank the file holds: one for a Kineto trace, several for a
-    merged multi-rank file (TraceLens TraceFusion), each cached under its own key."""
+    Returns the file's `parts`, one per rank it holds (one for a Kineto trace, several
+    for a merged multi-rank file, TraceLens TraceFusion, each cached under its own key),
+    the events it skipped by reason, and its Kineto `trace_id`. A value no table can hold
+    (a number out of every range) stops this file with a `TracekitError` naming it, as a
+    file that cannot be read does."""
+    import duckdb
+
+    try:
+        return _ingest_file(path, cdir, key, single, threads, comm_kernels)
+    except (duckdb.ConversionException, duckdb.OutOfRangeException) as exc:
+        detail = str(exc).splitlines()[0][:200]
+        raise TracekitError(
+            f"{path} holds a value tracekit cannot store ({detail}); fix or re-export the "
+            "trace, and report it if the trace is as torch wrote it"
+        ) from exc
+    except (MemoryError, duckdb.OutOfMemoryException) as exc:
+        raise _OutOfMemory(
+            f"{path}: out of memory while ingesting it; free memory, use --workers 1, or "
+            "a bigger machine"
+        ) from exc
+
+
+class _OutOfMemory(TracekitError):
+    """Not the file's fault: not remembered as a damaged file."""
+
+
+def _ingest_file(
+    path: Path, cdir: Path, key: str, single: bool, threads: int, comm_kernels: tuple[str, ...]
+) -> dict:
     import duckdb
 
     from tracekit import ingest
@@ -46,7 +83,8 @@ def ingest_file(
     header, text = decode(path)
     con = duckdb.connect()
     con.execute(f"SET threads = {threads}")
-    fd, tmp = tempfile.mkstemp(prefix="tracekit-", suffix=".events.json")
+    # beside the cache, named as the lock holder's leftovers are (removed after a kill)
+    fd, tmp = tempfile.mkstemp(dir=cdir, prefix=f".{key}.events.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(text)
@@ -64,22 +102,23 @@ def ingest_file(
     if con.execute("SELECT count(*) FROM raw").fetchall()[0][0] == 0:
         raise TracekitError(f"{path} has no traceEvents: it is empty or not a Kineto trace")
     typed = ingest.raw_is_typed(con)
+    skipped = ingest.skipped_events(con)
     merged = ingest.merged_ranks(con, header)
     if merged is None:
         rank, rank_source = resolve_rank(path, header, single)
         _ingest_rank(con, path, header, rank, rank_source, cdir, key, typed, comm_kernels)
-        con.close()
-        return [{"rank": rank, "rank_source": rank_source, "key": key}]
-    con.execute("ALTER TABLE raw RENAME TO _raw_all")
-    parts = []
-    for rank in merged:
-        con.execute(f"CREATE OR REPLACE TABLE raw AS {ingest.merged_rank_sql(rank)}")
-        part_key = f"{key}.r{rank}"
-        source = f"merged file (RANK {rank})"
-        _ingest_rank(con, path, header, rank, source, cdir, part_key, typed, comm_kernels)
-        parts.append({"rank": rank, "rank_source": source, "key": part_key})
+        parts = [{"rank": rank, "rank_source": rank_source, "key": key}]
+    else:
+        con.execute("ALTER TABLE raw RENAME TO _raw_all")
+        parts = []
+        for rank in merged:
+            con.execute(f"CREATE OR REPLACE TABLE raw AS {ingest.merged_rank_sql(rank)}")
+            part_key = f"{key}.r{rank}"
+            source = f"merged file (RANK {rank})"
+            _ingest_rank(con, path, header, rank, source, cdir, part_key, typed, comm_kernels)
+            parts.append({"rank": rank, "rank_source": source, "key": part_key})
     con.close()
-    return parts
+    return {"parts": parts, "skipped_events": skipped, "trace_id": header.trace_id}
 
 
 def _ingest_rank(con, path, header, rank, rank_source, cdir, key, typed, comm_kernels) -> None:
@@ -123,28 +162,71 @@ def _progress(total: int):
 
 
 def ingest_run(
-    root: Path, files: list[Path], workers: int | None = None, comm_kernels: tuple[str, ...] = ()
+    root: Path,
+    files: list[Path],
+    workers: int | None = None,
+    comm_kernels: tuple[str, ...] = (),
+    notes: IngestNotes | None = None,
 ) -> tuple[Path, list[Source]]:
     """Make sure every file has a fresh cache entry; return the cache dir and the sources
-    (one per rank: a merged multi-rank file gives several)."""
+    (one per rank: a merged multi-rank file gives several).
+
+    A file that cannot be read is left out and named in `notes.unreadable` (the run is
+    analysed without it); when no file can be read, its error is raised."""
+    notes = notes if notes is not None else IngestNotes()
     cdir = cache.cache_dir(root)
+    with cache.locked(cdir):  # a second process waits here, then finds the work done
+        return _ingest_locked(root, files, cdir, workers, notes, comm_kernels)
+
+
+def _ingest_locked(
+    root: Path,
+    files: list[Path],
+    cdir: Path,
+    workers: int | None,
+    notes: IngestNotes,
+    comm_kernels: tuple[str, ...],
+) -> tuple[Path, list[Source]]:
     index = cache.load_index(cdir)
     single = len(files) == 1
     keys = {f: cache.source_key(root, f) for f in files}
-    todo = [f for f in files if not cache.is_fresh(cdir, index, keys[f], f, comm_kernels)]
+    # a file that failed before and has not changed fails again: not read twice
+    failed = {
+        f: index[keys[f]]["error"]
+        for f in files
+        if "error" in index.get(keys[f], {})
+        and index[keys[f]].get("fingerprint") == cache.fingerprint(f, comm_kernels)
+    }
+    todo = [
+        f
+        for f in files
+        if f not in failed and not cache.is_fresh(cdir, index, keys[f], f, comm_kernels)
+    ]
+    # a trace too big for the memory left is named now, not killed by the OOM killer later
+    # (not remembered: another time, or machine, may have the memory)
+    failed.update(resources.too_big(todo))
+    todo = [f for f in todo if f not in failed]
     if todo:
         cores = os.cpu_count() or 1
         n = max(1, min(workers or cores, len(todo)))
+        n = resources.workers_that_fit(todo, n)
         threads = max(1, cores // n)
         # fingerprints before reading: a file that changes during ingest is ingested again
         prints = {f: cache.fingerprint(f, comm_kernels) for f in todo}
-        results: dict[Path, list[dict]] = {}
+        results: dict[Path, dict] = {}
+        out_of_memory: set[Path] = set()
         args = {f: (f, cdir, keys[f], single, threads, comm_kernels) for f in todo}
         with _progress(len(todo)) as prog:
             task = prog.add_task(f"ingesting {len(todo)} traces", total=len(todo)) if prog else None
             if n == 1:
                 for f in todo:
-                    results[f] = ingest_file(*args[f])
+                    try:
+                        results[f] = ingest_file(*args[f])
+                    except _OutOfMemory as exc:
+                        failed[f] = str(exc)
+                        out_of_memory.add(f)
+                    except TracekitError as exc:
+                        failed[f] = str(exc)
                     if prog:
                         prog.advance(task)
             else:
@@ -152,25 +234,57 @@ def ingest_run(
                     futs = {pool.submit(ingest_file, *args[f]): f for f in todo}
                     try:
                         for fut in as_completed(futs):
-                            results[futs[fut]] = fut.result()
+                            try:
+                                results[futs[fut]] = fut.result()
+                            except _OutOfMemory as exc:
+                                failed[futs[fut]] = str(exc)
+                                out_of_memory.add(futs[fut])
+                            except TracekitError as exc:
+                                failed[futs[fut]] = str(exc)
                             if prog:
                                 prog.advance(task)
+                    except BrokenProcessPool as exc:  # a worker was killed (the OOM killer)
+                        raise TracekitError(
+                            f"an ingest process died while reading {root} (out of memory?); "
+                            "retry with --workers 1, or free memory"
+                        ) from exc
                     except BaseException:
                         for fut in futs:
                             fut.cancel()
                         raise
-        for f, parts in results.items():
+        for f, r in results.items():
             index[keys[f]] = {
                 "source": os.path.relpath(f, root),
                 "fingerprint": prints[f],
-                "rank": parts[0]["rank"],
-                "rank_source": parts[0]["rank_source"],
-                "parts": parts,
+                "rank": r["parts"][0]["rank"],
+                "rank_source": r["parts"][0]["rank_source"],
+                "parts": r["parts"],
+                "skipped_events": r["skipped_events"],
+                "trace_id": r["trace_id"],
             }
+        for f in todo:
+            if f in failed and f not in out_of_memory:  # remembered: not read again
+                index[keys[f]] = {
+                    "source": os.path.relpath(f, root),
+                    "fingerprint": prints[f],
+                    "error": failed[f],
+                }
         cache.save_index(cdir, index)
+    if len(failed) == len(files):
+        first = next(iter(failed.values()))
+        if len(files) == 1:
+            raise TracekitError(first)
+        raise TracekitError(f"none of the {len(files)} traces could be read; the first: {first}")
+    for f, reason in failed.items():
+        notes.unreadable.append({"path": str(f), "reason": reason})
+    files = [f for f in files if f not in failed]
     sources = []
     for f in files:
         entry = index[keys[f]]
+        if entry.get("skipped_events"):
+            notes.skipped_events[entry["source"]] = entry["skipped_events"]
+        if entry.get("trace_id"):
+            notes.trace_ids[entry["source"]] = entry["trace_id"]
         parts = entry.get("parts") or [
             {"rank": entry["rank"], "rank_source": entry["rank_source"], "key": keys[f]}
         ]

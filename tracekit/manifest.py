@@ -10,6 +10,7 @@ known is `null`, never a guess.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field, fields
@@ -140,8 +141,16 @@ class JobManifest:
             not isinstance(self.gpus_per_node, int) or self.gpus_per_node < 1
         ):
             raise TracekitError("job.json: gpus_per_node must be an integer ≥ 1")
-        if self.world_size < 1 or min(m.dp, m.tp, m.pp, m.ep) < 1:
-            raise TracekitError("job.json: world_size and mesh dims must be ≥ 1")
+        for name, v in (
+            ("world_size", self.world_size),
+            *((f"mesh.{k}", getattr(m, k)) for k in ("dp", "tp", "pp", "ep")),
+        ):
+            if v < 1:
+                raise TracekitError(f"job.json: {name} must be ≥ 1, not {v}")
+        for name in ("microbatches", "virtual_stages"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise TracekitError(f"job.json: {name} must be ≥ 1 or null, not {v}")
         if m.dp * m.tp * m.pp != self.world_size:
             raise TracekitError(
                 f"job.json: mesh dp·tp·pp = {m.dp}·{m.tp}·{m.pp} must equal world_size "
@@ -170,21 +179,78 @@ class JobManifest:
         return dest
 
 
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v: Any) -> bool:
+    return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)
+
+
+# field annotation → (check, what the user is told it must be)
+_TYPES: dict[str, tuple[Any, str]] = {
+    "int": (lambda v: _is_int(v) and v >= 0, "a whole number ≥ 0"),
+    "float": (lambda v: _is_num(v) and v >= 0, "a finite number ≥ 0"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "list[int]": (
+        lambda v: isinstance(v, list) and all(_is_int(x) and x >= 0 for x in v),
+        "a list of whole numbers ≥ 0",
+    ),
+    "list[float]": (
+        lambda v: isinstance(v, list) and all(_is_num(x) and x >= 0 for x in v),
+        "a list of finite numbers ≥ 0",
+    ),
+    "list[str]": (
+        lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+        "a list of strings",
+    ),
+    "dict[str, Any]": (lambda v: isinstance(v, dict), "an object"),
+}
+
+
+def _check_field(annotation: str, value: Any, where: str) -> Any:
+    """The value, if it has the field's type; else one line naming the field."""
+    optional = annotation.endswith(" | None")
+    base = annotation.removesuffix(" | None")
+    if value is None and optional:
+        return None
+    check, what = _TYPES[base]
+    if isinstance(value, float) and base == "int" and value.is_integer():
+        value = int(value)  # 2.0 written by a hand or a float-only tool
+    if not check(value):
+        shown = json.dumps(value)
+        shown = shown if len(shown) <= 40 else shown[:37] + "…"
+        null = " or null" if optional else ""
+        raise TracekitError(
+            f"job.json: {where} must be {what}{null}, not {shown}; fix it or remove the key"
+        )
+    return value
+
+
 def _build(cls: type, data: Any, where: str) -> Any:
-    """A dataclass from a dict, recursively; unknown keys are ignored (the schema grows)."""
+    """A dataclass from a dict, recursively; unknown keys are ignored (the schema grows).
+    Each known key's value is checked against its field's type, by name."""
     if not isinstance(data, dict):
-        raise TracekitError(f"job.json: {where} must be an object")
+        raise TracekitError(f"job.json: {where} must be an object, not {json.dumps(data)[:40]}")
     kwargs = {}
     for f in fields(cls):
         if f.name not in data:
             continue
         value = data[f.name]
+        name = f"{where}.{f.name}" if where else f.name
         sub = _NESTED.get((cls.__name__, f.name))
-        if sub is not None and value is not None:
+        if sub is not None:
+            if value is None:
+                continue  # the default
             if f.name == "collectives":
-                value = {k: _build(sub, v, f"{where}.{f.name}.{k}") for k, v in value.items()}
+                if not isinstance(value, dict):
+                    raise TracekitError(f"job.json: {name} must be an object of fits")
+                value = {k: _build(sub, v, f"{name}.{k}") for k, v in value.items()}
             else:
-                value = _build(sub, value, f"{where}.{f.name}")
+                value = _build(sub, value, name)
+        else:
+            value = _check_field(str(f.type), value, name)
         kwargs[f.name] = value
     return cls(**kwargs)
 
@@ -205,7 +271,7 @@ def from_dict(data: dict[str, Any]) -> JobManifest:
             "upgrade tracekit"
         )
     try:
-        man = _build(JobManifest, data, "job")
+        man = _build(JobManifest, data, "")
     except TypeError as exc:
         raise TracekitError(f"job.json: {exc}") from exc
     man.validate()

@@ -39,6 +39,12 @@ def run_info(run: Run) -> dict[str, Any]:
             else (sorted(devices) if devices else ("cpu" if not any(r[4] for r in rows) else None))
         ),
         "steps": steps,
+        # health (tracekit.validate): what the figures do not cover
+        "unreadable": run.unreadable,
+        "missing_ranks": run.missing_ranks,
+        "skipped_events": run.skipped_events,
+        "mixed": run.mixed,
+        "clock_offsets_ns": {str(r): ns for r, ns in run.clock_offsets_ns.items()},
     }
 
 
@@ -95,6 +101,20 @@ def _header(report: dict) -> list[str]:
         f"{len(r['ranks'])} of {r['world_size']} ranks · backend {r['backend'] or '—'} · "
         f"device {dev or '—'} · ProfilerSteps {step_txt} · window {report['window']['kind']}",
     ]
+
+
+def _health_lines(report: dict) -> list[str]:
+    """Warnings the figures need beside them: files left out, ranks missing, events skipped."""
+    r = report["run"]
+    out = [f"warning: left out {u['path']}: {u['reason']}" for u in r.get("unreadable") or []]
+    if r.get("missing_ranks"):
+        out.append(f"warning: no trace for ranks {', '.join(map(str, r['missing_ranks']))}")
+    skipped = r.get("skipped_events") or {}
+    if skipped:
+        what = ", ".join(f"{n:,} {why}" for why, n in skipped.items())
+        out.append(f"warning: skipped {sum(skipped.values()):,} events ({what})")
+    out += [f"warning: mixed runs analyzed together: {m}" for m in r.get("mixed") or []]
+    return out
 
 
 def _fmt(v: Any) -> str:
@@ -204,7 +224,16 @@ def to_text(report: dict) -> str:
     from rich.table import Table
 
     buf = StringIO()
-    console = Console(file=buf, width=120, force_terminal=False, color_system=None)
+    # user text (names, paths, notes) is text: no Rich markup, no :emoji:
+    console = Console(
+        file=buf,
+        width=120,
+        force_terminal=False,
+        color_system=None,
+        markup=False,
+        emoji=False,
+        highlight=False,
+    )
 
     def table(columns, rows, left=()):
         t = Table(box=None, header_style="bold", pad_edge=False)
@@ -215,7 +244,7 @@ def to_text(report: dict) -> str:
         console.print()
         console.print(t)
 
-    for line in _header(report):
+    for line in _header(report) + _health_lines(report):
         console.print(line, highlight=False, soft_wrap=True)
     table(
         [t for _, t, _ in RANK_COLUMNS],
@@ -253,6 +282,8 @@ def to_text(report: dict) -> str:
 
 def to_markdown(report: dict) -> str:
     lines = [f"**{h}**  " if i == 0 else h for i, h in enumerate(_header(report))]
+    health = _health_lines(report)
+    lines += ["", *(f"- {w}" for w in health)] if health else []
     lines += ["", "| " + " | ".join(t for _, t, _ in RANK_COLUMNS) + " |"]
     lines.append("|" + "---:|" * len(RANK_COLUMNS))
     for row in report["ranks"]:

@@ -73,13 +73,24 @@ def docs() -> dict[str, ViewDoc]:
 
 class Run:
     """An ingested run: `run.sql("SELECT …")` returns a DuckDB relation
-    (`.pl()` polars, `.df()` pandas, `.arrow()`, `.fetchall()`)."""
+    (`.pl()` polars, `.df()` pandas, `.arrow()`, `.fetchall()`).
+
+    Its health (`tracekit.validate`): `unreadable` files, `missing_ranks`,
+    `skipped_events` by reason, `mixed` (why it looks like several runs, when allowed),
+    and `warnings`, one line each."""
 
     def __init__(self, root: Path, cache_dir: Path, sources: list[loader.Source]):
         self.root = root
         self.cache_dir = cache_dir
         self.sources = sources
         self.comm_kernels: tuple[str, ...] = ()  # the user's patterns this run was read with
+        # health, set by tracekit.validate.check
+        self.unreadable: list[dict] = []
+        self.missing_ranks: list[int] = []
+        self.skipped_events: dict[str, int] = {}
+        self.mixed: list[str] = []
+        self.warnings: list[str] = []
+        self.clock_offsets_ns: dict[int, int] = {}
         self.con = duckdb.connect()
         self.con.execute("SET enable_progress_bar = false")
         for table in TABLES:
@@ -103,22 +114,14 @@ class Run:
         return self.con.sql(query, params=params)
 
     def readonly_sql(self, query: str) -> duckdb.DuckDBPyRelation:
-        """Run user SQL that may only read: SELECT / WITH / EXPLAIN / DESCRIBE / SHOW."""
-        try:
-            stmts = duckdb.extract_statements(query)
-        except duckdb.Error as exc:
-            raise TracekitError(f"SQL error: {str(exc).splitlines()[0]}") from exc
-        if len(stmts) != 1:
-            raise TracekitError("pass exactly one SQL statement")
-        allowed = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
-        if stmts[0].type not in allowed:
-            raise TracekitError(
-                f"tracekit query is read-only; {stmts[0].type.name} statements are not allowed"
-            )
-        try:
-            return self.con.sql(query)
-        except duckdb.Error as exc:
-            raise TracekitError(f"SQL error: {str(exc).splitlines()[0]}") from exc
+        """Run user SQL that may only read the run (`tracekit.sandbox`): one SELECT-like
+        statement, on a connection that can open no file outside the run's cache."""
+        from tracekit import sandbox
+
+        box = getattr(self, "_sandbox", None)
+        if box is None:
+            box = self._sandbox = sandbox.open_sandbox(self.con, self.cache_dir)
+        return sandbox.run_readonly(box, query)
 
     def views(self) -> list[str]:
         return sorted(docs())
@@ -132,6 +135,10 @@ class Run:
         return [(c, t, d.columns.get(c, "")) for c, t, *_ in types]
 
     def close(self) -> None:
+        box = getattr(self, "_sandbox", None)
+        if box is not None:
+            box.close()
+            self._sandbox = None
         self.con.close()
 
     def __enter__(self) -> Run:
@@ -142,13 +149,19 @@ class Run:
 
 
 def open_run(
-    *inputs: str | Path, workers: int | None = None, comm_kernels: tuple[str, ...] | list = ()
+    *inputs: str | Path,
+    workers: int | None = None,
+    comm_kernels: tuple[str, ...] | list = (),
+    strict: bool = False,
+    allow_mixed: bool = False,
 ) -> Run:
     """Open a run folder (or trace files), ingesting what the cache lacks.
 
     `comm_kernels`: extra regexes of communication kernels (`--comm-kernel`), added to
-    those of the run's job.json and pyproject.toml (`tracekit.commkernels.user_patterns`)."""
-    from tracekit import manifest
+    those of the run's job.json and pyproject.toml (`tracekit.commkernels.user_patterns`).
+    Unreadable files are left out and named in `run.unreadable` (`strict`: an error);
+    traces that look like several runs are an error unless `allow_mixed`."""
+    from tracekit import manifest, validate
     from tracekit.commkernels import user_patterns
 
     if not inputs:
@@ -156,7 +169,15 @@ def open_run(
     root, files = find_trace_files([Path(p) for p in inputs])
     man = manifest.load(root)
     patterns = user_patterns(root, comm_kernels, man.comm_kernels if man else ())
-    cdir, sources = loader.ingest_run(root, files, workers=workers, comm_kernels=patterns)
+    notes = loader.IngestNotes()
+    cdir, sources = loader.ingest_run(
+        root, files, workers=workers, comm_kernels=patterns, notes=notes
+    )
     run = Run(root, cdir, sources)
     run.comm_kernels = patterns
+    try:
+        validate.check(run, notes, allow_mixed=allow_mixed, strict=strict)
+    except BaseException:
+        run.close()
+        raise
     return run

@@ -31,6 +31,7 @@ class Header(msgspec.Struct):
     profile_memory: Any = None
     with_flops: Any = None
     host_name: Any = None
+    trace_id: Any = None
 
 
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
@@ -55,6 +56,22 @@ def read_bytes(path: Path) -> bytes:
         ) from exc
 
 
+# Python's json module writes NaN / Infinity, which JSON does not have: read them as null
+_NON_JSON_NUMBER = re.compile(rb"(?<=[:\[,])(\s*)(?:-?Infinity|NaN)(?=\s*[,\]}])")
+
+
+def _decode_top(data: bytes) -> dict[str, msgspec.Raw]:
+    try:
+        return _TOP.decode(data)
+    except msgspec.DecodeError:
+        if b"NaN" not in data and b"Infinity" not in data:
+            raise
+        fixed = _NON_JSON_NUMBER.sub(rb"\1null", data)
+        if fixed == data:
+            raise
+        return _TOP.decode(fixed)
+
+
 def split_document(path: Path, data: bytes) -> tuple[Header, bytes | msgspec.Raw]:
     """(header, the raw text of the traceEvents array) of a whole trace document.
 
@@ -62,7 +79,7 @@ def split_document(path: Path, data: bytes) -> tuple[Header, bytes | msgspec.Raw
     (`msgspec.Raw`), ~1 GB/s; the header values are then decoded on their own.
     """
     try:
-        parts = _TOP.decode(data)
+        parts = _decode_top(data)
     except msgspec.ValidationError as exc:
         raise TracekitError(
             f"{path} does not look like a PyTorch profiler trace ({exc}); pass the files "
@@ -95,8 +112,11 @@ def decode(path: Path) -> tuple[Header, bytes | msgspec.Raw]:
         header.distributedInfo = None
     if not isinstance(header.deviceProperties, list):
         header.deviceProperties = []
-    if not isinstance(header.baseTimeNanoseconds, int):
-        header.baseTimeNanoseconds = None
+    base = header.baseTimeNanoseconds
+    if isinstance(base, bool) or not isinstance(base, int) or not 0 <= base < 4 * 10**18:
+        header.baseTimeNanoseconds = None  # absent, mistyped or absurd (past year 2096)
+    if not isinstance(header.trace_id, str):
+        header.trace_id = None
     return header, events
 
 

@@ -237,11 +237,26 @@ def run_app(
     window: str = "steps",
     steps: str | None = None,
     workers: int | None = None,
+    comm_kernels: tuple[str, ...] = (),
+    strict: bool = False,
+    allow_mixed: bool = False,
+    overrides: dict | None = None,
 ) -> int:
     """Run the app on a terminal; returns the exit code (2 when the run could not be
-    opened, with the reason raised as a TracekitError for the CLI to print)."""
+    opened, with the reason raised as a TracekitError for the CLI to print). The options
+    are `tracekit analyze`'s, so the overview shows what analyze would print."""
     display = " ".join(inputs)
-    session = Session([Path(p) for p in inputs], window, steps, workers, display_path=display)
+    session = Session(
+        [Path(p) for p in inputs],
+        window,
+        steps,
+        workers,
+        display_path=display,
+        comm_kernels=comm_kernels,
+        strict=strict,
+        allow_mixed=allow_mixed,
+        overrides=overrides,
+    )
     app = TracekitApp(session)
     app.run()
     if app.load_error:

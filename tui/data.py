@@ -52,11 +52,21 @@ class Session:
         steps: str | None = None,
         workers: int | None = None,
         display_path: str | None = None,
+        comm_kernels: tuple[str, ...] = (),
+        strict: bool = False,
+        allow_mixed: bool = False,
+        overrides: dict | None = None,
     ):
         self.inputs = [str(p) for p in inputs]
         self.window = window
         self.steps = steps
         self.workers = workers
+        self.open_options = {
+            "comm_kernels": tuple(comm_kernels),
+            "strict": strict,
+            "allow_mixed": allow_mixed,
+        }
+        self.overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
         self.display_path = display_path or " ".join(self.inputs)
         self.run = None
         self.report: dict[str, Any] = {}
@@ -79,7 +89,7 @@ class Session:
         # the ingest's own progress bar would draw over the screen; the app shows progress
         os.environ["TRACEKIT_NO_PROGRESS"] = "1"
         progress(f"ingesting {self.display_path} …")
-        self.run = open_run(*self.inputs, workers=self.workers)
+        self.run = open_run(*self.inputs, workers=self.workers, **self.open_options)
         # the screens' queries get their own connection to the same database, so they
         # run while the diagnosers hold the run's (one lock per connection)
         self.cur = self.run.con.cursor()
@@ -96,9 +106,15 @@ class Session:
             return
         with self.run_lock:
             try:
+                from diagnosers import Overrides
                 from diagnosers.report import full_report
 
-                rep = full_report(self.run, window=self.window, steps=self.steps)
+                rep = full_report(
+                    self.run,
+                    window=self.window,
+                    steps=self.steps,
+                    overrides=Overrides(**self.overrides),
+                )
             except TracekitError:
                 raise
             except Exception as exc:  # a diagnoser bug must not stop the drill-down

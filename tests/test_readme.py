@@ -1,0 +1,25 @@
+"""The README's Python API example runs as written, on a copy of a sample run."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+from tests.conftest import ROOT
+
+
+def _python_blocks() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+
+
+def test_python_api_example_runs(tmp_path, monkeypatch):
+    (block,) = [b for b in _python_blocks() if 'tracekit.open("run/")' in b]
+    shutil.copytree(ROOT / "sample_traces" / "ddp", tmp_path / "run")
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(compile(block, "README.md", "exec"), scope)
+    assert [r["rank"] for r in scope["rows"]] == [0, 1]
+    assert scope["df"].height == 4  # ProfilerSteps 2 and 3 on two ranks
+    assert scope["n"] == [(4,)]
+    assert scope["run"].missing_ranks == [] and scope["run"].unreadable == []
