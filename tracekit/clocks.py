@@ -16,8 +16,9 @@ collective's spans overlap refuses pairings a skew would shift — so an offset 
 it would be read from the very pairings a skew makes wrong (a rank missing one
 collective would look like a clock 1 step ahead). Traces without `Seq` are not aligned.
 Reads only the `collectives` view (`rank`, `name`, `instance_key`, `match_by`,
-`end_ns`). `align` then shifts each skewed rank's instants (`ts_ns`, `end_ns`, `*_ts_ns`, `*_start_ns`, `*_end_ns`) in the run's views by
-its offset, so cross-rank figures (arrival order, waits) compare like with like;
+`end_ns`). `align` then shifts each skewed rank's instants (`ts_ns`, `end_ns`,
+`*_ts_ns`, `*_start_ns`, `*_end_ns`) in the run's views by its offset, so cross-rank
+figures (arrival order, waits) compare like with like;
 durations and the Parquet cache stay as traced.
 """
 
