@@ -13,6 +13,29 @@ from tracekit.store import Run
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
 
+def cached_full_report(
+    run: Run, window: str = "steps", steps: str | None = None, overrides=None, debug: bool = False
+) -> dict[str, Any]:
+    """`full_report`, read back from the run's report cache when this exact report (same
+    sources, job.json, options and code) was computed before (`tracekit.reportcache`).
+    `debug` always computes, so a diagnoser's error shows its traceback."""
+    from dataclasses import asdict
+
+    from tracekit import reportcache
+
+    def compute() -> dict[str, Any]:
+        return full_report(run, window=window, steps=steps, overrides=overrides, debug=debug)
+
+    if debug:
+        return compute()
+    options = {
+        "window": window,
+        "steps": steps,
+        "overrides": asdict(overrides) if overrides is not None else None,
+    }
+    return reportcache.cached(run, options, compute)
+
+
 def full_report(
     run: Run, window: str = "steps", steps: str | None = None, overrides=None, debug: bool = False
 ) -> dict[str, Any]:

@@ -110,8 +110,15 @@ def _worker(rank: int, cfg_dict: dict, port: int, command: str) -> None:
                 notes={"config": asdict(cfg), **job.notes},
             )
             man.write(cfg.out)
+        dist.barrier()  # no rank tears gloo down while rank 0 still writes job.json
     finally:
         dist.destroy_process_group()
+    # every file is written and closed: leave without the interpreter's teardown, where
+    # torch's CPU build now and then aborts on a thread left joinable ("terminate called
+    # without an active exception"), failing a job whose work is complete
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def run_job(cfg: JobConfig, command: str | None = None) -> Path:

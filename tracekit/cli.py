@@ -249,9 +249,9 @@ def analyze(
             rep = report.build(r, window=window, steps=steps)
         else:
             from diagnosers import Overrides
-            from diagnosers.report import full_report
+            from diagnosers.report import cached_full_report
 
-            rep = full_report(
+            rep = cached_full_report(
                 r,
                 window=window,
                 steps=steps,

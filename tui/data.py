@@ -107,9 +107,9 @@ class Session:
         with self.run_lock:
             try:
                 from diagnosers import Overrides
-                from diagnosers.report import full_report
+                from diagnosers.report import cached_full_report
 
-                rep = full_report(
+                rep = cached_full_report(
                     self.run,
                     window=self.window,
                     steps=self.steps,

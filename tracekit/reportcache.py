@@ -1,0 +1,81 @@
+"""Reports kept beside the Parquet cache: a warm `analyze` reads its answer back.
+
+A full report is a pure function of what went into it: the ingested sources (the cache
+index records each one's size, mtime, schema version and the user's communication-kernel
+patterns), the sources chosen, `job.json`, the options (window, steps, overrides) and
+the code that computed it. The key hashes all of them — the code by the size and mtime
+of every module of `tracekit` and `diagnosers`, so an edited or upgraded tracekit never
+reads an old answer. A miss computes the report and stores it (an atomic write); the
+folder keeps the newest `KEEP` reports.
+
+The stored report is the JSON the user would get (`tracekit.report.to_json`), so a hit
+renders exactly what a miss does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tracekit.atomic import write_text
+
+if TYPE_CHECKING:
+    from tracekit.store import Run
+
+KEEP = 32
+FOLDER = "reports"
+
+
+@cache
+def _code_stamp() -> str:
+    """Size and mtime of every module the report is computed by."""
+    import diagnosers
+    import tracekit
+
+    h = hashlib.sha256()
+    for pkg in (tracekit, diagnosers):
+        root = Path(pkg.__file__).parent
+        for p in sorted(root.rglob("*")):
+            if p.suffix in (".py", ".sql") and "__pycache__" not in p.parts:
+                st = p.stat()
+                h.update(f"{p.relative_to(root)}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return h.hexdigest()
+
+
+def key(run: Run, options: dict[str, Any]) -> str:
+    h = hashlib.sha256(_code_stamp().encode())
+    for p in (run.cache_dir / "index.json", run.root / "job.json"):
+        h.update(p.read_bytes() if p.is_file() else b"-")
+    h.update(json.dumps([str(run.root), [s.key for s in run.sources]]).encode())
+    h.update(json.dumps(options, sort_keys=True, default=str).encode())
+    return h.hexdigest()[:32]
+
+
+def cached(run: Run, options: dict[str, Any], compute: Callable[[], dict]) -> dict:
+    """The report for `options`: read back when this exact one was computed before."""
+    folder = run.cache_dir / FOLDER
+    path = folder / f"{key(run, options)}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        pass
+    from tracekit.report import to_json
+
+    text = to_json(compute())
+    try:
+        folder.mkdir(exist_ok=True)
+        write_text(path, text)
+        _prune(folder)
+    except OSError:  # a cache we cannot write only costs the next analyze its time
+        pass
+    return json.loads(text)
+
+
+def _prune(folder: Path) -> None:
+    files = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    for old in files[KEEP:]:
+        old.unlink(missing_ok=True)
