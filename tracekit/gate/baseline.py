@@ -149,4 +149,7 @@ def write_json(obj: dict[str, Any], dest: str) -> None:
     with os.fdopen(fd, "w") as fh:
         json.dump(obj, fh, indent=1, default=str)
         fh.write("\n")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # a file to commit, not a private temporary
     os.replace(tmp, d)

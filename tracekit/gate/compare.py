@@ -293,7 +293,9 @@ def judge(
         else "the 95% bootstrap interval includes 0"
     )
     v.evidence = f"beyond {th}, but the steps do not agree ({why}, {n})"
-    if v.steps_to_decide:
+    if v.steps_to_decide and v.steps_to_decide > 1000:
+        v.evidence += "; more than 1000 steps per run would be needed to decide it"
+    elif v.steps_to_decide:
         v.evidence += f"; ≈{v.steps_to_decide} steps per run would decide it"
     return v
 
@@ -338,9 +340,14 @@ def run_compare(
         series[m.key] = (bs, ns)
         cmp.verdicts.append(judge(v, bs, ns, alpha, exact=m.exact, flip=bool(m.test_from)))
     step_ms = point(b, M.RUN_METRICS[0]) or 0.0
-    cmp.verdicts += _rank_verdicts(b, n, th["rank_step_time"], alpha)
-    cmp.verdicts += _collective_verdicts(b, n, th, alpha, step_ms)
-    cmp.verdicts += _kernel_verdicts(b, n, th["kernel_time"], alpha, step_ms)
+    # one test per collective, kernel or rank: each family shares α (Bonferroni), so
+    # twenty kernels do not give twenty chances to call noise a regression
+    n_ranks = len(b.get("ranks") or [])
+    cmp.verdicts += _rank_verdicts(b, n, th["rank_step_time"], alpha / max(n_ranks, 1))
+    n_coll = len((b.get("samples") or {}).get("collectives") or b.get("collectives") or [])
+    cmp.verdicts += _collective_verdicts(b, n, th, alpha / max(n_coll, 1), step_ms)
+    n_kern = len((b.get("samples") or {}).get("kernels") or [])
+    cmp.verdicts += _kernel_verdicts(b, n, th["kernel_time"], alpha / max(n_kern, 1), step_ms)
     cmp.cause = explain(b, n)
     _attach_causes(cmp, b, n)
     return cmp

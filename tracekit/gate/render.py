@@ -50,7 +50,11 @@ def _change(v: Verdict) -> str:
 def _shown(cmp: Comparison, everything: bool) -> list[Verdict]:
     if everything:
         return list(cmp.verdicts)
-    return [v for v in cmp.verdicts if "[" not in v.metric or v.verdict in _FAMILY_SHOWN]
+    return [
+        v
+        for v in cmp.verdicts
+        if ("[" not in v.metric and v.verdict != "not compared") or v.verdict in _FAMILY_SHOWN
+    ]
 
 
 def _cut(text: str, width: int) -> str:
