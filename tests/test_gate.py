@@ -31,6 +31,10 @@ RUNS = {
     "lost_overlap": Scenario(seed=1, steps=STEPS, buckets_after_backward=True),
     "slower_collective": Scenario(seed=1, steps=STEPS, busbw_GBps=60),
     "more_memory": Scenario(seed=1, steps=STEPS, memory_peak=0.70),
+    "new_straggler": Scenario(seed=1, steps=STEPS, straggler=2),
+    # small kernels: the host's launches set the pace when each op costs 45 µs
+    "small_base": Scenario(seed=0, steps=STEPS, hidden=512, tokens=1024),
+    "host_bound": Scenario(seed=1, steps=STEPS, hidden=512, tokens=1024, host_op_us=45.0),
     # pipelines: the same work in 8 microbatches, then in 4 twice the size
     "pp_base": Scenario(seed=0, steps=STEPS, pipeline=(4, 8), tokens=2048),
     "bigger_bubble": Scenario(seed=1, steps=STEPS, pipeline=(4, 4), tokens=4096),
@@ -97,6 +101,17 @@ def test_samples_match_the_generators_intervals(runs):
     assert all(bw == pytest.approx(expected, rel=0.01) for bw in coll["busbw_GBps"])
 
 
+def test_host_bound_samples_are_the_compute_levels_figure(runs):
+    """Per step, the compute level's host-bound definition: over the steps, the
+    fraction `ranks[].host_bound_fraction` reports for the whole window."""
+    rep = json.loads(runs["host_bound"]["report"].read_text())
+    by_rank = {r["rank"]: r for r in rep["ranks"]}
+    for r in rep["samples"]["ranks"]:
+        whole = sum(r["host_bound_ms"]) / sum(r["step_time_ms"])
+        assert by_rank[r["rank"]]["host_bound_fraction"] > 0.5
+        assert whole == pytest.approx(by_rank[r["rank"]]["host_bound_fraction"], abs=0.01)
+
+
 def test_one_step_samples_are_the_breakdown_of_that_step(tmp_path):
     """The samples use the per-rank breakdown's definitions: one step of them equals
     `per_rank(steps=N)`, the figure ranks[] reports for that window."""
@@ -151,10 +166,14 @@ def test_runs_that_differ_only_by_noise_pass(runs):
         ("slower_collective", "collective_time[all_reduce 201 MB ×4]", "all_reduce"),
         ("more_memory", "peak_memory", "peak reserved on rank"),
         ("bigger_bubble", "bubble", "pipeline bubble"),
+        ("new_straggler", "step_time", "rank 2 computes"),
+        ("new_straggler", "collective_time[all_reduce", "waiting for a late rank"),
+        ("host_bound", "step_time", "host-bound +"),
+        ("host_bound", "host_bound", "host-bound +"),
     ],
 )
 def test_an_injected_regression_fails_and_names_metric_and_cause(runs, new, metric, cause):
-    base = "pp_base" if new == "bigger_bubble" else "base"
+    base = {"bigger_bubble": "pp_base", "host_bound": "small_base"}.get(new, "base")
     code, doc = _compare(runs, base, new)
     assert code == 1 and doc["result"] == "fail"
     m = next(m for m in doc["metrics"] if m["metric"].startswith(metric))

@@ -59,7 +59,7 @@ class Verdict:
             "direction": "lower is better" if self.worse > 0 else "higher is better",
             "base": self.base,
             "new": self.new,
-            "change": self.change,
+            "change": self.change if self.change is None or math.isfinite(self.change) else None,
             "change_unit": self.threshold.kind if self.threshold.kind != "off" else None,
             "relative_change": _rel(self.base, self.new),
             "threshold": str(self.threshold),
@@ -172,6 +172,11 @@ def _level_means(report: dict) -> dict[str, float]:
     return out
 
 
+def _mean_sample(report: dict, key: str) -> float | None:
+    vals = [v for r in _sample_ranks(report) for v in r.get(key) or [] if _num(v) is not None]
+    return fmean(vals) if vals else None
+
+
 def _coll_key(c: dict) -> tuple:
     return (c.get("name"), c.get("group_size"), c.get("bytes"))
 
@@ -269,7 +274,7 @@ def judge(
         v.verdict, v.confidence = "inconclusive", "low"
         v.evidence = (
             f"beyond {th} on point values, but "
-            + ("a report has no per-step samples" if test is None else f"only {n}")
+            + ("there are no per-step samples of it" if test is None else f"only {n}")
             + " to test it"
         )
         v.steps_to_decide = 5 if test is None else max(5, test.n_base + 1, test.n_new + 1)
@@ -475,12 +480,11 @@ def explain(b: dict, n: dict) -> dict[str, Any]:
     levels = {}
     for key, name in LEVELS:
         levels[name] = ln.get(key, 0.0) - lb.get(key, 0.0)
-    # host-bound gaps are part of idle; the report knows them as a fraction of the step
-    hb = [point(x, next(m for m in M.RUN_METRICS if m.key == "host_bound")) for x in (b, n)]
+    # host-bound gaps are part of idle
+    hb = [_mean_sample(x, "host_bound_ms") for x in (b, n)]
     if None not in hb:
-        hb_ms = hb[1] * ln["step_time_ms"] - hb[0] * lb["step_time_ms"]
-        levels["idle"] -= hb_ms
-        levels["host-bound"] = hb_ms
+        levels["idle"] -= hb[1] - hb[0]
+        levels["host-bound"] = hb[1] - hb[0]
     bub = [point(x, next(m for m in M.RUN_METRICS if m.key == "bubble")) for x in (b, n)]
     if None not in bub:  # a pipeline: idle and exposed send/recv are the bubble
         levels["bubble (idle + exposed send/recv)"] = levels.pop("idle") + levels.pop(
@@ -500,7 +504,8 @@ def explain(b: dict, n: dict) -> dict[str, Any]:
         )
     floor = max(0.005 * lb["step_time_ms"], 0.1 * abs(d_step))  # what is worth naming
     contributors = [c for c in contributors if abs(c["delta_ms"]) >= floor]
-    contributors.sort(key=lambda c: -abs(c["delta_ms"]))
+    # a new straggler is the root of the waiting it causes: name it first
+    contributors.sort(key=lambda c: (not c.get("straggler"), -abs(c["delta_ms"])))
     out["contributors"] = contributors[:6]
     parts = sorted(levels.items(), key=lambda kv: -abs(kv[1]))
     shown = [f"{k} {v:+.2f} ms" for k, v in parts if abs(v) >= max(0.05 * abs(d_step), 1e-3)]
@@ -554,7 +559,11 @@ def _collective_contributors(b: dict, n: dict) -> list[dict]:
             )
         if d_time:
             bw = [fmean([x for x in s["busbw_GBps"] if x] or [0]) for s in (bc, c)]
-            bwt = f", bus bandwidth {bw[0]:.3g} → {bw[1]:.3g} GB/s" if all(bw) else ""
+            bwt = ""
+            if all(bw) and abs(bw[1] - bw[0]) <= 0.05 * bw[0] and d_time > 0:
+                bwt = f", bus bandwidth unchanged ({bw[1]:.3g} GB/s): waiting for a late rank"
+            elif all(bw):
+                bwt = f", bus bandwidth {bw[0]:.3g} → {bw[1]:.3g} GB/s"
             out.append(
                 {
                     "kind": "collective_time",
@@ -612,6 +621,7 @@ def _rank_contributors(b: dict, n: dict) -> list[dict]:
                 "kind": "rank",
                 "name": f"rank {worst}",
                 "delta_ms": d[worst] - med,
+                "straggler": bool(strag),
                 "text": f"rank {worst} computes {d[worst]:+.2f} ms/step, the others "
                 f"{med:+.2f} ms{strag}",
             }

@@ -92,7 +92,7 @@ RUN_METRICS: tuple[Metric, ...] = (
            doc="step less the union of device activity"),
     Metric("host_bound", "host-bound", "fraction", HIGHER_IS_WORSE, "2pt",
            summary="host_bound_fraction", rank_key="host_bound_fraction",
-           doc="device gaps waiting for kernel launches"),
+           sample="host_bound_fraction", doc="device gaps waiting for kernel launches"),
     Metric("bubble", "pipeline bubble", "fraction", HIGHER_IS_WORSE, "3pt",
            summary="bubble_fraction", sample="bubble_fraction",
            doc="pipeline stages not computing"),

@@ -8,7 +8,8 @@ Per step and rank, exactly
 
     step_time_ms = compute_ms + exposed_comm_ms + other_ms + idle_ms
 
-(`other_ms`: memcpy/memset under neither compute nor communication). Per collective
+(`other_ms`: memcpy/memset under neither compute nor communication). On GPU runs,
+host-bound time per step (the compute level's definition). Per collective
 (name, group size, bytes): time per step and its exposed part (the collective's
 intervals, clipped to the step, less the time compute runs beside them; mean over
 ranks), and bus bandwidth from the median transfer time of its instances in the step
@@ -21,7 +22,8 @@ Layout (columnar, so a baseline stays small):
      "ranks": [{"rank": 0, "step": [3, 4, 5], "step_time_ms": [...], "compute_ms": [...],
                 "comm_ms", "exposed_comm_ms", "other_ms", "idle_ms", "idle_fraction",
                 "compute_fraction", "comm_fraction", "comm_overlap_fraction",
-                "exposed_comm_fraction", "bubble_fraction" (pipeline runs)}],
+                "exposed_comm_fraction", "host_bound_ms", "host_bound_fraction" (GPU
+                runs), "bubble_fraction" (pipeline runs)}],
      "collectives": [{"name", "group_size", "bytes", "step": [...], "time_ms": [...],
                       "exposed_ms": [...], "busbw_GBps": [...], "ranks": [...],
                       "time_ms_by_rank": [...], "exposed_ms_by_rank": [...]}],
@@ -128,6 +130,37 @@ SELECT rank, step, name, group_size, bytes,
 FROM ov GROUP BY ALL
 """
 
+# Host-bound gaps, the compute level's definition (diagnosers/compute.py) per step: a
+# device gap that ends with a kernel launched only after the device ran dry; a gap
+# across a step boundary is the step's tail, not launch overhead. GPU runs only.
+_HOST_BOUND = """
+WITH w AS (SELECT rank, step, ts_ns AS start_ns, end_ns FROM steps WHERE {sel}),
+d AS (
+    SELECT a.rank, a.ts_ns, a.end_ns, a.correlation FROM device_activity a
+    WHERE a.kind IN ('kernel', 'memcpy', 'memset')
+),
+o AS (
+    SELECT *, max(end_ns) OVER (PARTITION BY rank ORDER BY ts_ns, end_ns
+              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+    FROM d
+),
+l0 AS (
+    SELECT o.*, r.ts_ns AS launch_ns FROM o
+    LEFT JOIN events r ON r.rank = o.rank AND r.correlation = o.correlation
+                      AND r.kind = 'runtime'
+),
+boundary AS (
+    SELECT DISTINCT l0.rank, l0.ts_ns FROM l0 JOIN steps s
+      ON s.rank = l0.rank AND s.ts_ns > l0.prev_end AND s.ts_ns <= l0.launch_ns
+),
+l AS (SELECT l0.* FROM l0 ANTI JOIN boundary b ON b.rank = l0.rank AND b.ts_ns = l0.ts_ns)
+SELECT w.rank, w.step,
+       coalesce(sum(l.ts_ns - l.prev_end) FILTER (l.ts_ns > l.prev_end
+                                                  AND l.launch_ns >= l.prev_end), 0)
+FROM l JOIN w ON l.rank = w.rank AND l.ts_ns >= w.start_ns AND l.ts_ns < w.end_ns
+GROUP BY ALL
+"""
+
 _KERNELS = """
 WITH w AS (SELECT rank, step, ts_ns AS start_ns, end_ns FROM steps WHERE {sel}),
 k AS (
@@ -171,6 +204,14 @@ def per_step(run: Run, steps: str | None = None, pipeline: bool = False) -> dict
         d["exposed_comm_fraction"].append(frac(exposed))
         if pipeline:
             d["bubble_fraction"].append(_r(1 - comp / win) if win > 0 else None)
+    hb = {(r, st): ns for r, st, ns in run.sql(_HOST_BOUND.format(sel=sel)).fetchall()}
+    for rank, d in ranks.items():
+        if any(r == rank for r, _ in hb):  # a GPU rank: its kernels have launches
+            wins = dict(zip(d["step"], d["step_time_ms"], strict=True))
+            d["host_bound_ms"] = [_r(hb.get((rank, st), 0) / 1e6) for st in d["step"]]
+            d["host_bound_fraction"] = [
+                _r(hb.get((rank, st), 0) / 1e6 / wins[st]) if wins[st] else None for st in d["step"]
+            ]
     all_steps = sorted({s for d in ranks.values() for s in d["step"]})
     return {
         "steps": all_steps,
