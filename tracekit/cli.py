@@ -328,7 +328,15 @@ def compare(ctx, base, new, max_regression, fail_on, alpha, config, fmt, steps, 
 
     cfg = gc.load(config)
     th = {**cfg.thresholds, **parse_spec(max_regression)}
-    sides = [gb.load_side(p, lambda p: _gate_report(p, steps)) for p in (base, new)]
+    seen: dict[Path, dict] = {}  # a run compared with itself is analysed once
+
+    def analyze(p: str) -> dict:
+        key = Path(p).resolve()
+        if key not in seen:
+            seen[key] = _gate_report(p, steps)
+        return seen[key]
+
+    sides = [gb.load_side(p, analyze) for p in (base, new)]
     cmp = run_compare(
         *sides, th, alpha or cfg.alpha or 0.05, fail_on or cfg.fail_on or "regression"
     )
