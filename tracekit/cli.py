@@ -276,8 +276,8 @@ def baseline():
 
 @baseline.command("save")
 @click.argument("run", type=click.Path(exists=True))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="File.")
-@click.option("--steps", default=None, help="ProfilerSteps to keep: all, N or A-B.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Write here.")
+@click.option("--steps", default=None, help="ProfilerSteps of a run folder: all, N or A-B.")
 def baseline_save(run, output, steps):
     """Save RUN (a run folder or an `analyze --format json` report) as a baseline FILE."""
     from tracekit.gate import baseline as gb

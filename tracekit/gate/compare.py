@@ -7,7 +7,7 @@ Verdict rules (per metric, change = new − base in the threshold's unit):
 - beyond it, on a figure without step-to-step noise (peak memory) → **regressed** or
   **improved**, exact;
 - beyond it, and the per-step samples agree (Mann–Whitney U p < α, or with few steps
-  a 95% bootstrap interval of the difference that excludes zero, in the same
+  a 1 − α (95%) bootstrap interval of the difference that excludes zero, in the same
   direction) → **regressed** or **improved**;
 - beyond it, and the samples do not agree — too few steps, too much spread, or a
   report without samples → **inconclusive**, with the steps per run that would decide.
@@ -259,7 +259,10 @@ def judge(
             lo, hi = _ci_in_threshold_units(v, test, fmean(base_s), flip)
             tight = max(abs(lo), abs(hi)) <= th.value
             v.confidence = "high" if tight else "low"
-            v.evidence = f"within {th}; 95% interval {_fmt_change(th, lo)}…{_fmt_change(th, hi)}"
+            v.evidence = (
+                f"within {th}; {(1 - alpha) * 100:.3g}% interval "
+                f"{_fmt_change(th, lo)}…{_fmt_change(th, hi)}"
+            )
             if not tight:
                 v.evidence += " (noisy)"
         else:
@@ -288,14 +291,14 @@ def judge(
             v.evidence = f"Mann–Whitney U p = {test.p_value:.2g}, {n}"
         else:
             v.confidence = "medium"
-            v.evidence = f"bootstrap 95% interval excludes 0, {n}"
+            v.evidence = f"bootstrap {(1 - alpha) * 100:.3g}% interval excludes 0, {n}"
         return v
     v.verdict, v.confidence = "inconclusive", "low"
     v.steps_to_decide = steps_to_decide(base_s, new_s, alpha)
     why = (
         f"Mann–Whitney U p = {test.p_value:.2g}"
         if test.p_value is not None
-        else "the 95% bootstrap interval includes 0"
+        else f"the {(1 - alpha) * 100:.3g}% bootstrap interval includes 0"
     )
     v.evidence = f"beyond {th}, but the steps do not agree ({why}, {n})"
     if v.steps_to_decide and v.steps_to_decide > 1000:

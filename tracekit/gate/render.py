@@ -138,7 +138,7 @@ def to_markdown(cmp: Comparison, everything: bool = False) -> str:
     ]
     for v in _shown(cmp, everything):
         lines.append(
-            f"| {icon.get(v.verdict, '')} | {_md(v.metric)} | {_val(v.base, v.unit)} | "
+            f"| {icon.get(v.verdict, '')} | `{_md(v.metric)}` | {_val(v.base, v.unit)} | "
             f"{_val(v.new, v.unit)} | {_change(v)} | {v.threshold} | {v.verdict} | "
             f"{v.confidence or '—'} |"
         )

@@ -7,7 +7,7 @@
   steps, or 3 vs 5).
 - With fewer steps, a percentile bootstrap interval of the difference in means
   (`scipy.stats.bootstrap`, resampling each side independently, fixed seed): the change
-  is real when the 95% interval excludes zero.
+  is real when the 1 − α (95%) interval excludes zero.
 - Steps that would decide it: the normal-approximation sample size for a two-sided test
   at α with 80% power, n = 2·(z₁₋α/₂ + z₀.₈)²·s²/Δ², divided by Mann–Whitney's asymptotic
   relative efficiency 3/π (Lehmann, *Nonparametrics*, 1975).
@@ -95,10 +95,11 @@ def bootstrap_ci(
 
 
 def compare(base: list[float], new: list[float], alpha: float = ALPHA) -> TestResult:
-    """Mann–Whitney U when the sizes can reach α, else the bootstrap interval, else none."""
+    """Mann–Whitney U when the sizes can reach α, else the bootstrap interval (at
+    confidence 1 − α), else none."""
     base = [float(x) for x in base if x is not None and math.isfinite(x)]
     new = [float(x) for x in new if x is not None and math.isfinite(x)]
-    ci = bootstrap_ci(base, new)
+    ci = bootstrap_ci(base, new, confidence=1 - alpha)
     if min_two_sided_p(len(base), len(new)) < alpha:
         _, p = mann_whitney(base, new)
         return TestResult("mann-whitney", len(base), len(new), p, ci, p < alpha)
