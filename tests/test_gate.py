@@ -45,18 +45,25 @@ def invoke(*args, env=None):
     return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False, env=env)
 
 
+class _Runs(dict):
+    """Each synthetic run, generated and analysed into a JSON report on first use."""
+
+    def __init__(self, root: Path):
+        super().__init__()
+        self.root = root
+
+    def __missing__(self, name: str) -> dict:
+        d = self.root / name
+        truth = generate(RUNS[name], d)
+        res = invoke("analyze", d, "--format", "json", "-o", self.root / f"{name}.json")
+        assert res.exit_code == 0, res.output
+        self[name] = {"dir": d, "report": self.root / f"{name}.json", "truth": truth}
+        return self[name]
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Each synthetic run, analysed once into a JSON report (compare reads either)."""
-    root = tmp_path_factory.mktemp("gate-runs")
-    out = {}
-    for name, sc in RUNS.items():
-        d = root / name
-        truth = generate(sc, d)
-        res = invoke("analyze", d, "--format", "json", "-o", root / f"{name}.json")
-        assert res.exit_code == 0, res.output
-        out[name] = {"dir": d, "report": root / f"{name}.json", "truth": truth}
-    return out
+    return _Runs(tmp_path_factory.mktemp("gate-runs"))
 
 
 def _compare(runs, base, new, *extra):
@@ -280,6 +287,7 @@ def test_thresholds_from_the_command_line_and_pyproject(runs, tmp_path):
     [
         (["--max-regression", "step_time=5"], "is not one of N%"),
         (["--max-regression", "speed=5%"], "no metric 'speed'"),
+        (["--max-regression", "step_time=2pt"], "step_time is in ms; use N% or Nms"),
     ],
 )
 def test_bad_thresholds_are_one_line_exit_2(runs, args, message):

@@ -125,6 +125,11 @@ def known_keys() -> list[str]:
     return [m.key for m in RUN_METRICS] + list(FAMILIES)
 
 
+def unit_of(key: str) -> str:
+    m = next((m for m in RUN_METRICS if m.key == key), None)
+    return m.unit if m else FAMILIES[key][1]
+
+
 def parse_spec(spec: str | dict | None, where: str = "--max-regression") -> dict[str, Threshold]:
     """`step_time=5%,exposed_comm=2pt` (or a dict from pyproject) → thresholds by key."""
     if not spec:
@@ -141,5 +146,12 @@ def parse_spec(spec: str | dict | None, where: str = "--max-regression") -> dict
             raise TracekitError(
                 f"{where}: no metric {key!r}; gated metrics: {', '.join(known_keys())}"
             )
-        out[key] = Threshold.parse(value, f"{where} {key}=")
+        th = Threshold.parse(value, f"{where} {key}=")
+        unit = unit_of(key)
+        if (th.kind == "pt" and unit != "fraction") or (th.kind == "ms" and unit != "ms"):
+            raise TracekitError(
+                f"{where} {key}={value}: {key} is in {unit}; use N%"
+                + (" or Nms" if unit == "ms" else " or Npt" if unit == "fraction" else "")
+            )
+        out[key] = th
     return out
