@@ -491,3 +491,23 @@ def test_readme_cause_example_is_what_compare_prints(runs):
     res = invoke("compare", runs["base"]["report"], runs["lost_overlap"]["report"])
     for line in example.strip().splitlines():
         assert line in res.output, line
+
+
+def test_a_baseline_needs_profiler_steps(tmp_path):
+    from tests.tracegen import TraceBuilder
+
+    b = TraceBuilder(rank=0, world_size=1)
+    b.cpu_op("aten::mm", 100.0, 10.0)
+    b.kernel("gemm", 105.0, 20.0, launch_ts=101.0)
+    b.write(tmp_path / "run" / "rank-0.json")
+    res = invoke("baseline", "save", tmp_path / "run", "-o", tmp_path / "b.json")
+    assert res.exit_code == 2 and "no ProfilerSteps" in res.output
+    assert not (tmp_path / "b.json").exists()
+
+
+def test_steps_select_the_compared_window_of_a_run_folder(runs):
+    d = runs["base"]["dir"]
+    res = invoke("compare", d, d, "--steps", "2-5", "--format", "json")
+    assert res.exit_code == 0, res.output
+    st = _metric(json.loads(res.output), "step_time")
+    assert st["test"]["n_base"] == 4 and st["test"]["n_new"] == 4
