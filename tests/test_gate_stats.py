@@ -89,6 +89,9 @@ def test_few_steps_use_the_bootstrap_and_too_few_no_test():
     assert res.significant and res.ci[0] > 1.5
     res = stats.compare([10.0, 10.2, 9.9], [10.1, 9.8, 10.3])
     assert res.method == "bootstrap" and not res.significant
+    # an interval that excludes 0 is not enough when the steps overlap
+    res = stats.compare([10.0, 10.2, 9.0], [12.0, 12.1, 9.5])
+    assert res.method == "bootstrap" and res.ci[0] > 0 and not res.significant
     res = stats.compare([10.0], [12.0])
     assert res.method == "none" and not res.significant
 

@@ -348,17 +348,23 @@ def run_compare(
         series[m.key] = (bs, ns)
         cmp.verdicts.append(judge(v, bs, ns, alpha, exact=m.exact, flip=bool(m.test_from)))
     step_ms = point(b, M.RUN_METRICS[0]) or 0.0
-    # one test per collective, kernel or rank: each family shares α (Bonferroni), so
-    # twenty kernels do not give twenty chances to call noise a regression
-    n_ranks = len(b.get("ranks") or [])
-    cmp.verdicts += _rank_verdicts(b, n, th["rank_step_time"], alpha / max(n_ranks, 1))
-    n_coll = len((b.get("samples") or {}).get("collectives") or b.get("collectives") or [])
-    cmp.verdicts += _collective_verdicts(b, n, th, alpha / max(n_coll, 1), step_ms)
-    n_kern = len((b.get("samples") or {}).get("kernels") or [])
-    cmp.verdicts += _kernel_verdicts(b, n, th["kernel_time"], alpha / max(n_kern, 1), step_ms)
+    # the drill-down metrics (per rank, collective, kernel) share α (Bonferroni), so
+    # thirty of them do not give thirty chances to call noise a regression
+    count = len(_drill_down(b, n, th, alpha, step_ms))
+    cmp.verdicts += _drill_down(b, n, th, alpha / max(count, 1), step_ms)
     cmp.cause = explain(b, n)
     _attach_causes(cmp, b, n)
     return cmp
+
+
+def _drill_down(
+    b: dict, n: dict, th: dict[str, Threshold], alpha: float, step_ms: float
+) -> list[Verdict]:
+    return (
+        _rank_verdicts(b, n, th["rank_step_time"], alpha)
+        + _collective_verdicts(b, n, th, alpha, step_ms)
+        + _kernel_verdicts(b, n, th["kernel_time"], alpha, step_ms)
+    )
 
 
 def _rank_verdicts(b: dict, n: dict, th: Threshold, alpha: float) -> list[Verdict]:

@@ -5,9 +5,11 @@
   step times are skewed (a stall makes a long tail) — and it is used when the smallest
   two-sided p-value the sample sizes allow, 2 / C(n_a + n_b, n_a), is below α (4 vs 4
   steps, or 3 vs 5).
-- With fewer steps, a percentile bootstrap interval of the difference in means
-  (`scipy.stats.bootstrap`, resampling each side independently, fixed seed): the change
-  is real when the 1 − α (95%) interval excludes zero.
+- With fewer steps (or an α so small the exact test cannot reach it), a percentile
+  bootstrap interval of the difference in means (`scipy.stats.bootstrap`, resampling
+  each side independently, fixed seed): the change is real when the 1 − α interval
+  excludes zero *and* every new step lies beyond every base step — a bootstrap of a few
+  steps is too narrow to be trusted alone.
 - Steps that would decide it: the normal-approximation sample size for a two-sided test
   at α with 80% power, n = 2·(z₁₋α/₂ + z₀.₈)²·s²/Δ², divided by Mann–Whitney's asymptotic
   relative efficiency 3/π (Lehmann, *Nonparametrics*, 1975).
@@ -104,7 +106,10 @@ def compare(base: list[float], new: list[float], alpha: float = ALPHA) -> TestRe
         _, p = mann_whitney(base, new)
         return TestResult("mann-whitney", len(base), len(new), p, ci, p < alpha)
     if ci is not None:
-        significant = ci[0] > 0 or ci[1] < 0
+        # a percentile bootstrap of a few steps is too narrow: ask also that every new
+        # step lies beyond every base step, the most a rank test could see
+        apart = min(new) > max(base) or max(new) < min(base)
+        significant = (ci[0] > 0 or ci[1] < 0) and apart
         return TestResult("bootstrap", len(base), len(new), None, ci, significant)
     return TestResult("none", len(base), len(new), None, None, False)
 
