@@ -15,6 +15,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -516,11 +517,20 @@ def test_readme_gate_config_workflows_and_options(tmp_path):
             for line in block.splitlines()
             if "tracekit compare" in line or "tracekit analyze" in line
         ]
-    assert commands
+    for block in _blocks(section, "bash"):
+        commands += [
+            line.split("#")[0].strip().split("tracekit ", 1)[1]
+            for line in block.splitlines()
+            if line.startswith("tracekit ")
+        ]
+    assert len(commands) >= 5
     # every option the docs use exists on its command
     for cmd in [*commands, "compare a b --max-regression x --fail-on inconclusive --all"]:
         name, *args = cmd.split()
-        params = {o for p in main.commands[name].params for o in p.opts}
+        command = main.commands[name]
+        if isinstance(command, click.Group):  # baseline save
+            command, args = command.commands[args[0]], args[1:]
+        params = {o for p in command.params for o in p.opts}
         for a in args:
             if a.startswith("-"):
                 assert a in params, (name, a)
