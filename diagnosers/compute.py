@@ -28,6 +28,7 @@ from __future__ import annotations
 from diagnosers.base import LevelResult, mean, pct, severity
 from diagnosers.context import Context
 from diagnosers.findings import Finding
+from tracekit.breakdown import host_bound_sql
 from tracekit.model.flops import transformer_flops_per_token
 from tracekit.model.hardware import dtype_class
 from tracekit.sqltext import sql_str
@@ -79,39 +80,10 @@ def peaks(ctx: Context, classes) -> tuple[dict[str, float], str, dict[str, str]]
 
 def _host_bound(ctx: Context) -> dict[int, dict]:
     rows = ctx.run.sql(f"""
-        WITH w AS {ctx.window_sql()},
-        d AS (
-            SELECT a.rank, a.ts_ns, a.end_ns, a.correlation, w.n
-            FROM device_activity a JOIN w ON a.rank = w.rank
-            WHERE a.kind IN ('kernel', 'memcpy', 'memset')
-              AND a.ts_ns >= w.start_ns AND a.ts_ns < w.end_ns
-        ),
-        o AS (
-            SELECT *, max(end_ns) OVER (PARTITION BY rank ORDER BY ts_ns, end_ns
-                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-            FROM d
-        ),
-        l0 AS (
-            SELECT o.*, r.ts_ns AS launch_ns FROM o
-            LEFT JOIN events r ON r.rank = o.rank AND r.correlation = o.correlation
-                              AND r.kind = 'runtime'
-        ),
-        -- a gap across a step boundary is the step's tail (waiting on other ranks, a
-        -- pipeline's cooldown), not launch overhead
-        boundary AS (
-            SELECT DISTINCT l0.rank, l0.ts_ns FROM l0 JOIN steps s
-              ON s.rank = l0.rank AND s.ts_ns > l0.prev_end AND s.ts_ns <= l0.launch_ns
-        ),
-        l AS (
-            SELECT l0.* FROM l0 ANTI JOIN boundary b ON b.rank = l0.rank AND b.ts_ns = l0.ts_ns
-        )
-        SELECT rank, any_value(n),
-               coalesce(sum(ts_ns - prev_end) FILTER (ts_ns > prev_end
-                                                      AND launch_ns >= prev_end), 0),
-               count(*) FILTER (ts_ns > prev_end AND launch_ns >= prev_end),
-               coalesce(sum(ts_ns - prev_end) FILTER (ts_ns > prev_end), 0),
-               median(end_ns - ts_ns)
-        FROM l GROUP BY rank""").fetchall()
+        WITH w AS {ctx.window_sql()}
+        SELECT h.rank, w.n, h.host_bound_ns, h.host_gaps, h.gap_ns, h.median_kernel_ns
+        FROM {host_bound_sql("SELECT rank, 0 AS wid, start_ns, end_ns FROM w")} h
+        JOIN w USING (rank)""").fetchall()
     return {
         r: {"host_bound_ns": hb, "host_gaps": g, "gap_ns": gap, "steps": n, "median_kernel_ns": mk}
         for r, n, hb, g, gap, mk in rows

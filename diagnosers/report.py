@@ -7,6 +7,7 @@ from typing import Any
 
 from diagnosers import run_all
 from diagnosers.context import build as build_context
+from tracekit.gate.samples import per_step
 from tracekit.report import build
 from tracekit.store import Run
 
@@ -118,6 +119,8 @@ def full_report(
     rep["collectives"] = comm.metrics.get("collectives", []) if comm else []
     rep["top_ops"] = comp.metrics.get("top_ops", []) if comp else []
     rep["findings"] = [f.to_dict() for f in findings]
+    # per-step figures, so `tracekit compare` can tell a change from noise
+    rep["samples"] = per_step(run, steps=steps, pipeline=summary["bubble_fraction"] is not None)
     return rep
 
 

@@ -117,70 +117,120 @@ WHERE l.n IS NULL OR l.n < 2
 """
 
 
-def _breakdown_sql(window: str, steps: StepSelection) -> str:
-    """One sweep over interval boundaries: per rank, the running depth of compute (C),
-    communication (M), other device work (O: memcpy, memset), host waits (W) and waits
-    for late peers (P: from each matched collective's start to its last peer's
-    arrival); each segment between two boundaries is then classified. Compute is C > 0
-    and W = 0 (a thread waiting for communication is not computing, whatever op encloses
-    it); communication is M > 0 or W > 0. GPU runs have no host waits."""
-    # HTA's window rounds each event, so it sweeps the events; otherwise the islands
-    # materialized at ingest give the same unions from far fewer rows
-    activity = "_hta_activity" if window == "hta" else "activity_islands"
+def sweep_sql(windows: str, activity: str = "activity_islands") -> str:
+    """SQL: per (rank, wid) of `windows` (a query with columns rank, wid, start_ns, end_ns;
+    one window per rank for the report, one per step for the gate's samples) the busy,
+    compute, communication, overlap and peer-wait ns — the breakdown's definitions.
+
+    One sweep over interval boundaries: the running depth of compute (C), communication
+    (M), other device work (O: memcpy, memset), host waits (W) and waits for late peers
+    (P: from each matched collective's start to its last peer's arrival); each segment
+    between two boundaries is then classified. Compute is C > 0 and W = 0 (a thread
+    waiting for communication is not computing, whatever op encloses it); communication is
+    M > 0 or W > 0. GPU runs have no host waits. `activity` is the islands materialized
+    at ingest (the same unions as the events, from far fewer rows) or, for HTA's window,
+    its rounded events."""
     return f"""
-WITH w AS ({_windows_sql(window, steps)}),
-src AS (
-    SELECT rank, category, ts_ns, end_ns FROM {activity} WHERE category <> 'computing'
-    UNION ALL
-    SELECT rank, 'peer_wait', ts_ns, ts_ns + least(wait_ns, dur_ns) FROM collectives
-    WHERE wait_ns > 0 AND matched
-),
-act AS (
-    SELECT a.rank, a.category,
-           greatest(a.ts_ns, w.start_ns) AS s, least(a.end_ns, w.end_ns) AS e
-    FROM src a JOIN w ON a.rank = w.rank
-    WHERE a.end_ns > w.start_ns AND a.ts_ns < w.end_ns
-),
-edges AS (
-    SELECT rank, t, sum(dc) AS dc, sum(dm) AS dm, sum(do_) AS do_, sum(dw) AS dw,
-           sum(dp) AS dp
-    FROM (
-        SELECT rank, s AS t,
-               (category = 'compute')::INT AS dc, (category = 'communication')::INT AS dm,
-               (category IN ('memcpy', 'memset'))::INT AS do_,
-               (category = 'host_wait')::INT AS dw, (category = 'peer_wait')::INT AS dp
-        FROM act
+    (WITH sw AS ({windows}),
+    src AS (
+        SELECT rank, category, ts_ns, end_ns FROM {activity} WHERE category <> 'computing'
         UNION ALL
-        SELECT rank, e,
-               -(category = 'compute')::INT, -(category = 'communication')::INT,
-               -(category IN ('memcpy', 'memset'))::INT, -(category = 'host_wait')::INT,
-               -(category = 'peer_wait')::INT
-        FROM act
+        SELECT rank, 'peer_wait', ts_ns, ts_ns + least(wait_ns, dur_ns) FROM collectives
+        WHERE wait_ns > 0 AND matched
+    ),
+    act AS (
+        SELECT a.rank, sw.wid, a.category,
+               greatest(a.ts_ns, sw.start_ns) AS s, least(a.end_ns, sw.end_ns) AS e
+        FROM src a JOIN sw ON a.rank = sw.rank
+        WHERE a.end_ns > sw.start_ns AND a.ts_ns < sw.end_ns
+    ),
+    edges AS (
+        SELECT rank, wid, t, sum(dc) AS dc, sum(dm) AS dm, sum(do_) AS do_, sum(dw) AS dw,
+               sum(dp) AS dp
+        FROM (
+            SELECT rank, wid, s AS t,
+                   (category = 'compute')::INT AS dc, (category = 'communication')::INT AS dm,
+                   (category IN ('memcpy', 'memset'))::INT AS do_,
+                   (category = 'host_wait')::INT AS dw, (category = 'peer_wait')::INT AS dp
+            FROM act
+            UNION ALL
+            SELECT rank, wid, e,
+                   -(category = 'compute')::INT, -(category = 'communication')::INT,
+                   -(category IN ('memcpy', 'memset'))::INT, -(category = 'host_wait')::INT,
+                   -(category = 'peer_wait')::INT
+            FROM act
+        )
+        GROUP BY rank, wid, t
+    ),
+    segments AS (
+        SELECT rank, wid,
+               lead(t) OVER (PARTITION BY rank, wid ORDER BY t) - t AS len,
+               sum(dc) OVER run > 0 AS c, sum(dm) OVER run > 0 AS m,
+               sum(do_) OVER run > 0 AS o, sum(dw) OVER run > 0 AS wt,
+               sum(dp) OVER run > 0 AS pw
+        FROM edges
+        WINDOW run AS (PARTITION BY rank, wid ORDER BY t ROWS UNBOUNDED PRECEDING)
+    ),
+    k AS (
+        SELECT rank, wid, len, c AND NOT wt AS comp, m OR wt AS comm, o, pw
+        FROM segments WHERE len > 0
     )
-    GROUP BY rank, t
-),
-segments AS (
-    SELECT rank,
-           lead(t) OVER (PARTITION BY rank ORDER BY t) - t AS len,
-           sum(dc) OVER run > 0 AS c, sum(dm) OVER run > 0 AS m,
-           sum(do_) OVER run > 0 AS o, sum(dw) OVER run > 0 AS wt,
-           sum(dp) OVER run > 0 AS pw
-    FROM edges
-    WINDOW run AS (PARTITION BY rank ORDER BY t ROWS UNBOUNDED PRECEDING)
-),
-k AS (
-    SELECT rank, len, c AND NOT wt AS comp, m OR wt AS comm, o, pw FROM segments WHERE len > 0
-),
-p AS (
-    SELECT rank,
+    SELECT rank, wid,
            coalesce(sum(len) FILTER (comp OR comm OR o), 0) AS busy_ns,
            coalesce(sum(len) FILTER (comp), 0) AS compute_ns,
            coalesce(sum(len) FILTER (comm), 0) AS comm_ns,
            coalesce(sum(len) FILTER (comp AND comm), 0) AS overlap_ns,
            coalesce(sum(len) FILTER (comm AND NOT comp AND pw), 0) AS wait_ns
-    FROM k
-    GROUP BY rank
-)
+    FROM k GROUP BY rank, wid)"""
+
+
+def host_bound_sql(windows: str) -> str:
+    """SQL: per (rank, wid) of `windows` (rank, wid, start_ns, end_ns) the host-bound
+    time — a device gap (no kernel, memcpy or memset on any stream) that ends with a
+    kernel launched only after the previous work had ended: the device waited for the
+    host — with the gap count, all gaps, and the median kernel duration. A gap across the
+    start of a ProfilerStep is left out: that is the previous step's tail (waiting on other
+    ranks, a pipeline's cooldown), not launch overhead. GPU runs (needs launches)."""
+    return f"""
+    (WITH sw AS ({windows}),
+    d AS (
+        SELECT a.rank, sw.wid, a.ts_ns, a.end_ns, a.correlation
+        FROM device_activity a JOIN sw ON a.rank = sw.rank
+        WHERE a.kind IN ('kernel', 'memcpy', 'memset')
+          AND a.ts_ns >= sw.start_ns AND a.ts_ns < sw.end_ns
+    ),
+    o AS (
+        SELECT *, max(end_ns) OVER (PARTITION BY rank, wid ORDER BY ts_ns, end_ns
+                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+        FROM d
+    ),
+    l0 AS (
+        SELECT o.*, r.ts_ns AS launch_ns FROM o
+        LEFT JOIN events r ON r.rank = o.rank AND r.correlation = o.correlation
+                          AND r.kind = 'runtime'
+    ),
+    boundary AS (
+        SELECT DISTINCT l0.rank, l0.wid, l0.ts_ns FROM l0 JOIN steps s
+          ON s.rank = l0.rank AND s.ts_ns > l0.prev_end AND s.ts_ns <= l0.launch_ns
+    ),
+    l AS (
+        SELECT l0.* FROM l0 ANTI JOIN boundary b
+        ON b.rank = l0.rank AND b.wid = l0.wid AND b.ts_ns = l0.ts_ns
+    )
+    SELECT rank, wid,
+           coalesce(sum(ts_ns - prev_end) FILTER (ts_ns > prev_end AND launch_ns >= prev_end),
+                    0) AS host_bound_ns,
+           count(*) FILTER (ts_ns > prev_end AND launch_ns >= prev_end) AS host_gaps,
+           coalesce(sum(ts_ns - prev_end) FILTER (ts_ns > prev_end), 0) AS gap_ns,
+           median(end_ns - ts_ns) AS median_kernel_ns
+    FROM l GROUP BY rank, wid)"""
+
+
+def _breakdown_sql(window: str, steps: StepSelection) -> str:
+    activity = "_hta_activity" if window == "hta" else "activity_islands"
+    return f"""
+WITH w AS ({_windows_sql(window, steps)}),
+p AS {sweep_sql("SELECT rank, 0 AS wid, start_ns, end_ns FROM w", activity)}
 SELECT w.rank, w.n_steps, w.step_ns, w.start_ns, w.end_ns,
        w.end_ns - w.start_ns AS window_ns,
        coalesce(p.busy_ns, 0) AS busy_ns,

@@ -1,4 +1,4 @@
-"""The front door: `tracekit analyze | query | ingest …`.
+"""The front door: `tracekit analyze | query | ingest | compare | baseline …`.
 
 Exit codes: 0 success, 1 a gate failed, 2 bad input or usage (one line on stderr,
 no traceback unless `--debug`).
@@ -432,6 +432,90 @@ def tui(run, window, steps, workers, comm_kernels, strict, allow_mixed, **overri
     )
     if code:
         sys.exit(code)
+
+
+@main.group()
+def baseline():
+    """Baselines for `tracekit compare`: a run's metrics and per-step samples, no traces."""
+
+
+@baseline.command("save")
+@click.argument("run", type=click.Path(exists=True))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Write here.")
+@click.option("--steps", default=None, help="ProfilerSteps of a run folder: all, N or A-B.")
+def baseline_save(run, output, steps):
+    """Save RUN (a run folder or an `analyze --format json` report) as a baseline FILE."""
+    from tracekit.gate import baseline as gb
+
+    side = gb.load_side(run, lambda p: _gate_report(p, steps))
+    gb.write_json(gb.make_baseline(side.report), output)
+    s = side.report["samples"]
+    click.echo(f"baseline of {len(s['ranks'])} ranks × {len(s['steps'])} steps → {output}")
+
+
+@main.command()
+@click.argument("base", type=click.Path())
+@click.argument("new", type=click.Path())
+@click.option("--max-regression", default=None, help="Thresholds: step_time=5%,exposed_comm=2pt")
+@click.option(
+    "--fail-on",
+    type=click.Choice(["regression", "inconclusive"]),
+    default=None,
+    help="Also fail on inconclusive verdicts.  [default: regression]",
+)
+@click.option(
+    "--alpha",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=None,
+    help="Significance level of the per-step test.  [default: 0.05]",
+)
+@click.option("--config", type=click.Path(dir_okay=False), help="pyproject.toml to read.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown", "junit"]),
+    default="text",
+    show_default=True,
+)
+@click.option("--steps", default=None, help="ProfilerSteps of run folders: all, N or A-B.")
+@click.option("--all", "everything", is_flag=True, help="Show every metric, moved or not.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result here.")
+@click.pass_context
+def compare(ctx, base, new, max_regression, fail_on, alpha, config, fmt, steps, everything,
+            output):  # fmt: skip
+    """Gate NEW against BASE (each a run folder, baseline or JSON report): exit 1 when a
+    metric regressed beyond its threshold and the per-step samples agree."""
+    from tracekit.gate import baseline as gb
+    from tracekit.gate import config as gc
+    from tracekit.gate.compare import run_compare
+    from tracekit.gate.metrics import parse_spec
+    from tracekit.gate.render import RENDERERS
+
+    cfg = gc.load(config)
+    th = {**cfg.thresholds, **parse_spec(max_regression)}
+    seen: dict[Path, dict] = {}  # a run compared with itself is analysed once
+
+    def analyze(p: str) -> dict:
+        key = Path(p).resolve()
+        if key not in seen:
+            seen[key] = _gate_report(p, steps)
+        return seen[key]
+
+    sides = [gb.load_side(p, analyze) for p in (base, new)]
+    cmp = run_compare(
+        *sides, th, alpha or cfg.alpha or 0.05, fail_on or cfg.fail_on or "regression"
+    )
+    _emit(RENDERERS[fmt](cmp, everything) if fmt == "text" else RENDERERS[fmt](cmp), output)
+    ctx.exit(cmp.exit_code)
+
+
+def _gate_report(path: str, steps: str | None) -> dict:
+    """A run folder's report: what `analyze --format json` prints for it (and caches)."""
+    from diagnosers.report import cached_full_report
+    from tracekit.store import open_run
+
+    with open_run(path) as r:
+        return cached_full_report(r, steps=steps)
 
 
 def _job_options(func):
