@@ -10,7 +10,11 @@ Builds an N-rank run from one trace (copies with distributedInfo.rank set to
   sequential in one process (the issue's definition) and in parallel with the same
   number of processes tracekit uses (the fair floor for a parallel ingest);
 - tracekit cold: empty cache → ingest + the per-rank analyze table;
-- tracekit warm: cached open + the same table.
+- tracekit warm: cached open + the same table;
+- analyze, as a whole process (`python -m tracekit.cli analyze RUN --format json`,
+  interpreter start and imports included): cold (no cache), warm (the report cache
+  answers) and recompute (cached tables, the report computed again: what a new
+  `--steps` or override costs).
 
 Peak memory is the peak of the summed RSS of the phase's process tree, sampled
 every 10 ms with psutil (workers included). Prints times, peak RSS and ratios.
@@ -100,6 +104,27 @@ def load(p):
 """
 
 
+def _measure(cmd: list[str]) -> tuple[float, int, str]:
+    """(wall seconds, peak RSS bytes of the process tree, stdout) of one command."""
+    env = dict(os.environ, TRACEKIT_NO_PROGRESS="1")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    ps = psutil.Process(proc.pid)
+    peak = 0
+    while proc.poll() is None:
+        try:
+            procs = [ps, *ps.children(recursive=True)]
+            peak = max(peak, sum(p.memory_info().rss for p in procs if p.is_running()))
+        except psutil.Error:
+            pass
+        time.sleep(0.01)
+    out, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{err.decode()[-3000:]}")
+    return wall, peak, out.decode()
+
+
 def run_phase(name: str, run_dir: Path, ranks: int, workers: int) -> tuple[float, int]:
     """(seconds of the timed body, peak RSS bytes of the process tree)."""
     body = textwrap.dedent(PHASES[name])
@@ -114,24 +139,21 @@ def run_phase(name: str, run_dir: Path, ranks: int, workers: int) -> tuple[float
         + "\n    print('ELAPSED', time.perf_counter() - t0)\n"
         "if __name__ == '__main__':\n    main()\n"
     )
-    env = dict(os.environ, TRACEKIT_NO_PROGRESS="1")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
-    )
-    ps = psutil.Process(proc.pid)
-    peak = 0
-    while proc.poll() is None:
-        try:
-            procs = [ps, *ps.children(recursive=True)]
-            peak = max(peak, sum(p.memory_info().rss for p in procs if p.is_running()))
-        except psutil.Error:
-            pass
-        time.sleep(0.01)
-    out, err = proc.communicate()
-    if proc.returncode != 0:
-        raise SystemExit(f"phase {name} failed:\n{err.decode()[-3000:]}")
-    elapsed = float(out.decode().split("ELAPSED")[-1])
-    return elapsed, peak
+    _, peak, out = _measure([sys.executable, "-c", code])
+    return float(out.split("ELAPSED")[-1]), peak
+
+
+def run_analyze(kind: str, run_dir: Path, workers: int) -> tuple[float, int]:
+    """A whole `tracekit analyze` process: cold, warm (report cache) or recompute."""
+    cache = run_dir / ".tracekit"
+    if kind == "cold":
+        shutil.rmtree(cache, ignore_errors=True)
+    elif kind == "recompute":
+        for reports in cache.glob("*/reports"):
+            shutil.rmtree(reports)
+    cmd = [sys.executable, "-m", "tracekit.cli", "analyze", str(run_dir), "--format", "json"]
+    wall, peak, _ = _measure([*cmd, "--workers", str(workers)])
+    return wall, peak
 
 
 def main() -> None:
@@ -165,6 +187,13 @@ def main() -> None:
             )
             res[ph] = best
             print(f"  {ph:16} {best[0]:8.2f} s   peak RSS {best[1] / 2**20:8.0f} MiB")
+        for kind in ("cold", "recompute", "warm"):
+            best = min(
+                (run_analyze(kind, run_dir, args.workers) for _ in range(args.repeat)),
+                key=lambda r: r[0],
+            )
+            res[f"analyze_{kind}"] = best
+            print(f"  analyze {kind:9} {best[0]:7.2f} s   peak RSS {best[1] / 2**20:8.0f} MiB")
         cold, cold_mem = res["tracekit_cold"]
         warm = res["tracekit_warm"][0]
         print("ratios:")
@@ -177,7 +206,16 @@ def main() -> None:
             f"  tracekit cold / parallel floor {cold / res['floor_parallel'][0]:5.2f}×   "
             "(same process count)"
         )
-        print(f"  tracekit warm                 {warm:6.2f} s   (target ≤ 0.5 s)")
+        print(f"  tracekit warm (open + table)  {warm:6.2f} s")
+        a_cold = res["analyze_cold"][0]
+        print(f"  analyze cold / raw floor      {a_cold / res['floor'][0]:6.2f}×   (target ≤ 1.2×)")
+        if "hta" in res:
+            print(f"  HTA load / analyze cold       {res['hta'][0] / a_cold:6.1f}×")
+        print(
+            f"  analyze warm, whole process   {res['analyze_warm'][0]:6.2f} s   "
+            "(target ≤ 0.5 s at 8 ranks, ≤ 1.5 s at 64)"
+        )
+        print(f"  analyze recompute (no report cache) {res['analyze_recompute'][0]:6.2f} s")
     finally:
         if not args.keep:
             shutil.rmtree(run_dir, ignore_errors=True)

@@ -592,7 +592,7 @@ async def test_a_diagnoser_crash_leaves_the_drill_down_working(runs, monkeypatch
     def boom(*_a, **_k):
         raise ZeroDivisionError("integer division or modulo by zero")
 
-    monkeypatch.setattr(diagnosers.report, "full_report", boom)
+    monkeypatch.setattr(diagnosers.report, "cached_full_report", boom)
     app = TracekitApp(Session([runs["ddp"]], workers=1, display_path="sample_traces/ddp"))
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)
