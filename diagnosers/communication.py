@@ -31,8 +31,9 @@ from diagnosers.context import Context
 from diagnosers.findings import Finding
 from diagnosers.pipeline import detect_pipeline
 from diagnosers.stragglers import attribute
-from diagnosers.topology import parse_ranks, topology
+from diagnosers.topology import topology
 from tracekit.breakdown import hidden_by_compute_sql
+from tracekit.collectives import parse_ranks
 from tracekit.model.collectives import bus_factor
 
 EXPOSED_WARN, EXPOSED_CRIT = 0.10, 0.25

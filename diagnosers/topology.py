@@ -18,7 +18,6 @@ and a smaller one is taken to sit in one node (how TP and expert groups are plac
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from diagnosers.context import Context
@@ -43,19 +42,6 @@ class Topology:
         if n == self.world:
             return len({self.node(r) for r in range(self.world)}) > 1
         return n > self.gpus_per_node
-
-
-def parse_ranks(text: str | None) -> list[int] | None:
-    """`"[0, 1, 2, 3]"` (Process Group Ranks) → [0, 1, 2, 3]; None when absent or odd."""
-    if not text:
-        return None
-    try:
-        v = json.loads(text)
-    except ValueError:
-        return None
-    if isinstance(v, list) and v and all(isinstance(x, int) for x in v):
-        return v
-    return None
 
 
 def topology(ctx: Context) -> Topology:
