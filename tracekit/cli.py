@@ -107,7 +107,7 @@ def _health_options(func):
     )(func)
 
 
-def _open(run, workers, strict=False, allow_mixed=False, comm_kernels=()):
+def _open(run, workers, strict=False, allow_mixed=False, comm_kernels=(), cluster=None):
     """Open the run; its warnings wait for `_warn`, so a failing command says one line."""
     from tracekit.store import open_run
 
@@ -117,6 +117,7 @@ def _open(run, workers, strict=False, allow_mixed=False, comm_kernels=()):
         comm_kernels=comm_kernels,
         strict=strict,
         allow_mixed=allow_mixed,
+        cluster=cluster,
     )
 
 
@@ -150,6 +151,14 @@ def _check_output(output: str | None) -> None:
 
 _workers = click.option(
     "--workers", type=click.IntRange(1), default=None, help="Ingest processes (default: cores)."
+)
+_cluster = click.option(
+    "--cluster",
+    metavar="ADDRESS",
+    default=None,
+    help="Ingest the ranks on a Dask cluster: a scheduler address (tcp://host:8786) or "
+    "local[:N] for N local worker processes; workers must see the run at the same path "
+    "(pip install 'tracekit[cluster]').",
 )
 _comm_kernel = click.option(
     "--comm-kernel",
@@ -222,6 +231,7 @@ def _override_options(func):
 @click.option("--breakdown-only", is_flag=True, help="Only the per-rank table; no diagnosers.")
 @_override_options
 @_workers
+@_cluster
 @_comm_kernel
 @_health_options
 @click.pass_context
@@ -234,6 +244,7 @@ def analyze(
     output,
     breakdown_only,
     workers,
+    cluster,
     comm_kernels,
     strict,
     allow_mixed,
@@ -244,7 +255,7 @@ def analyze(
     from tracekit import report
 
     _check_output(output)
-    with _open(run, workers, strict, allow_mixed, comm_kernels) as r:
+    with _open(run, workers, strict, allow_mixed, comm_kernels, cluster) as r:
         if breakdown_only:
             rep = report.build(r, window=window, steps=steps)
         else:
@@ -373,11 +384,12 @@ def _render_rows(names: list[str], rows: list[tuple], fmt: str, limit: int) -> s
 @main.command()
 @_run_arg
 @_workers
+@_cluster
 @_comm_kernel
 @_health_options
-def ingest(run, workers, comm_kernels, strict, allow_mixed):
+def ingest(run, workers, cluster, comm_kernels, strict, allow_mixed):
     """Ingest (or refresh) the Parquet cache of a run and print what it holds."""
-    with _open(run, workers, strict, allow_mixed, comm_kernels) as r:
+    with _open(run, workers, strict, allow_mixed, comm_kernels, cluster) as r:
         rows = r.sql(
             "SELECT rank, rank_source, event_count, backend, coalesce(device_name, "
             "CASE WHEN has_device_events THEN 'unknown device' ELSE 'cpu' END), "

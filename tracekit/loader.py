@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Iterator
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -167,16 +168,30 @@ def ingest_run(
     workers: int | None = None,
     comm_kernels: tuple[str, ...] = (),
     notes: IngestNotes | None = None,
+    cluster: str | None = None,
 ) -> tuple[Path, list[Source]]:
     """Make sure every file has a fresh cache entry; return the cache dir and the sources
     (one per rank: a merged multi-rank file gives several).
 
     A file that cannot be read is left out and named in `notes.unreadable` (the run is
-    analysed without it); when no file can be read, its error is raised."""
+    analysed without it); when no file can be read, its error is raised. `cluster`: run
+    the per-file ingest on a Dask cluster (`tracekit.cluster`) instead of local processes."""
     notes = notes if notes is not None else IngestNotes()
     cdir = cache.cache_dir(root)
     with cache.locked(cdir):  # a second process waits here, then finds the work done
-        return _ingest_locked(root, files, cdir, workers, notes, comm_kernels)
+        return _ingest_locked(root, files, cdir, workers, notes, comm_kernels, cluster)
+
+
+@contextmanager
+def _executor(n: int, cluster: str | None) -> Iterator[Executor]:
+    if cluster:
+        from tracekit.cluster import executor
+
+        with executor(cluster) as (ex, _workers):
+            yield ex
+    else:
+        with ProcessPoolExecutor(max_workers=n) as ex:
+            yield ex
 
 
 def _ingest_locked(
@@ -186,6 +201,7 @@ def _ingest_locked(
     workers: int | None,
     notes: IngestNotes,
     comm_kernels: tuple[str, ...],
+    cluster: str | None = None,
 ) -> tuple[Path, list[Source]]:
     index = cache.load_index(cdir)
     single = len(files) == 1
@@ -204,13 +220,15 @@ def _ingest_locked(
     ]
     # a trace too big for the memory left is named now, not killed by the OOM killer later
     # (not remembered: another time, or machine, may have the memory)
-    failed.update(resources.too_big(todo))
+    # (a cluster's workers have memory of their own)
+    if not cluster:
+        failed.update(resources.too_big(todo))
     todo = [f for f in todo if f not in failed]
     if todo:
         cores = os.cpu_count() or 1
         n = max(1, min(workers or cores, len(todo)))
-        n = resources.workers_that_fit(todo, n)
-        threads = max(1, cores // n)
+        n = resources.workers_that_fit(todo, n) if not cluster else n
+        threads = max(1, cores // n) if not cluster else 1
         # fingerprints before reading: a file that changes during ingest is ingested again
         prints = {f: cache.fingerprint(f, comm_kernels) for f in todo}
         results: dict[Path, dict] = {}
@@ -218,7 +236,7 @@ def _ingest_locked(
         args = {f: (f, cdir, keys[f], single, threads, comm_kernels) for f in todo}
         with _progress(len(todo)) as prog:
             task = prog.add_task(f"ingesting {len(todo)} traces", total=len(todo)) if prog else None
-            if n == 1:
+            if n == 1 and not cluster:
                 for f in todo:
                     try:
                         results[f] = ingest_file(*args[f])
@@ -230,7 +248,7 @@ def _ingest_locked(
                     if prog:
                         prog.advance(task)
             else:
-                with ProcessPoolExecutor(max_workers=n) as pool:
+                with _executor(n, cluster) as pool:
                     futs = {pool.submit(ingest_file, *args[f]): f for f in todo}
                     try:
                         for fut in as_completed(futs):
@@ -248,9 +266,15 @@ def _ingest_locked(
                             f"an ingest process died while reading {root} (out of memory?); "
                             "retry with --workers 1, or free memory"
                         ) from exc
-                    except BaseException:
+                    except BaseException as exc:
                         for fut in futs:
                             fut.cancel()
+                        if type(exc).__module__.startswith("distributed"):  # KilledWorker …
+                            raise TracekitError(
+                                f"--cluster {cluster}: a Dask worker failed while ingesting "
+                                f"{root} ({type(exc).__name__}: {exc}); check the workers' "
+                                "memory and that they see the run folder at the same path"
+                            ) from exc
                         raise
         for f, r in results.items():
             index[keys[f]] = {

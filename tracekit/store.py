@@ -154,13 +154,15 @@ def open_run(
     comm_kernels: tuple[str, ...] | list = (),
     strict: bool = False,
     allow_mixed: bool = False,
+    cluster: str | None = None,
 ) -> Run:
     """Open a run folder (or trace files), ingesting what the cache lacks.
 
     `comm_kernels`: extra regexes of communication kernels (`--comm-kernel`), added to
     those of the run's job.json and pyproject.toml (`tracekit.commkernels.user_patterns`).
     Unreadable files are left out and named in `run.unreadable` (`strict`: an error);
-    traces that look like several runs are an error unless `allow_mixed`."""
+    traces that look like several runs are an error unless `allow_mixed`. `cluster`: the
+    per-rank ingest runs on a Dask cluster (`tracekit.cluster`)."""
     from tracekit import manifest, validate
     from tracekit.commkernels import user_patterns
 
@@ -171,7 +173,7 @@ def open_run(
     patterns = user_patterns(root, comm_kernels, man.comm_kernels if man else ())
     notes = loader.IngestNotes()
     cdir, sources = loader.ingest_run(
-        root, files, workers=workers, comm_kernels=patterns, notes=notes
+        root, files, workers=workers, comm_kernels=patterns, notes=notes, cluster=cluster
     )
     run = Run(root, cdir, sources)
     run.comm_kernels = patterns
