@@ -103,13 +103,7 @@ class CollectivesScreen(TkScreen):
         self.fill()
 
     def on_screen_resume(self) -> None:
-        p = self.tk.pending.pop("collectives", None)
-        if p and p.get("names"):
-            t = self.query_one(SortableTable)
-            for i, r in enumerate(t.shown_rows):
-                if r.get("name") in p["names"]:
-                    t.move_cursor(row=i)
-                    break
+        self.jump_to_pending("collectives")
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         row = self.query_one(SortableTable).selected

@@ -46,6 +46,18 @@ class TkScreen(Screen):
     def session(self) -> Session:
         return self.tk.session
 
+    def jump_to_pending(self, key: str) -> None:
+        """Put the table's cursor on the first row a jump (a finding's evidence) names."""
+        from tui.widgets import SortableTable
+
+        p = self.tk.pending.pop(key, None)
+        if p and p.get("names"):
+            t = self.query_one(SortableTable)
+            for i, r in enumerate(t.shown_rows):
+                if r.get("name") in p["names"]:
+                    t.move_cursor(row=i)
+                    break
+
     def compose_chrome(self) -> ComposeResult:
         yield Header(show_clock=False, icon="◆")
 

@@ -61,13 +61,7 @@ class OpsScreen(TkScreen):
         self.query_one(SortableTable).focus()
 
     def on_screen_resume(self) -> None:
-        p = self.tk.pending.pop("ops", None)
-        if p and p.get("names"):
-            t = self.query_one(SortableTable)
-            for i, r in enumerate(t.shown_rows):
-                if r.get("name") in p["names"]:
-                    t.move_cursor(row=i)
-                    break
+        self.jump_to_pending("ops")
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         row = self.query_one(SortableTable).selected
