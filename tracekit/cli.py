@@ -201,6 +201,20 @@ _OVERRIDES = (
 )
 
 
+def _window_options(func):
+    """--window and --steps: what `analyze` and `tui` analyse."""
+    func = click.option("--steps", default=None, help="ProfilerSteps to analyse: all, N or A-B.")(
+        func
+    )
+    return click.option(
+        "--window",
+        type=click.Choice(["steps", "trace", "hta"]),
+        default="steps",
+        show_default=True,
+        help="Analysed window: ProfilerStep spans, first-to-last device event, or HTA's window.",
+    )(func)
+
+
 def _override_options(func):
     """The figures a user may state instead of the tables (diagnosers.Overrides), for every
     command that builds the report."""
@@ -219,14 +233,7 @@ def _override_options(func):
     show_default=True,
     help="Report format.",
 )
-@click.option(
-    "--window",
-    type=click.Choice(["steps", "trace", "hta"]),
-    default="steps",
-    show_default=True,
-    help="Analysed window: ProfilerStep spans, first-to-last device event, or HTA's window.",
-)
-@click.option("--steps", default=None, help="ProfilerSteps to analyse: all, N or A-B.")
+@_window_options
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report here.")
 @click.option("--breakdown-only", is_flag=True, help="Only the per-rank table; no diagnosers.")
 @_override_options
@@ -408,14 +415,7 @@ def ingest(run, workers, cluster, comm_kernels, strict, allow_mixed):
 
 @main.command()
 @_run_arg
-@click.option(
-    "--window",
-    type=click.Choice(["steps", "trace", "hta"]),
-    default="steps",
-    show_default=True,
-    help="Analysed window, as for analyze.",
-)
-@click.option("--steps", default=None, help="ProfilerSteps to analyse: all, N or A-B.")
+@_window_options
 @_override_options
 @_workers
 @_comm_kernel

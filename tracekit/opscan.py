@@ -16,12 +16,9 @@ table on its thread (only those count: `aten::conv2d` â†’ `aten::convolution` â†
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import pyarrow as pa
 
-from tracekit.model.flops import COUNTED_OPS, ConvGeometry, count, op_dtype
+from tracekit.model.flops import COUNTED_OPS, ConvGeometry, count, loads, op_dtype
 
 _BACKWARD_MARK = (
     "starts_with(name, 'autograd::engine::evaluate_function')"
@@ -46,15 +43,6 @@ SCHEMA = pa.schema(
 )
 
 
-def _json(text: str | None) -> Any:
-    if not text:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
-
-
 def scan(con) -> pa.Table:
     """The `_ops` table of the rank in `con` (needs `events`)."""
     names = ", ".join("'" + n + "'" for n in sorted(COUNTED_OPS))
@@ -72,7 +60,7 @@ def scan(con) -> pa.Table:
     ops = []
     for r in rows:
         if r[8] == "op":
-            dims = _json(r[5])
+            dims = loads(r[5])
             geometry.learn(r[2], dims)
             ops.append(
                 {"row": r, "dims": dims, "innermost": True, "phase": "forward", "parent": None}
@@ -104,7 +92,7 @@ def scan(con) -> pa.Table:
             continue
         rank, t, name, ts, dur, _, types, concrete, _ = o["row"]
         c = (
-            count(name, o["dims"], _json(concrete), geometry, o["parent"])
+            count(name, o["dims"], loads(concrete), geometry, o["parent"])
             if o["innermost"]
             else None
         )

@@ -372,7 +372,8 @@ def _attn_flops(sig: OpSig, a: Args) -> OpCount:
     return OpCount(flops / 2 if causal else flops)
 
 
-def _loads(text: str | None) -> Any:
+def loads(text: str | None) -> Any:
+    """A traced JSON-text arg (`Input Dims` …) decoded, or None when absent or not JSON."""
     if not text:
         return None
     try:
@@ -407,7 +408,7 @@ def count(
 
 def op_flops(name: str, input_dims: str | None, concrete_inputs: str | None = None) -> float | None:
     """FLOPs of one traced op from its JSON-text args, or None when they do not say."""
-    return count(name, _loads(input_dims), _loads(concrete_inputs)).flops
+    return count(name, loads(input_dims), loads(concrete_inputs)).flops
 
 
 _NOT_TENSOR = {"Scalar", "ScalarList", "TensorList", "None", "GenericList", "Int", "Bool"}
@@ -416,7 +417,7 @@ _NOT_TENSOR |= {"Double", "Device", "Layout"}
 
 def op_dtype(input_types: str | None) -> str | None:
     """The first tensor dtype among an op's inputs."""
-    types = _loads(input_types)
+    types = loads(input_types)
     for t in types if isinstance(types, list) else []:
         if isinstance(t, str) and t and t not in _NOT_TENSOR:
             return t
