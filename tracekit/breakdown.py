@@ -122,14 +122,66 @@ def sweep_sql(windows: str, activity: str = "activity_islands") -> str:
     one window per rank for the report, one per step for the gate's samples) the busy,
     compute, communication, overlap and peer-wait ns — the breakdown's definitions.
 
-    One sweep over interval boundaries: the running depth of compute (C), communication
-    (M), other device work (O: memcpy, memset), host waits (W) and waits for late peers
-    (P: from each matched collective's start to its last peer's arrival); each segment
-    between two boundaries is then classified. Compute is C > 0 and W = 0 (a thread
-    waiting for communication is not computing, whatever op encloses it); communication is
-    M > 0 or W > 0. GPU runs have no host waits. `activity` is the islands materialized
-    at ingest (the same unions as the events, from far fewer rows) or, for HTA's window,
-    its rounded events."""
+    Compute is compute running and no host wait (a thread waiting for communication is
+    not computing, whatever op encloses it); communication is communication running or a
+    host waiting for it; GPU runs have no host waits. Peer wait: exposed communication
+    inside a matched collective before its last peer arrived (`collectives.wait_ns`).
+
+    `activity_islands` (the default): the segments materialized at ingest
+    (`activity_segments`, the same rules) clipped to the windows and summed; the peer
+    wait is one small sweep over the exposed segments and the waits. Another `activity`
+    (HTA's rounded events) is swept in full (`_full_sweep_sql`)."""
+    if activity != "activity_islands":
+        return _full_sweep_sql(windows, activity)
+    return f"""
+    (WITH sw AS ({windows}),
+    seg AS (
+        SELECT a.rank, sw.wid, a.compute, a.comm, a.other,
+               greatest(a.ts_ns, sw.start_ns) AS s, least(a.end_ns, sw.end_ns) AS e
+        FROM activity_segments a JOIN sw ON a.rank = sw.rank
+        WHERE a.end_ns > sw.start_ns AND a.ts_ns < sw.end_ns
+    ),
+    sums AS (
+        SELECT rank, wid, sum(e - s) AS busy_ns,
+               coalesce(sum(e - s) FILTER (compute), 0) AS compute_ns,
+               coalesce(sum(e - s) FILTER (comm), 0) AS comm_ns,
+               coalesce(sum(e - s) FILTER (compute AND comm), 0) AS overlap_ns
+        FROM seg GROUP BY rank, wid
+    ),
+    pw AS (
+        SELECT c.rank, sw.wid, greatest(c.ts_ns, sw.start_ns) AS s,
+               least(c.ts_ns + least(c.wait_ns, c.dur_ns), sw.end_ns) AS e
+        FROM collectives c JOIN sw ON c.rank = sw.rank
+        WHERE c.wait_ns > 0 AND c.matched
+          AND c.ts_ns + least(c.wait_ns, c.dur_ns) > sw.start_ns AND c.ts_ns < sw.end_ns
+    ),
+    edges AS (
+        SELECT rank, wid, t, sum(dx) AS dx, sum(dp) AS dp FROM (
+            SELECT rank, wid, s AS t, 1 AS dx, 0 AS dp FROM seg WHERE comm AND NOT compute
+            UNION ALL SELECT rank, wid, e, -1, 0 FROM seg WHERE comm AND NOT compute
+            UNION ALL SELECT rank, wid, s, 0, 1 FROM pw
+            UNION ALL SELECT rank, wid, e, 0, -1 FROM pw)
+        GROUP BY rank, wid, t
+    ),
+    waits AS (
+        SELECT rank, wid, sum(len) AS wait_ns FROM (
+            SELECT rank, wid, lead(t) OVER run - t AS len,
+                   sum(dx) OVER cum > 0 AND sum(dp) OVER cum > 0 AS waiting
+            FROM edges
+            WINDOW run AS (PARTITION BY rank, wid ORDER BY t),
+                   cum AS (PARTITION BY rank, wid ORDER BY t ROWS UNBOUNDED PRECEDING))
+        WHERE waiting AND len > 0 GROUP BY rank, wid
+    )
+    SELECT s.rank, s.wid, s.busy_ns, s.compute_ns, s.comm_ns, s.overlap_ns,
+           coalesce(w.wait_ns, 0) AS wait_ns
+    FROM sums s LEFT JOIN waits w USING (rank, wid))"""
+
+
+def _full_sweep_sql(windows: str, activity: str) -> str:
+    """`sweep_sql` over any activity (rank, category, ts_ns, end_ns): one sweep over
+    interval boundaries — the running depth of compute (C), communication (M), other
+    device work (O: memcpy, memset), host waits (W) and waits for late peers (P); each
+    segment between two boundaries is then classified as `activity_segments` does."""
     return f"""
     (WITH sw AS ({windows}),
     src AS (
@@ -289,42 +341,37 @@ def per_rank(run: Run, window: str = "steps", steps: str | None = None) -> list[
 
 def hidden_by_compute_sql(intervals: str, windows: str) -> str:
     """SQL: the rows of `intervals` (a query with columns rank, s, e, and any others) with
-    `hidden`, the part of [s, e) under the rank's compute islands clipped to `windows`.
+    `hidden`, the part of [s, e) under the rank's compute islands clipped to `windows`
+    (a query with columns rank, start_ns, end_ns).
 
-    One sorted sweep, no interval join: the islands are disjoint, so the compute time
-    before t is C(t) = Σ d·(t − b) over the island boundaries b ≤ t (d = +1 at a start,
-    −1 at an end) = t·Σd − Σd·b, two running sums; an interval's hidden time is
-    C(e) − C(s). (An overlap join pairs every interval with every island it might touch.)
-    """
+    No sweep, no interval join: with C(t) the rank's compute time before t — read off the
+    islands' running sum materialized at ingest (`activity_islands.before_ns`, one ASOF
+    lookup per point) — the part of [s, e) under compute within a window W is
+    C(clamp_W(e)) − C(clamp_W(s)), summed over the windows the interval meets."""
     return f"""
-    (WITH comp AS {compute_islands_sql(windows)},
+    (WITH hw AS {windows},
     iv AS (SELECT row_number() OVER () AS _id, * FROM {intervals}),
-    pts AS (
-        SELECT rank, s AS t, 0 AS d, _id, FALSE AS at_end FROM iv
-        UNION ALL SELECT rank, e, 0, _id, TRUE FROM iv
-        UNION ALL SELECT rank, s, 1, NULL, NULL FROM comp
-        UNION ALL SELECT rank, e, -1, NULL, NULL FROM comp
+    pairs AS (
+        SELECT iv._id, iv.rank,
+               least(greatest(iv.s, hw.start_ns), hw.end_ns) AS a,
+               least(greatest(iv.e, hw.start_ns), hw.end_ns) AS b
+        FROM iv JOIN hw ON iv.rank = hw.rank
+        WHERE iv.e > iv.s AND iv.e > hw.start_ns AND iv.s < hw.end_ns
     ),
-    swept AS (
-        SELECT _id, at_end, t * sum(d) OVER run - sum(d * t) OVER run AS covered
-        FROM pts
-        WINDOW run AS (PARTITION BY rank ORDER BY t ROWS UNBOUNDED PRECEDING)
+    pts AS (
+        SELECT _id, rank, a AS t, -1 AS sign FROM pairs
+        UNION ALL SELECT _id, rank, b, 1 FROM pairs
+    ),
+    comp AS (
+        SELECT rank, ts_ns, end_ns, before_ns FROM activity_islands
+        WHERE category = 'computing'
     ),
     c AS (
-        SELECT _id, max(covered) FILTER (at_end) - max(covered) FILTER (NOT at_end) AS hidden
-        FROM swept WHERE _id IS NOT NULL GROUP BY _id
+        SELECT pts._id,
+               sum(pts.sign * coalesce(comp.before_ns + least(pts.t, comp.end_ns) - comp.ts_ns,
+                                       0)) AS hidden
+        FROM pts ASOF LEFT JOIN comp ON pts.rank = comp.rank AND pts.t >= comp.ts_ns
+        GROUP BY pts._id
     )
     SELECT iv.* EXCLUDE (_id), greatest(coalesce(c.hidden, 0), 0)::BIGINT AS hidden
     FROM iv LEFT JOIN c USING (_id))"""
-
-
-def compute_islands_sql(windows: str) -> str:
-    """SQL for the merged intervals (rank, s, e) where a rank computes — compute running
-    and no host wait (the same rule as `compute_fraction`), clipped to the windows
-    `windows` (a query with columns rank, start_ns, end_ns). Reads the islands
-    materialized at ingest (`activity_islands`, category `computing`)."""
-    return f"""
-    (WITH w AS {windows}
-    SELECT i.rank, greatest(i.ts_ns, w.start_ns) AS s, least(i.end_ns, w.end_ns) AS e
-    FROM activity_islands i JOIN w ON i.rank = w.rank
-    WHERE i.category = 'computing' AND i.end_ns > w.start_ns AND i.ts_ns < w.end_ns)"""

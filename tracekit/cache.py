@@ -38,7 +38,7 @@ except ImportError:  # Windows: no lock; writes stay atomic, two ingests may bot
 if TYPE_CHECKING:
     import duckdb
 
-SCHEMA_VERSION = 15  # bump when any cached table changes shape or meaning
+SCHEMA_VERSION = 16  # bump when any cached table changes shape or meaning
 
 TABLES = (
     "events",
@@ -52,6 +52,7 @@ TABLES = (
     "steps",
     "device_activity",
     "activity_islands",
+    "activity_segments",
     "op_flops",
 )
 

@@ -140,9 +140,15 @@ def _ingest_rank(con, path, header, rank, rank_source, cdir, key, typed, comm_ke
     world = info["world_size"][0].as_py()
     con.register("_collectives", collectives.derive(con, rank, pgs, world))
     con.register("_ops", opscan.scan(con))
-    # rank-local derived views, materialized once here and read back from Parquet
+    # rank-local derived views, materialized once here (each a table before the next
+    # module reads it, so none is computed twice) and read back from Parquet
     for module in RANK_MODULES:
+        name = module.removesuffix(".sql")
+        con.execute(f"DROP TABLE IF EXISTS {name}")  # the previous part of a merged file
         con.execute(sql_module(module))
+        con.execute(f"CREATE TABLE _m AS SELECT * FROM {name}")
+        con.execute(f"DROP VIEW {name}")
+        con.execute(f"ALTER TABLE _m RENAME TO {name}")
     for table in cache.TABLES:
         cache.write_table(con, cdir, key, table, _INTERNAL.get(table, table))
 

@@ -27,7 +27,13 @@ from tracekit.sqltext import sql_str
 
 # Rank-local views are materialized once per rank at ingest (tracekit.loader) and read
 # back from Parquet; cross-rank views are created over them when a run is opened.
-RANK_MODULES = ("steps.sql", "device_activity.sql", "activity_islands.sql", "op_flops.sql")
+RANK_MODULES = (
+    "steps.sql",
+    "device_activity.sql",
+    "activity_islands.sql",
+    "activity_segments.sql",
+    "op_flops.sql",
+)
 RUN_MODULES = ("collectives.sql",)
 DOC_MODULES = ("tables.sql", *RANK_MODULES, *RUN_MODULES)
 # base tables exposed under another name (the public one is a derived view)
@@ -93,6 +99,9 @@ class Run:
         self.clock_offsets_ns: dict[int, int] = {}
         self.con = duckdb.connect()
         self.con.execute("SET enable_progress_bar = false")
+        # an ASOF join on a CTE has no cardinality estimate (0): below this threshold
+        # DuckDB runs it as a nested loop over every pair (5 s instead of 10 ms)
+        self.con.execute("SET asof_loop_join_threshold = 0")
         for table in TABLES:
             files = [str(table_path(cache_dir, s.key, table)) for s in sources]
             name = _INTERNAL_NAME.get(table, table)

@@ -8,6 +8,7 @@
 -- @column category: compute, communication, memcpy, memset, host_wait (device_activity's), or computing
 -- @column ts_ns: island start, ns since the epoch
 -- @column end_ns: island end, ns since the epoch
+-- @column before_ns: time of the rank's earlier islands of this category, ns (a running sum: the category's time before t is before_ns + min(t, end_ns) − ts_ns for the last island starting at or before t)
 CREATE OR REPLACE VIEW activity_islands AS
 WITH o AS (
     SELECT rank, category, ts_ns, end_ns,
@@ -51,7 +52,12 @@ computing AS (
     SELECT rank, t, t2, comp,
            sum(starts::INT) OVER (PARTITION BY rank ORDER BY t ROWS UNBOUNDED PRECEDING) AS island
     FROM flagged
+),
+islands AS (
+    SELECT rank, category, ts_ns, end_ns FROM by_category
+    UNION ALL
+    SELECT rank, 'computing', min(t), max(t2) FROM computing WHERE comp GROUP BY rank, island
 )
-SELECT rank, category, ts_ns, end_ns FROM by_category
-UNION ALL
-SELECT rank, 'computing', min(t), max(t2) FROM computing WHERE comp GROUP BY rank, island;
+SELECT *, coalesce(sum(end_ns - ts_ns) OVER (PARTITION BY rank, category ORDER BY ts_ns
+                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)::BIGINT AS before_ns
+FROM islands;

@@ -1,0 +1,104 @@
+"""The fast breakdown paths against independent formulations, on every real trace.
+
+- `sweep_sql` sums the segments materialized at ingest (`activity_segments`); the full
+  sweep over the islands (`_full_sweep_sql`, what HTA's window still uses) is the oracle:
+  both must give the same integer ns for every window, per rank and per step.
+- `hidden_by_compute_sql` reads the islands' running sum with ASOF lookups; the oracle is
+  a plain interval intersection in Python.
+"""
+
+from __future__ import annotations
+
+import bisect
+import shutil
+from pathlib import Path
+
+import pytest
+
+import tracekit
+from tests.conftest import shared_trace_names
+from tracekit.breakdown import _full_sweep_sql, hidden_by_compute_sql, sweep_sql
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+STEP_WINDOWS = "SELECT rank, step AS wid, ts_ns AS start_ns, end_ns FROM steps"
+RANK_WINDOWS = """SELECT rank, 0 AS wid, min(ts_ns) AS start_ns, max(end_ns) AS end_ns
+                  FROM activity_islands GROUP BY rank"""
+
+
+def _cases() -> list:
+    return [pytest.param("shared", n, id=n) for n in shared_trace_names()] + [
+        pytest.param("sample", p.name, id=f"sample-{p.name}")
+        for p in sorted(SAMPLES.iterdir())
+        if p.is_dir()
+    ]
+
+
+@pytest.fixture
+def open_case(shared_trace, tmp_path):
+    def get(kind: str, name: str):
+        if kind == "shared":
+            return tracekit.open(shared_trace(name), allow_mixed=True)
+        dest = tmp_path / name
+        shutil.copytree(SAMPLES / name, dest, ignore=shutil.ignore_patterns(".tracekit"))
+        return tracekit.open(dest, allow_mixed=True)
+
+    return get
+
+
+def _hidden_oracle(run, intervals, windows) -> dict[int, int]:
+    islands: dict[int, list[tuple[int, int]]] = {}
+    for rank, s, e in run.sql(
+        "SELECT rank, ts_ns, end_ns FROM activity_islands WHERE category = 'computing' "
+        "ORDER BY rank, ts_ns"
+    ).fetchall():
+        islands.setdefault(rank, []).append((s, e))
+    starts = {r: [s for s, _ in v] for r, v in islands.items()}
+    out = {}
+    for i, (rank, s, e) in enumerate(intervals):
+        total = 0
+        for wr, ws, we in windows:
+            a, b = max(s, ws), min(e, we)
+            if wr != rank or b <= a:
+                continue
+            isl = islands.get(rank, [])
+            j = max(bisect.bisect_right(starts.get(rank, []), a) - 1, 0)
+            while j < len(isl) and isl[j][0] < b:
+                total += max(0, min(b, isl[j][1]) - max(a, isl[j][0]))
+                j += 1
+        out[i] = total
+    return out
+
+
+@pytest.mark.parametrize(("kind", "name"), _cases())
+def test_fast_paths_equal_their_oracles(kind, name, open_case):
+    with open_case(kind, name) as run:
+        for windows in (STEP_WINDOWS, RANK_WINDOWS):
+            fast = sorted(run.sql(f"SELECT * FROM {sweep_sql(windows)}").fetchall())
+            full = sorted(
+                run.sql(f"SELECT * FROM {_full_sweep_sql(windows, 'activity_islands')}").fetchall()
+            )
+            assert fast == full
+        intervals = run.sql(
+            "SELECT rank, ts_ns, end_ns FROM collectives "
+            "UNION ALL SELECT rank, ts_ns, end_ns FROM steps ORDER BY ALL"
+        ).fetchall()
+        windows = run.sql("SELECT rank, ts_ns, end_ns FROM steps").fetchall()
+        if not windows:
+            windows = run.sql(
+                "SELECT rank, min(ts_ns), max(end_ns) FROM activity_islands GROUP BY rank"
+            ).fetchall()
+        values = ", ".join(f"({i}, {r}, {s}, {e})" for i, (r, s, e) in enumerate(intervals))
+        if not values:
+            return
+        wv = ", ".join(f"({r}, {s}, {e})" for r, s, e in windows)
+        got = dict(
+            run.sql(
+                f"""SELECT i, hidden FROM {
+                    hidden_by_compute_sql(
+                        f"(SELECT * FROM (VALUES {values}) t(i, rank, s, e))",
+                        f"(SELECT * FROM (VALUES {wv}) w(rank, start_ns, end_ns))",
+                    )
+                }"""
+            ).fetchall()
+        )
+        assert got == _hidden_oracle(run, intervals, windows)
