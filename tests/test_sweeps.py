@@ -5,6 +5,8 @@
   both must give the same integer ns for every window, per rank and per step.
 - `hidden_by_compute_sql` reads the islands' running sum with ASOF lookups; the oracle is
   a plain interval intersection in Python.
+- `device_activity.launch_ns` (joined at ingest, read by the host-bound figure) is the
+  launching runtime call's start, looked up again here event by event.
 """
 
 from __future__ import annotations
@@ -78,6 +80,14 @@ def test_fast_paths_equal_their_oracles(kind, name, open_case):
                 run.sql(f"SELECT * FROM {_full_sweep_sql(windows, 'activity_islands')}").fetchall()
             )
             assert fast == full
+        (wrong_launch,) = run.sql(
+            """SELECT count(*) FROM device_activity a
+               WHERE a.kind IN ('kernel', 'memcpy', 'memset')
+                 AND a.launch_ns IS DISTINCT FROM (
+                     SELECT min(r.ts_ns) FROM events r WHERE r.rank = a.rank
+                       AND r.kind = 'runtime' AND r.correlation = a.correlation)"""
+        ).fetchone()
+        assert wrong_launch == 0
         intervals = run.sql(
             "SELECT rank, ts_ns, end_ns FROM collectives "
             "UNION ALL SELECT rank, ts_ns, end_ns FROM steps ORDER BY ALL"

@@ -239,27 +239,23 @@ def _full_sweep_sql(windows: str, activity: str) -> str:
 def host_bound_sql(windows: str) -> str:
     """SQL: per (rank, wid) of `windows` (rank, wid, start_ns, end_ns) the host-bound
     time — a device gap (no kernel, memcpy or memset on any stream) that ends with a
-    kernel launched only after the previous work had ended: the device waited for the
-    host — with the gap count, all gaps, and the median kernel duration. A gap across the
-    start of a ProfilerStep is left out: that is the previous step's tail (waiting on other
-    ranks, a pipeline's cooldown), not launch overhead. GPU runs (needs launches)."""
+    kernel launched only after the previous work had ended (`device_activity.launch_ns`,
+    joined at ingest): the device waited for the host — with the gap count, all gaps,
+    and the median kernel duration. A gap across the start of a ProfilerStep is left
+    out: that is the previous step's tail (waiting on other ranks, a pipeline's
+    cooldown), not launch overhead. GPU runs (needs launches)."""
     return f"""
     (WITH sw AS ({windows}),
     d AS (
-        SELECT a.rank, sw.wid, a.ts_ns, a.end_ns, a.correlation
+        SELECT a.rank, sw.wid, a.ts_ns, a.end_ns, a.launch_ns
         FROM device_activity a JOIN sw ON a.rank = sw.rank
         WHERE a.kind IN ('kernel', 'memcpy', 'memset')
           AND a.ts_ns >= sw.start_ns AND a.ts_ns < sw.end_ns
     ),
-    o AS (
+    l0 AS (
         SELECT *, max(end_ns) OVER (PARTITION BY rank, wid ORDER BY ts_ns, end_ns
                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
         FROM d
-    ),
-    l0 AS (
-        SELECT o.*, r.ts_ns AS launch_ns FROM o
-        LEFT JOIN events r ON r.rank = o.rank AND r.correlation = o.correlation
-                          AND r.kind = 'runtime'
     ),
     boundary AS (
         SELECT DISTINCT l0.rank, l0.wid, l0.ts_ns FROM l0 JOIN steps s

@@ -138,7 +138,15 @@ def _ingest_rank(con, path, header, rank, rank_source, cdir, key, typed, comm_ke
     con.register("process_groups", pgs)
     con.register("kernel_classes", collectives.kernel_classes(con, rank, comm_kernels))
     world = info["world_size"][0].as_py()
-    con.register("_collectives", collectives.derive(con, rank, pgs, world))
+    con.register("_derived", collectives.derive(con, rank, pgs, world))
+    # a group's ranks once per group (collective_groups), the rows a 64-bit key of them:
+    # matching then never carries a world-sized list per collective row
+    con.execute("""CREATE OR REPLACE TABLE _collectives AS
+        SELECT *, CASE WHEN group_ranks IS NOT NULL THEN hash(group_ranks) END AS group_hash
+        FROM _derived""")
+    con.execute("""CREATE OR REPLACE TABLE collective_groups AS
+        SELECT DISTINCT rank, group_hash, group_ranks FROM _collectives
+        WHERE group_hash IS NOT NULL""")
     con.register("_ops", opscan.scan(con))
     # rank-local derived views, materialized once here (each a table before the next
     # module reads it, so none is computed twice) and read back from Parquet

@@ -82,20 +82,26 @@ WITH s AS (
            max(ts_ns) OVER (PARTITION BY instance_key) AS _last_start,
            min(end_ns) OVER (PARTITION BY instance_key) AS _first_end
     FROM k
+), present AS (
+    -- once per distinct group, from the groups table, not per row: a per-row check is
+    -- ranks × group size per row, cubic in the world size
+    SELECT group_hash,
+           list_has_all((SELECT list(rank) FROM rank_info), any_value(group_ranks))
+               AS all_present
+    FROM collective_groups GROUP BY group_hash
 ), g AS (
     SELECT m.* EXCLUDE (_last_start, _first_end), _last_start,
            coalesce(instance_key IS NOT NULL
                     AND group_size IS NOT NULL AND ranks_matched = group_size
-                    AND (group_ranks IS NULL
-                         OR list_has_all((SELECT list(rank) FROM rank_info), group_ranks))
+                    AND (m.group_hash IS NULL OR p.all_present)
                     AND (match_by = 'seq'
                          OR name NOT IN ('all_reduce', 'all_gather', 'reduce_scatter',
                                          'all_to_all', 'barrier')
                          OR _last_start <= _first_end + 5000), false)
                AS matched
-    FROM m
+    FROM m LEFT JOIN present p ON p.group_hash = m.group_hash
 )
-SELECT * EXCLUDE (_last_start),
+SELECT * EXCLUDE (_last_start, group_hash),
        CASE WHEN matched THEN _last_start END AS last_arrival_ns,
        CASE WHEN matched THEN _last_start - ts_ns END AS wait_ns
 FROM g;

@@ -23,15 +23,20 @@
 -- @column ts_ns: start, ns since the epoch
 -- @column dur_ns: duration, ns
 -- @column end_ns: end, ns since the epoch
+-- @column launch_ns: start of the runtime call that launched it (same correlation; the earliest if several), GPU runs; null when the trace has none
 CREATE OR REPLACE VIEW device_activity AS
 SELECT e.rank,
        CASE WHEN e.kind = 'kernel' THEN coalesce(kc.category, 'compute')
             ELSE e.kind::VARCHAR END AS category,
        e.kind::VARCHAR AS kind, e.name::VARCHAR AS name, coalesce(e.stream, e.tid) AS lane,
-       e.correlation, e.ts_ns, e.dur_ns, e.ts_ns + e.dur_ns AS end_ns, kc.family
+       e.correlation, e.ts_ns, e.dur_ns, e.ts_ns + e.dur_ns AS end_ns, kc.family,
+       l.launch_ns
 FROM events e
 LEFT JOIN kernel_classes kc
        ON e.kind = 'kernel' AND kc.rank = e.rank AND kc.name = e.name::VARCHAR
+LEFT JOIN (SELECT rank, correlation, min(ts_ns) AS launch_ns FROM events
+           WHERE kind = 'runtime' AND correlation IS NOT NULL GROUP BY rank, correlation) l
+       ON l.rank = e.rank AND l.correlation = e.correlation
 WHERE e.kind IN ('kernel', 'memcpy', 'memset')
 UNION ALL
 SELECT e.rank,
@@ -41,7 +46,7 @@ SELECT e.rank,
               OR e.name::VARCHAR = 'record_param_comms' THEN 'host_wait'
             ELSE 'compute' END,
        e.kind::VARCHAR, e.name::VARCHAR, e.tid, e.correlation, e.ts_ns, e.dur_ns,
-       e.ts_ns + e.dur_ns, CASE WHEN e.kind = 'comm_thread' THEN 'gloo' END
+       e.ts_ns + e.dur_ns, CASE WHEN e.kind = 'comm_thread' THEN 'gloo' END, NULL::BIGINT
 FROM events e
 JOIN rank_info r ON r.rank = e.rank AND NOT r.has_device_events
 WHERE e.kind IN ('comm_thread', 'cpu_op');

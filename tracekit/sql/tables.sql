@@ -107,3 +107,11 @@
 -- @column family: library of a communication kernel (nccl, deepep, nvshmem, symm_mem, custom_all_reduce, userbuffers, user); null for compute
 -- @column coll_name: collective the name alone tells (all_reduce, all_to_all …); null when only metadata can say (ncclDevKernel_Generic, user patterns)
 -- @column pattern: the table's or the user's regex that matched; null for compute
+
+-- @table collective_groups
+-- The process groups the collectives of each rank ran on, one row per distinct group:
+-- collectives.matched checks once per group, not once per row, that all its ranks are in
+-- the run.
+-- @column rank: global rank
+-- @column group_hash: 64-bit hash of group_ranks (DuckDB's hash), the key collective rows carry
+-- @column group_ranks: global ranks of the group (collectives.group_ranks)
