@@ -80,13 +80,13 @@ def test_fast_paths_equal_their_oracles(kind, name, open_case):
                 run.sql(f"SELECT * FROM {_full_sweep_sql(windows, 'activity_islands')}").fetchall()
             )
             assert fast == full
-        (wrong_launch,) = run.sql(
+        ((wrong_launch,),) = run.sql(
             """SELECT count(*) FROM device_activity a
                WHERE a.kind IN ('kernel', 'memcpy', 'memset')
                  AND a.launch_ns IS DISTINCT FROM (
                      SELECT min(r.ts_ns) FROM events r WHERE r.rank = a.rank
                        AND r.kind = 'runtime' AND r.correlation = a.correlation)"""
-        ).fetchone()
+        ).fetchall()
         assert wrong_launch == 0
         intervals = run.sql(
             "SELECT rank, ts_ns, end_ns FROM collectives "
