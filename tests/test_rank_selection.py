@@ -287,3 +287,21 @@ def test_tui_session_with_a_selection(named_run):
         if s.run is not None:
             s.run.close()
     assert ingested_sources(named_run) == {"rank-0.json.gz", "rank-7.json.gz"}
+
+
+def test_query_and_tui_take_the_options(named_run):
+    q = invoke("query", named_run, "--ranks", "6", "SELECT DISTINCT rank FROM events", "--format",
+               "json")  # fmt: skip
+    assert q.exit_code == 0 and json.loads(q.stdout) == [{"rank": 6}]
+    pytest.importorskip("textual")
+    bad = invoke("tui", named_run, "--ranks", "1-x")
+    assert bad.exit_code == 2 and "not a rank list" in bad.output
+
+
+def test_readme_sample_example_is_true():
+    text = (ROOT / "README.md").read_text()
+    assert "`--sample-ranks 4` is ranks 0, 341, 682, 1023" in text
+    assert ranksel.spread(list(range(1024)), 4) == [0, 341, 682, 1023]
+    assert '"ranks": [0, 146, …, 1023], "of": 1024' in text
+    eight = ranksel.spread(list(range(1024)), 8)
+    assert (eight[:2], eight[-1]) == ([0, 146], 1023)

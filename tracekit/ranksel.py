@@ -10,6 +10,11 @@ or a merged multi-rank file (TraceLens TraceFusion, which has none) — is inges
 and its ranks are filtered after. The cache stays per file: a later full run ingests
 only the files left out.
 
+The name is trusted for choosing: the ranks analysed are the ones the ingest then finds
+(the header's `distributedInfo.rank` first), so a file whose name and header disagree
+may be read for one rank and analysed as the other; `RankSelection.ranks` lists the
+ranks actually analysed.
+
 `RankSelection` is what the report records (`run.rank_selection`): the option as given,
 the ranks analysed, and how many ranks the run's traces hold. Ranks that have traces but
 were not selected are not "missing" (`tracekit.validate.missing_ranks`).

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 
@@ -24,6 +25,11 @@ from tracekit.cache import TABLES, table_path
 from tracekit.discover import find_trace_files
 from tracekit.errors import TracekitError
 from tracekit.sqltext import sql_str
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from tracekit import ranksel
 
 # Rank-local views are materialized once per rank at ingest (tracekit.loader) and read
 # back from Parquet; cross-rank views are created over them when a run is opened.
@@ -207,7 +213,11 @@ def open_run(
     return run
 
 
-def _ingest_selected(files: list[Path], request, ingest):
+def _ingest_selected(
+    files: list[Path],
+    request: ranksel.Request,
+    ingest: Callable[[list[Path]], tuple[Path, list[loader.Source]]],
+) -> tuple[Path, list[loader.Source], ranksel.RankSelection]:
     """Ingest only the traces of the ranks `request` picks (`tracekit.ranksel`): files
     whose rank the name or header tells are chosen before reading; the others (and
     merged multi-rank files) are ingested whole first and their ranks filtered after."""
@@ -228,7 +238,10 @@ def _ingest_selected(files: list[Path], request, ingest):
     cdir, sources = None, []
     if unknown:
         first = []
-        if request.sample is not None and known:  # the sample's ends need every rank known
+        if request.sample is not None and known:
+            # a sample needs every rank known before it is drawn; the lowest-ranked known
+            # file (the sample's first rank, unless an unknown file holds a lower one) is
+            # read in this pass too, so the pass is never a lone file of a bigger run
             first = [min(known, key=lambda f: known[f])]
         elif request.ranks is not None:
             first = batch_of(set(request.ranks), set())
@@ -243,7 +256,7 @@ def _ingest_selected(files: list[Path], request, ingest):
     by_rank: dict[int, loader.Source] = {}
     for s in sources:
         other = by_rank.setdefault(s.rank, s)
-        if other is not s and other.path != s.path:
+        if other is not s:
             raise TracekitError(
                 f"rank {s.rank} appears twice ({other.path.name} and {s.path.name}); "
                 "pass one trace per rank (one ProfilerStep cycle per run folder)"
