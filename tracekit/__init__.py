@@ -8,8 +8,17 @@ except PackageNotFoundError:  # running from a source tree without install
     __version__ = "0.0.0+src"
 
 
-def open(*inputs, workers=None, comm_kernels=(), strict=False, allow_mixed=False):
-    """Open a run folder or trace files; see `tracekit.store.open_run`."""
+def open(
+    *inputs,
+    workers=None,
+    comm_kernels=(),
+    strict=False,
+    allow_mixed=False,
+    ranks=None,
+    sample_ranks=None,
+):
+    """Open a run folder or trace files; see `tracekit.store.open_run` (`ranks="0-7,64"`
+    or `sample_ranks=N`: only those ranks are ingested and opened)."""
     from tracekit.store import open_run
 
     return open_run(
@@ -18,6 +27,8 @@ def open(*inputs, workers=None, comm_kernels=(), strict=False, allow_mixed=False
         comm_kernels=comm_kernels,
         strict=strict,
         allow_mixed=allow_mixed,
+        ranks=ranks,
+        sample_ranks=sample_ranks,
     )
 
 

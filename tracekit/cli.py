@@ -107,7 +107,37 @@ def _health_options(func):
     )(func)
 
 
-def _open(run, workers, strict=False, allow_mixed=False, comm_kernels=(), cluster=None):
+def _rank_options(func):
+    """--ranks and --sample-ranks, for every command that opens a run folder: only the
+    traces of those ranks are read (`tracekit.ranksel`)."""
+    func = click.option(
+        "--sample-ranks",
+        "sample_ranks",
+        type=click.IntRange(1),
+        default=None,
+        metavar="N",
+        help="Analyse N ranks spread evenly over the run (the first, the last, the rest "
+        "evenly spaced); the other traces are not read. A first look at a huge run.",
+    )(func)
+    return click.option(
+        "--ranks",
+        "ranks",
+        default=None,
+        metavar="SPEC",
+        help="Analyse only these global ranks, e.g. 0-7,64,100-103; the other traces are not read.",
+    )(func)
+
+
+def _open(
+    run,
+    workers,
+    strict=False,
+    allow_mixed=False,
+    comm_kernels=(),
+    cluster=None,
+    ranks=None,
+    sample_ranks=None,
+):
     """Open the run; its warnings wait for `_warn`, so a failing command says one line."""
     from tracekit.store import open_run
 
@@ -118,6 +148,8 @@ def _open(run, workers, strict=False, allow_mixed=False, comm_kernels=(), cluste
         strict=strict,
         allow_mixed=allow_mixed,
         cluster=cluster,
+        ranks=ranks,
+        sample_ranks=sample_ranks,
     )
 
 
@@ -237,6 +269,7 @@ def _override_options(func):
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report here.")
 @click.option("--breakdown-only", is_flag=True, help="Only the per-rank table; no diagnosers.")
 @_override_options
+@_rank_options
 @_workers
 @_cluster
 @_comm_kernel
@@ -250,6 +283,8 @@ def analyze(
     steps,
     output,
     breakdown_only,
+    ranks,
+    sample_ranks,
     workers,
     cluster,
     comm_kernels,
@@ -262,7 +297,7 @@ def analyze(
     from tracekit import report
 
     _check_output(output)
-    with _open(run, workers, strict, allow_mixed, comm_kernels, cluster) as r:
+    with _open(run, workers, strict, allow_mixed, comm_kernels, cluster, ranks, sample_ranks) as r:
         if breakdown_only:
             rep = report.build(r, window=window, steps=steps)
         else:
@@ -311,10 +346,12 @@ def explain(code):
 @click.option(
     "--limit", type=click.IntRange(0), default=200, show_default=True, help="Rows shown as a table."
 )
+@_rank_options
 @_workers
 @_comm_kernel
 @_health_options
-def query(run, query, fmt, describe, views, limit, workers, comm_kernels, strict, allow_mixed):
+def query(run, query, fmt, describe, views, limit, ranks, sample_ranks, workers, comm_kernels,
+          strict, allow_mixed):  # fmt: skip
     """Read-only SQL over the run's views: tracekit query RUN --sql "SELECT …".
 
     Without --sql, a last argument that is not a file or folder is the query.
@@ -333,7 +370,7 @@ def query(run, query, fmt, describe, views, limit, workers, comm_kernels, strict
         return
     if describe is None and query is None:
         raise TracekitError('nothing to do: pass --sql "SELECT …", --describe VIEW or --views')
-    with _open(run, workers, strict, allow_mixed, comm_kernels) as r:
+    with _open(run, workers, strict, allow_mixed, comm_kernels, None, ranks, sample_ranks) as r:
         if describe:
             d = docs().get(describe, None)
             rows = r.describe(describe)
@@ -390,13 +427,14 @@ def _render_rows(names: list[str], rows: list[tuple], fmt: str, limit: int) -> s
 
 @main.command()
 @_run_arg
+@_rank_options
 @_workers
 @_cluster
 @_comm_kernel
 @_health_options
-def ingest(run, workers, cluster, comm_kernels, strict, allow_mixed):
+def ingest(run, ranks, sample_ranks, workers, cluster, comm_kernels, strict, allow_mixed):
     """Ingest (or refresh) the Parquet cache of a run and print what it holds."""
-    with _open(run, workers, strict, allow_mixed, comm_kernels, cluster) as r:
+    with _open(run, workers, strict, allow_mixed, comm_kernels, cluster, ranks, sample_ranks) as r:
         rows = r.sql(
             "SELECT rank, rank_source, event_count, backend, coalesce(device_name, "
             "CASE WHEN has_device_events THEN 'unknown device' ELSE 'cpu' END), "
@@ -410,6 +448,10 @@ def ingest(run, workers, cluster, comm_kernels, strict, allow_mixed):
                 f"rank {rank:>4} ({src}): {n:>8,} events · {st} steps · {co} collectives · "
                 f"{be or '—'} · {dev} · {path}"
             )
+        if r.rank_selection:
+            from tracekit.report import selection_line
+
+            click.echo(selection_line(r.rank_selection.to_dict()))
     _warn(r)
 
 
@@ -417,10 +459,12 @@ def ingest(run, workers, cluster, comm_kernels, strict, allow_mixed):
 @_run_arg
 @_window_options
 @_override_options
+@_rank_options
 @_workers
 @_comm_kernel
 @_health_options
-def tui(run, window, steps, workers, comm_kernels, strict, allow_mixed, **overrides):
+def tui(run, window, steps, ranks, sample_ranks, workers, comm_kernels, strict, allow_mixed,
+        **overrides):  # fmt: skip
     """Interactive drill-down in the terminal: overview, ranks, timeline, collectives,
     ops, memory, SQL (needs textual: pip install 'tracekit[tui]')."""
     from importlib.util import find_spec
@@ -429,6 +473,10 @@ def tui(run, window, steps, workers, comm_kernels, strict, allow_mixed, **overri
 
     if find_spec("textual") is None:
         raise TracekitError("tracekit tui needs textual: pip install 'tracekit[tui]'")
+    if ranks is not None or sample_ranks is not None:  # a bad spec fails before the screen
+        from tracekit.ranksel import Request
+
+        Request.make(ranks, sample_ranks)
     find_trace_files([Path(p) for p in run])  # a bad path fails here, before the screen opens
     from tui.app import run_app
 
@@ -441,6 +489,8 @@ def tui(run, window, steps, workers, comm_kernels, strict, allow_mixed, **overri
         strict=strict,
         allow_mixed=allow_mixed,
         overrides=overrides,
+        ranks=ranks,
+        sample_ranks=sample_ranks,
     )
     if code:
         sys.exit(code)
@@ -455,14 +505,17 @@ def baseline():
 @click.argument("run", type=click.Path(exists=True))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Write here.")
 @click.option("--steps", default=None, help="ProfilerSteps of a run folder: all, N or A-B.")
-def baseline_save(run, output, steps):
+@_rank_options
+def baseline_save(run, output, steps, ranks, sample_ranks):
     """Save RUN (a run folder or an `analyze --format json` report) as a baseline FILE."""
     from tracekit.gate import baseline as gb
 
-    side = gb.load_side(run, lambda p: _gate_report(p, steps))
+    side = gb.load_side(run, lambda p: _gate_report(p, steps, ranks, sample_ranks))
     gb.write_json(gb.make_baseline(side.report), output)
     s = side.report["samples"]
-    click.echo(f"baseline of {len(s['ranks'])} ranks × {len(s['steps'])} steps → {output}")
+    sel = (side.report.get("run") or {}).get("rank_selection")
+    chosen = f" ({sel['option']} {sel['spec']}, of {sel['of']})" if sel else ""
+    click.echo(f"baseline of {len(s['ranks'])} ranks{chosen} × {len(s['steps'])} steps → {output}")
 
 
 @main.command()
@@ -490,11 +543,12 @@ def baseline_save(run, output, steps):
     show_default=True,
 )
 @click.option("--steps", default=None, help="ProfilerSteps of run folders: all, N or A-B.")
+@_rank_options
 @click.option("--all", "everything", is_flag=True, help="Show every metric, moved or not.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result here.")
 @click.pass_context
-def compare(ctx, base, new, max_regression, fail_on, alpha, config, fmt, steps, everything,
-            output):  # fmt: skip
+def compare(ctx, base, new, max_regression, fail_on, alpha, config, fmt, steps, ranks,
+            sample_ranks, everything, output):  # fmt: skip
     """Gate NEW against BASE (each a run folder, baseline or JSON report): exit 1 when a
     metric regressed beyond its threshold and the per-step samples agree."""
     from tracekit.gate import baseline as gb
@@ -510,7 +564,7 @@ def compare(ctx, base, new, max_regression, fail_on, alpha, config, fmt, steps, 
     def analyze(p: str) -> dict:
         key = Path(p).resolve()
         if key not in seen:
-            seen[key] = _gate_report(p, steps)
+            seen[key] = _gate_report(p, steps, ranks, sample_ranks)
         return seen[key]
 
     sides = [gb.load_side(p, analyze) for p in (base, new)]
@@ -521,12 +575,14 @@ def compare(ctx, base, new, max_regression, fail_on, alpha, config, fmt, steps, 
     ctx.exit(cmp.exit_code)
 
 
-def _gate_report(path: str, steps: str | None) -> dict:
+def _gate_report(
+    path: str, steps: str | None, ranks: str | None = None, sample_ranks: int | None = None
+) -> dict:
     """A run folder's report: what `analyze --format json` prints for it (and caches)."""
     from diagnosers.report import cached_full_report
     from tracekit.store import open_run
 
-    with open_run(path) as r:
+    with open_run(path, ranks=ranks, sample_ranks=sample_ranks) as r:
         return cached_full_report(r, steps=steps)
 
 

@@ -28,9 +28,11 @@ def run_info(run: Run) -> dict[str, Any]:
     backends = {r[2] for r in rows if r[2]}
     devices = {r[3] for r in rows if r[3]}
     steps = [s for (s,) in run.sql("SELECT DISTINCT step FROM steps ORDER BY step").fetchall()]
+    sel = run.rank_selection
     return {
         "path": str(run.root),
-        "world_size": max(worlds) if worlds else len(rows),
+        # the traces' world size, else the number of ranks they hold (all, when chosen)
+        "world_size": max(worlds) if worlds else len(sel.found if sel else rows),
         "ranks": [r[0] for r in rows],
         "backend": backends.pop() if len(backends) == 1 else (sorted(backends) or None),
         "device": (
@@ -45,6 +47,8 @@ def run_info(run: Run) -> dict[str, Any]:
         "skipped_events": run.skipped_events,
         "mixed": run.mixed,
         "clock_offsets_ns": {str(r): ns for r, ns in run.clock_offsets_ns.items()},
+        # --ranks / --sample-ranks: the report covers these ranks on purpose (else null)
+        "rank_selection": sel.to_dict() if sel else None,
     }
 
 
@@ -100,7 +104,16 @@ def _header(report: dict) -> list[str]:
         f"run {r['path']}",
         f"{len(r['ranks'])} of {r['world_size']} ranks · backend {r['backend'] or '—'} · "
         f"device {dev or '—'} · ProfilerSteps {step_txt} · window {report['window']['kind']}",
+        *([selection_line(r["rank_selection"])] if r.get("rank_selection") else []),
     ]
+
+
+def selection_line(sel: dict) -> str:
+    """The partial-run line of a report opened with --ranks / --sample-ranks."""
+    return (
+        f"partial: analysed {len(sel['ranks'])} of {sel['of']} ranks "
+        f"({sel['option']} {sel['spec']}); figures and findings cover these ranks only"
+    )
 
 
 def _health_lines(report: dict) -> list[str]:

@@ -2,11 +2,12 @@
 
 A full report is a pure function of what went into it: the ingested sources (the cache
 index records each one's size, mtime, schema version and the user's communication-kernel
-patterns), the sources chosen, `job.json`, the options (window, steps, overrides) and
-the code that computed it. The key hashes all of them — the code by the size and mtime
-of every module of `tracekit` and `diagnosers`, so an edited or upgraded tracekit never
-reads an old answer. A miss computes the report and stores it (an atomic write); the
-folder keeps the newest `KEEP` reports.
+patterns), the sources chosen (and the `--ranks` / `--sample-ranks` that chose them),
+`job.json`, the options (window, steps, overrides) and the code that computed it. The
+key hashes all of them — the code by the size and mtime of every module of `tracekit`
+and `diagnosers`, so an edited or upgraded tracekit never reads an old answer. A miss
+computes the report and stores it (an atomic write); the folder keeps the newest `KEEP`
+reports.
 
 The stored report is the JSON the user would get (`tracekit.report.to_json`), so a hit
 renders exactly what a miss does.
@@ -50,7 +51,8 @@ def key(run: Run, options: dict[str, Any]) -> str:
     h = hashlib.sha256(_code_stamp().encode())
     for p in (run.cache_dir / "index.json", run.root / "job.json"):
         h.update(p.read_bytes() if p.is_file() else b"-")
-    h.update(json.dumps([str(run.root), [s.key for s in run.sources]]).encode())
+    sel = run.rank_selection.to_dict() if run.rank_selection else None
+    h.update(json.dumps([str(run.root), [s.key for s in run.sources], sel]).encode())
     h.update(json.dumps(options, sort_keys=True, default=str).encode())
     return h.hexdigest()[:32]
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 
@@ -24,6 +25,11 @@ from tracekit.cache import TABLES, table_path
 from tracekit.discover import find_trace_files
 from tracekit.errors import TracekitError
 from tracekit.sqltext import sql_str
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from tracekit import ranksel
 
 # Rank-local views are materialized once per rank at ingest (tracekit.loader) and read
 # back from Parquet; cross-rank views are created over them when a run is opened.
@@ -97,6 +103,8 @@ class Run:
         self.mixed: list[str] = []
         self.warnings: list[str] = []
         self.clock_offsets_ns: dict[int, int] = {}
+        # `--ranks` / `--sample-ranks` (tracekit.ranksel.RankSelection); None: every rank
+        self.rank_selection = None
         self.con = duckdb.connect()
         self.con.execute("SET enable_progress_bar = false")
         # an ASOF join on a CTE has no cardinality estimate (0): below this threshold
@@ -164,6 +172,8 @@ def open_run(
     strict: bool = False,
     allow_mixed: bool = False,
     cluster: str | None = None,
+    ranks: str | list[int] | None = None,
+    sample_ranks: int | None = None,
 ) -> Run:
     """Open a run folder (or trace files), ingesting what the cache lacks.
 
@@ -171,24 +181,101 @@ def open_run(
     those of the run's job.json and pyproject.toml (`tracekit.commkernels.user_patterns`).
     Unreadable files are left out and named in `run.unreadable` (`strict`: an error);
     traces that look like several runs are an error unless `allow_mixed`. `cluster`: the
-    per-rank ingest runs on a Dask cluster (`tracekit.cluster`)."""
+    per-rank ingest runs on a Dask cluster (`tracekit.cluster`).
+
+    `ranks` (`"0-7,64"` or a list) or `sample_ranks` (N ranks spread evenly): open only
+    those ranks, without ingesting the other traces (`tracekit.ranksel`); the selection
+    is `run.rank_selection`."""
     from tracekit import manifest, validate
     from tracekit.commkernels import user_patterns
 
+    request = None
+    if ranks is not None or sample_ranks is not None:
+        from tracekit import ranksel
+
+        request = ranksel.Request.make(ranks, sample_ranks)  # a bad spec fails before reading
     if not inputs:
         raise TracekitError("pass a run folder or trace files")
     root, files = find_trace_files([Path(p) for p in inputs])
     man = manifest.load(root)
     patterns = user_patterns(root, comm_kernels, man.comm_kernels if man else ())
     notes = loader.IngestNotes()
-    cdir, sources = loader.ingest_run(
-        root, files, workers=workers, comm_kernels=patterns, notes=notes, cluster=cluster
-    )
+
+    def ingest(batch: list[Path]) -> tuple[Path, list[loader.Source]]:
+        return loader.ingest_run(
+            root, batch, workers=workers, comm_kernels=patterns, notes=notes, cluster=cluster
+        )
+
+    selection = None
+    if request is None:
+        cdir, sources = ingest(files)
+    else:
+        cdir, sources, selection = _ingest_selected(files, request, ingest)
     run = Run(root, cdir, sources)
     run.comm_kernels = patterns
+    run.rank_selection = selection
     try:
         validate.check(run, notes, allow_mixed=allow_mixed, strict=strict)
     except BaseException:
         run.close()
         raise
     return run
+
+
+def _ingest_selected(
+    files: list[Path],
+    request: ranksel.Request,
+    ingest: Callable[[list[Path]], tuple[Path, list[loader.Source]]],
+) -> tuple[Path, list[loader.Source], ranksel.RankSelection]:
+    """Ingest only the traces of the ranks `request` picks (`tracekit.ranksel`): files
+    whose rank the name or header tells are chosen before reading; the others (and
+    merged multi-rank files) are ingested whole first and their ranks filtered after."""
+    from tracekit import ranksel
+
+    known, unknown = ranksel.file_ranks(files)
+
+    def batch_of(chosen: set[int], done: set[Path]) -> list[Path]:
+        return [f for f in files if f in known and known[f] in chosen and f not in done]
+
+    def padded(batch: list[Path]) -> list[Path]:
+        # the loader reads a lone file as a one-file run (rank 0 when nothing names it):
+        # a lone file of a bigger run is ingested beside another of its files
+        if len(batch) == 1 and batch[0] in unknown and len(files) > 1:
+            return [*batch, next(f for f in files if f != batch[0])]
+        return batch
+
+    cdir, sources = None, []
+    if unknown:
+        first = []
+        if request.sample is not None and known:
+            # a sample needs every rank known before it is drawn; the lowest-ranked known
+            # file (the sample's first rank, unless an unknown file holds a lower one) is
+            # read in this pass too, so the pass is never a lone file of a bigger run
+            first = [min(known, key=lambda f: known[f])]
+        elif request.ranks is not None:
+            first = batch_of(set(request.ranks), set())
+        cdir, sources = ingest(padded(unknown + first))
+    found = sorted(set(known.values()) | {s.rank for s in sources})
+    chosen = ranksel.choose(request, found)
+    rest = batch_of(set(chosen), {s.path for s in sources})
+    if rest:
+        cdir, more = ingest(padded(rest))
+        sources += more
+    assert cdir is not None
+    by_rank: dict[int, loader.Source] = {}
+    for s in sources:
+        other = by_rank.setdefault(s.rank, s)
+        if other is not s:
+            raise TracekitError(
+                f"rank {s.rank} appears twice ({other.path.name} and {s.path.name}); "
+                "pass one trace per rank (one ProfilerStep cycle per run folder)"
+            )
+    picked = set(chosen)
+    kept = sorted((s for s in by_rank.values() if s.rank in picked), key=lambda s: s.rank)
+    if not kept:
+        raise TracekitError(
+            f"{request.option} {request.spec}: no readable trace holds the chosen ranks "
+            f"({ranksel.ranges_text(chosen)})"
+        )
+    selection = ranksel.RankSelection(request.option, request.spec, [s.rank for s in kept], found)
+    return cdir, kept, selection

@@ -4,7 +4,8 @@
 `run` and the CLI prints as warnings on stderr:
 
 - `run.unreadable`: trace files left out, each with why (`{"path", "reason"}`);
-- `run.missing_ranks`: ranks below the traces' `world_size` that no trace holds;
+- `run.missing_ranks`: ranks below the traces' `world_size` that no trace holds (a rank
+  whose trace was left out by `--ranks` / `--sample-ranks` is not missing);
 - `run.skipped_events`: events left out of the tables, by reason (`{reason: count}`);
 - `run.mixed`: why the traces look like more than one run, when `allow_mixed` let them in.
 
@@ -78,11 +79,15 @@ def mixed_reasons(run: Run, notes: IngestNotes) -> list[str]:
 
 
 def missing_ranks(run: Run) -> list[int]:
-    """Ranks below the largest `world_size` the traces state that no trace holds."""
+    """Ranks below the largest `world_size` the traces state that no trace holds. Ranks
+    left out on purpose (`--ranks`, `--sample-ranks`: `run.rank_selection`) have a trace
+    and are not missing."""
     (world,) = run.sql("SELECT max(world_size) FROM rank_info").fetchall()[0]
     if not world or world > 1_000_000:
         return []
     present = {r for (r,) in run.sql("SELECT DISTINCT rank FROM rank_info").fetchall()}
+    if run.rank_selection is not None:
+        present |= set(run.rank_selection.found)
     return [r for r in range(world) if r not in present]
 
 

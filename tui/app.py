@@ -241,6 +241,8 @@ def run_app(
     strict: bool = False,
     allow_mixed: bool = False,
     overrides: dict | None = None,
+    ranks: str | None = None,
+    sample_ranks: int | None = None,
 ) -> int:
     """Run the app on a terminal; returns the exit code (2 when the run could not be
     opened, with the reason raised as a TracekitError for the CLI to print). The options
@@ -256,6 +258,8 @@ def run_app(
         strict=strict,
         allow_mixed=allow_mixed,
         overrides=overrides,
+        ranks=ranks,
+        sample_ranks=sample_ranks,
     )
     app = TracekitApp(session)
     app.run()

@@ -56,6 +56,8 @@ class Session:
         strict: bool = False,
         allow_mixed: bool = False,
         overrides: dict | None = None,
+        ranks: str | list[int] | None = None,
+        sample_ranks: int | None = None,
     ):
         self.inputs = [str(p) for p in inputs]
         self.window = window
@@ -65,6 +67,8 @@ class Session:
             "comm_kernels": tuple(comm_kernels),
             "strict": strict,
             "allow_mixed": allow_mixed,
+            "ranks": ranks,
+            "sample_ranks": sample_ranks,
         }
         self.overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
         self.display_path = display_path or " ".join(self.inputs)

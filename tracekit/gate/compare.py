@@ -23,10 +23,12 @@ from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any
 
+from tracekit.errors import TracekitError
 from tracekit.gate import metrics as M
 from tracekit.gate.baseline import Side
 from tracekit.gate.metrics import Threshold
 from tracekit.gate.stats import ALPHA, TestResult, compare, steps_to_decide
+from tracekit.ranksel import ranges_text
 
 VERDICTS = ("regressed", "inconclusive", "improved", "unchanged", "not compared")
 
@@ -329,6 +331,7 @@ def run_compare(
     alpha: float = ALPHA,
     fail_on: str = "regression",
 ) -> Comparison:
+    check_same_ranks(base, new)
     th = M.defaults()
     th.update(thresholds or {})
     cmp = Comparison(base, new, th, alpha, fail_on)
@@ -355,6 +358,31 @@ def run_compare(
     cmp.cause = explain(b, n)
     _attach_causes(cmp, b, n)
     return cmp
+
+
+def check_same_ranks(base: Side, new: Side) -> None:
+    """A report of chosen ranks (`--ranks`, `--sample-ranks`: `run.rank_selection`)
+    compares only with a report of the same ranks: its summary is a mean over those
+    ranks, and the gate computes no figure of its own to re-average the other side. A
+    `TracekitError` (exit 2) otherwise. Reports of every rank compare as before."""
+    runs = [side.report.get("run") or {} for side in (base, new)]
+    if not any(r.get("rank_selection") for r in runs):
+        return
+    ranks = [sorted(r.get("ranks") or []) for r in runs]
+    if ranks[0] == ranks[1]:
+        return
+
+    def what(r: dict, rs: list) -> str:
+        sel = r.get("rank_selection")
+        if sel:
+            return f"ranks {ranges_text(rs)} of {sel['of']} ({sel['option']} {sel['spec']})"
+        return f"all {len(rs)} ranks"
+
+    raise TracekitError(
+        f"BASE analysed {what(runs[0], ranks[0])}, NEW {what(runs[1], ranks[1])}: a report "
+        "of chosen ranks compares only with one of the same ranks; pass the same --ranks / "
+        "--sample-ranks for both (a run folder side takes them), or neither"
+    )
 
 
 def _drill_down(

@@ -32,12 +32,17 @@ def run_facts(report: dict, display_path: str) -> str:
     if step_ms is None and report.get("ranks"):
         vals = [x["step_time_ms"] for x in report["ranks"] if x.get("step_time_ms") is not None]
         step_ms = sum(vals) / len(vals) if vals else None
-    return (
+    facts = (
         f"run {display_path}\n"
         f"{len(r.get('ranks', []))} of {r.get('world_size')} ranks · backend {be} · "
         f"device {dev} · ProfilerSteps {step_txt} · window {win.get('kind', '—')} · "
         f"step {fmt.fmt(step_ms, 'ms')}"
     )
+    if r.get("rank_selection"):
+        from tracekit.report import selection_line
+
+        facts += "\n" + selection_line(r["rank_selection"])
+    return facts
 
 
 def _justify(v) -> str:
