@@ -29,18 +29,34 @@ def looks_like_trace(path: Path, probe_bytes: int = 1 << 20) -> bool:
             fh.seek(0)
             if head == b"\x1f\x8b":
                 with gzip.open(fh) as gz:
-                    chunk = gz.read(probe_bytes)
+                    chunk = _probe(gz, probe_bytes)
             else:
-                chunk = fh.read(probe_bytes)
+                chunk = _probe(fh, probe_bytes)
     except (OSError, EOFError, ValueError, zlib.error):
         return True  # let the real read report the problem in one line
-    if b'"traceEvents"' in chunk:
+    if chunk is None:
         return True
     if chunk.lstrip()[:1] not in (b"{", b"["):
         return True  # empty or not JSON at all
     from tracekit.tracefile import rank_from_name
 
     return rank_from_name(path) is not None
+
+
+def _probe(fh, limit: int, step: int = 1 << 16) -> bytes | None:
+    """None once `"traceEvents"` is seen (Kineto writes it within the first kilobytes),
+    else the first `limit` bytes: every open of a run probes every file, so a trace
+    costs one small read, not a megabyte of gunzip."""
+    key = b'"traceEvents"'
+    data = b""
+    while len(data) < limit:
+        block = fh.read(min(step, limit - len(data)))
+        if not block:
+            break
+        if key in data[-len(key) :] + block:
+            return None
+        data += block
+    return data
 
 
 def find_trace_files(inputs: list[Path]) -> tuple[Path, list[Path]]:
