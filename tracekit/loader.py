@@ -183,9 +183,13 @@ def ingest_run(
     comm_kernels: tuple[str, ...] = (),
     notes: IngestNotes | None = None,
     cluster: str | None = None,
+    single: bool | None = None,
 ) -> tuple[Path, list[Source]]:
     """Make sure every file has a fresh cache entry; return the cache dir and the sources
     (one per rank: a merged multi-rank file gives several).
+
+    `single`: the run is one file (a trace with no rank anywhere is then rank 0); by
+    default, whether `files` is one file — a caller ingesting part of a run says no.
 
     A file that cannot be read is left out and named in `notes.unreadable` (the run is
     analysed without it); when no file can be read, its error is raised. `cluster`: run
@@ -193,7 +197,9 @@ def ingest_run(
     notes = notes if notes is not None else IngestNotes()
     cdir = cache.cache_dir(root)
     with cache.locked(cdir):  # a second process waits here, then finds the work done
-        return _ingest_locked(root, files, cdir, workers, notes, comm_kernels, cluster)
+        if single is None:
+            single = len(files) == 1
+        return _ingest_locked(root, files, cdir, workers, notes, comm_kernels, cluster, single)
 
 
 @contextmanager
@@ -216,9 +222,9 @@ def _ingest_locked(
     notes: IngestNotes,
     comm_kernels: tuple[str, ...],
     cluster: str | None = None,
+    single: bool = False,
 ) -> tuple[Path, list[Source]]:
     index = cache.load_index(cdir)
-    single = len(files) == 1
     keys = {f: cache.source_key(root, f) for f in files}
     # a file that failed before and has not changed fails again: not read twice
     failed = {

@@ -203,7 +203,13 @@ def open_run(
 
     def ingest(batch: list[Path]) -> tuple[Path, list[loader.Source]]:
         return loader.ingest_run(
-            root, batch, workers=workers, comm_kernels=patterns, notes=notes, cluster=cluster
+            root,
+            batch,
+            workers=workers,
+            comm_kernels=patterns,
+            notes=notes,
+            cluster=cluster,
+            single=len(files) == 1,
         )
 
     selection = None
@@ -237,29 +243,22 @@ def _ingest_selected(
     def batch_of(chosen: set[int], done: set[Path]) -> list[Path]:
         return [f for f in files if f in known and known[f] in chosen and f not in done]
 
-    def padded(batch: list[Path]) -> list[Path]:
-        # the loader reads a lone file as a one-file run (rank 0 when nothing names it):
-        # a lone file of a bigger run is ingested beside another of its files
-        if len(batch) == 1 and batch[0] in unknown and len(files) > 1:
-            return [*batch, next(f for f in files if f != batch[0])]
-        return batch
-
     cdir, sources = None, []
     if unknown:
         first = []
         if request.sample is not None and known:
             # a sample needs every rank known before it is drawn; the lowest-ranked known
             # file (the sample's first rank, unless an unknown file holds a lower one) is
-            # read in this pass too, so the pass is never a lone file of a bigger run
+            # read in this pass too
             first = [min(known, key=lambda f: known[f])]
         elif request.ranks is not None:
             first = batch_of(set(request.ranks), set())
-        cdir, sources = ingest(padded(unknown + first))
+        cdir, sources = ingest(unknown + first)
     found = sorted(set(known.values()) | {s.rank for s in sources})
     chosen = ranksel.choose(request, found)
     rest = batch_of(set(chosen), {s.path for s in sources})
     if rest:
-        cdir, more = ingest(padded(rest))
+        cdir, more = ingest(rest)
         sources += more
     assert cdir is not None
     by_rank: dict[int, loader.Source] = {}
