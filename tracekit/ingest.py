@@ -102,8 +102,9 @@ def _raw_columns(typed: bool) -> str:
     return "{" + ", ".join(f"{k}: '{v}'" for k, v in cols.items()) + "}"
 
 
-def load_raw(con: duckdb.DuckDBPyConnection, events_json: Path) -> None:
-    """Parse the events array file into the `raw` table.
+def load_raw(con: duckdb.DuckDBPyConnection, events_json: Path) -> bool:
+    """Parse the events array file into the `raw` table; True when its args are typed
+    (the fast path), False when every arg is JSON.
 
     Fast path: args read with their usual types. A trace where some value has
     another type (a string stream id, a list where a count belongs) fails that
@@ -119,15 +120,18 @@ def load_raw(con: duckdb.DuckDBPyConnection, events_json: Path) -> None:
                 f"{sql_str(str(events_json))}, format = 'array', "
                 f"columns = {_raw_columns(typed)}, maximum_object_size = 268435456)"
             )
-            return
+            return typed
         except duckdb.ConversionException:
             if not typed:
-                return load_raw_lenient(con, events_json)
+                load_raw_lenient(con, events_json)
+                return False
         except duckdb.InvalidInputException as exc:
             if "transform error" not in str(exc):
                 raise
             if not typed:
-                return load_raw_lenient(con, events_json)
+                load_raw_lenient(con, events_json)
+                return False
+    raise AssertionError("unreachable")
 
 
 def load_raw_lenient(con: duckdb.DuckDBPyConnection, events_json: Path) -> None:

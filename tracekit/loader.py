@@ -86,12 +86,13 @@ def _ingest_file(
     con.execute(f"SET threads = {threads}")
     # beside the cache, named as the lock holder's leftovers are (removed after a kill)
     fd, tmp = tempfile.mkstemp(dir=cdir, prefix=f".{key}.events.", suffix=".tmp")
+    typed = True
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(text)
         del text
         try:
-            ingest.load_raw(con, Path(tmp))
+            typed = ingest.load_raw(con, Path(tmp))
         except duckdb.Error as exc:
             detail = str(exc).splitlines()[0][:200]
             raise TracekitError(
@@ -102,7 +103,6 @@ def _ingest_file(
         Path(tmp).unlink(missing_ok=True)
     if con.execute("SELECT count(*) FROM raw").fetchall()[0][0] == 0:
         raise TracekitError(f"{path} has no traceEvents: it is empty or not a Kineto trace")
-    typed = ingest.raw_is_typed(con)
     skipped = ingest.skipped_events(con)
     merged = ingest.merged_ranks(con, header)
     if merged is None:
