@@ -358,3 +358,50 @@ def big_target(big: dict) -> Target:
         1.0,
         bool(big["succeeded"]),
     )
+
+
+# ---------------------------------------------------------------- the README's table
+
+LABELS = {
+    "hta": "HTA `TraceAnalysis(trace_dir=…)`, load only",
+    "floor": "**decode floor**: isal gunzip + msgspec into a minimal event struct, 1 process",
+    "floor_orjson": "isal gunzip + orjson decoding the whole document, 1 process",
+    "floor_parallel": "decode floor over {workers} processes",
+    "analyze_cold": "`tracekit analyze --format json`, whole process, cold (no cache)",
+    "analyze_recompute": "… recompute: cached tables, report computed again",
+    "analyze_warm": "… warm: the report cache answers",
+}
+
+
+def markdown(result: dict) -> str:
+    """The README's speed tables from `ingest.py --json`'s figures: every phase at each
+    rank count (seconds, peak RSS, × the floor of that rank count), then the targets."""
+    runs = result["runs"]
+    head = "| phase | " + " | ".join(f"{n} ranks | peak RSS | × floor" for n in runs) + " |"
+    lines = [head, "|---" * (1 + 3 * len(runs)) + "|"]
+    for ph, label in LABELS.items():
+        if not any(ph in r["phases"] for r in runs.values()):
+            continue
+        cells = []
+        for r in runs.values():
+            m, floor = r["phases"].get(ph), r["phases"].get("floor")
+            if m is None:
+                cells += ["", "", ""]
+                continue
+            rel = f"{m['seconds'] / floor['seconds']:.2f}×" if floor else ""
+            cells += [f"{m['seconds']:.2f} s", f"{m['peak_rss_bytes'] / 2**20:.0f} MiB", rel]
+        label = label.format(workers=result.get("workers"))
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += ["", "| target | measured | met? |", "|---|---|---|"]
+    for t in result.get("targets", []):
+        met = "—" if t["met"] is None else ("yes" if t["met"] else "**no**")
+        lines.append(f"| {t['target']} | {t['measured']} | {met} |")
+    if big := result.get("big"):
+        lines += [
+            "",
+            f"One trace of {big['json_bytes'] / 2**30:.2f} GiB of JSON ({big['events']:,} events, "
+            f"{big['copies']} copies of the source): cold analyze "
+            + ("succeeded" if big["succeeded"] else f"failed ({big['error']})")
+            + f" in {big['seconds']:.0f} s, peak RSS {big['peak_rss_bytes'] / 2**30:.1f} GiB.",
+        ]
+    return "\n".join(lines) + "\n"

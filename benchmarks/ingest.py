@@ -1,7 +1,7 @@
 """Speed and scale benchmark: tracekit beside HTA and the decode floor, at 8 and 64 ranks.
 
     python benchmarks/ingest.py [--source ../shared/traces/v100_ddp_rank1] [--ranks 8,64]
-        [--keep DIR] [--repeat N] [--skip-hta] [--hta-at-64] [--big] [--json PATH]
+        [--keep DIR] [--repeat N] [--skip-hta] [--hta-at-64] [--big] [--json PATH] [--markdown PATH]
 
 One run answers the "Done when" of the speed-and-scale issue. From one trace it builds
 an N-rank run per rank count (gzip copies with distributedInfo.rank = 0..N-1 and
@@ -31,7 +31,7 @@ memory bounded by the work in flight.
 `--big` adds `benchmarks/bigtrace.py`: one trace of ≥ 1 GiB of JSON, analyzed cold.
 
 Prints each phase, then a "target / measured / met?" table for the issue's lines;
-`--json PATH` writes every figure (the README's speed table is made from it).
+`--json PATH` writes every figure, `--markdown PATH` the README's speed tables.
 """
 
 from __future__ import annotations
@@ -213,6 +213,7 @@ def main() -> None:
     ap.add_argument("--big", action="store_true", help="also the ≥ 1 GiB trace (bigtrace.py)")
     ap.add_argument("--keep", type=Path, help="build/keep the runs here (reused by reruns)")
     ap.add_argument("--json", type=Path, help="write every figure here")
+    ap.add_argument("--markdown", type=Path, help="write the README's tables here")
     args = ap.parse_args()
     ranks = parse_ranks(args.ranks)
     if not args.source.exists():
@@ -258,6 +259,9 @@ def main() -> None:
         if args.json:
             args.json.write_text(json.dumps(result, indent=2) + "\n")
             print(f"figures written to {args.json}")
+        if args.markdown:
+            args.markdown.write_text(benchlib.markdown(result))
+            print(f"tables written to {args.markdown}")
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)

@@ -177,3 +177,21 @@ def test_evaluate_says_not_measured():
     assert len(rows) == 7 and len(missing) == 6
     assert all(r.measured == "not measured" for r in rows if r.met is None)
     assert rows[0].met is True  # 1.0× the floor
+
+
+def test_markdown_rows_and_ratios():
+    result = {
+        "workers": 2,
+        "runs": {
+            "8": {"phases": {"floor": _m(2.0, 100), "analyze_cold": _m(2.5, 512)}},
+            "64": {"phases": {"floor": _m(16.0, 100), "analyze_warm": _m(1.0, 64)}},
+        },
+        "targets": [{"target": "warm ≤ 1.5 s", "measured": "1.00 s", "met": True}],
+    }
+    lines = bl.markdown(result).splitlines()
+    cold = next(x for x in lines if "cold (no cache)" in x)
+    assert cold.endswith("| 2.50 s | 512 MiB | 1.25× |  |  |  |")
+    warm = next(x for x in lines if "warm:" in x)
+    assert warm.endswith("|  |  |  | 1.00 s | 64 MiB | 0.06× |")
+    assert not any("HTA" in x for x in lines)  # no row for a phase not measured
+    assert lines[-1] == "| warm ≤ 1.5 s | 1.00 s | yes |"
