@@ -1,62 +1,84 @@
-"""Ingest benchmark: tracekit vs Holistic Trace Analysis on the same 8-rank run.
+"""Speed and scale benchmark: tracekit beside HTA and the decode floor, at 8 and 64 ranks.
 
-    python benchmarks/ingest.py [--source ../shared/traces/v100_ddp_rank1] [--ranks 8]
+    python benchmarks/ingest.py [--source ../shared/traces/v100_ddp_rank1] [--ranks 8,64]
+        [--keep DIR] [--repeat N] [--skip-hta] [--hta-at-64] [--big] [--json PATH] [--markdown PATH]
 
-Builds an N-rank run from one trace (copies with distributedInfo.rank set to
-0..N-1), then times, each phase in a fresh subprocess so peak memory is its own:
+One run answers the "Done when" of the speed-and-scale issue. From one trace it builds
+an N-rank run per rank count (gzip copies with distributedInfo.rank = 0..N-1 and
+world_size = N; cached under `--keep DIR`), then times each phase in a fresh process,
+with the peak of the summed RSS of that process tree (psutil, every 10 ms, workers
+included). Best of `--repeat` for each phase.
 
-- HTA load: `TraceAnalysis(trace_dir=…)` (pandas);
-- raw floor: isal gunzip + orjson decode of the same files, nothing else,
-  sequential in one process (the issue's definition) and in parallel with the same
-  number of processes tracekit uses (the fair floor for a parallel ingest);
-- tracekit cold: empty cache → ingest + the per-rank analyze table;
-- tracekit warm: cached open + the same table;
-- analyze, as a whole process (`python -m tracekit.cli analyze RUN --format json`,
-  interpreter start and imports included): cold (no cache), warm (the report cache
-  answers) and recompute (cached tables, the report computed again: what a new
-  `--steps` or override costs).
+At the first rank count (8):
+- `hta`: HTA's `TraceAnalysis(trace_dir=RUN)`, its load alone (pandas);
+- `floor`: the issue's single-process typed decode floor: each file isal-gunzipped and
+  decoded by `msgspec.json.Decoder(Doc)` into a minimal event struct, sequentially
+  (`Doc(Struct): traceEvents: list[Ev]`; `Ev(Struct)`: ph, name, cat: str, pid, tid: Any,
+  ts, dur: float, args: msgspec.Raw, left undecoded). All ratios are against this floor;
+- `floor_orjson`: isal gunzip + orjson decoding the whole document into Python objects
+  (context: a generic decoder's cost);
+- `floor_parallel`: the msgspec floor over the same number of processes as tracekit's
+  workers (the floor a parallel ingest could reach);
+- `analyze_cold`, `analyze_recompute`, `analyze_warm`: a whole `python -m tracekit.cli
+  analyze RUN --format json --workers W` process (interpreter start and imports
+  included), with no cache; with the cached tables but no cached report (what a new
+  `--steps` or override costs); and with the report cache answering.
 
-Peak memory is the peak of the summed RSS of the phase's process tree, sampled
-every 10 ms with psutil (workers included). Prints times, peak RSS and ratios.
+At the second rank count (64): `floor`, `analyze_cold` and `analyze_warm` (and `hta`
+with `--hta-at-64`: minutes and ~9 GB), for the scaling targets: time linear in ranks,
+memory bounded by the work in flight.
+
+`--big` adds `benchmarks/bigtrace.py`: one trace of ≥ 1 GiB of JSON, analyzed cold.
+
+Prints each phase, then a "target / measured / met?" table for the issue's lines;
+`--json PATH` writes every figure, `--markdown PATH` the README's speed tables.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
+import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
-import psutil
+import benchlib
+from benchlib import DEFAULT_SOURCE, Measured, best_of, build_run, evaluate, measure
 
-HERE = Path(__file__).resolve().parent
-DEFAULT_SOURCE = HERE.parent.parent / "shared" / "traces" / "v100_ddp_rank1"
+# module-level helpers of the generated phase scripts (picklable for worker processes)
+PRELUDE = """
+from typing import Any
+import msgspec
 
 
-def build_run(source: Path, ranks: int, dest: Path) -> list[Path]:
-    src = next(p for p in sorted(source.iterdir()) if p.name.endswith((".json", ".json.gz")))
-    opener = gzip.open if src.name.endswith(".gz") else open
-    with opener(src, "rb") as fh:
-        doc = json.loads(fh.read())
-    dest.mkdir(parents=True, exist_ok=True)
-    files = []
-    for r in range(ranks):
-        doc.setdefault("distributedInfo", {})
-        doc["distributedInfo"].update(rank=r, world_size=ranks)
-        out = dest / f"rank-{r}.json.gz"
-        if not out.exists():
-            with gzip.open(out, "wb", compresslevel=6) as fh:
-                fh.write(json.dumps(doc).encode())
-        files.append(out)
-    return files
+class Ev(msgspec.Struct):
+    ph: str = ""
+    name: str = ""
+    cat: str = ""
+    pid: Any = None
+    tid: Any = None
+    ts: float = 0.0
+    dur: float = 0.0
+    args: msgspec.Raw = msgspec.Raw(b"null")
 
+
+class Doc(msgspec.Struct):
+    traceEvents: list[Ev]
+
+
+def files():
+    return [os.path.join(RUN, f) for f in sorted(os.listdir(RUN)) if f.endswith('.json.gz')]
+
+
+def typed(path, dec=msgspec.json.Decoder(Doc)):
+    from isal import igzip
+    with open(path, 'rb') as fh:
+        return len(dec.decode(igzip.decompress(fh.read())).traceEvents)
+"""
 
 PHASES = {
     "hta": """
@@ -64,161 +86,185 @@ PHASES = {
         TraceAnalysis(trace_dir=RUN)
     """,
     "floor": """
+        n = sum(typed(f) for f in files())
+    """,
+    "floor_orjson": """
         import orjson
         from isal import igzip
-        for f in sorted(os.listdir(RUN)):
-            if f.endswith('.json.gz'):
-                orjson.loads(igzip.decompress(open(os.path.join(RUN, f), 'rb').read()))
+        for f in files():
+            with open(f, 'rb') as fh:
+                orjson.loads(igzip.decompress(fh.read()))
     """,
     "floor_parallel": """
         from concurrent.futures import ProcessPoolExecutor
-        files = [os.path.join(RUN, f) for f in sorted(os.listdir(RUN)) if f.endswith('.json.gz')]
         with ProcessPoolExecutor(WORKERS) as pool:
-            list(pool.map(load, files))
-    """,
-    "tracekit_cold": """
-        import shutil, tracekit
-        from tracekit.breakdown import per_rank
-        shutil.rmtree(os.path.join(RUN, '.tracekit'), ignore_errors=True)
-        with tracekit.open(RUN, workers=WORKERS) as run:
-            rows = per_rank(run)
-        assert len(rows) == RANKS, rows
-    """,
-    "tracekit_warm": """
-        import tracekit
-        from tracekit.breakdown import per_rank
-        with tracekit.open(RUN, workers=WORKERS) as run:
-            rows = per_rank(run)
-        assert len(rows) == RANKS, rows
+            n = sum(pool.map(typed, files()))
     """,
 }
 
-
-# module-level helpers of the generated phase scripts (picklable for worker processes)
-PRELUDE = """
-def load(p):
-    import orjson
-    from isal import igzip
-    with open(p, 'rb') as fh:
-        orjson.loads(igzip.decompress(fh.read()))
-"""
+ANALYZE = ("analyze_cold", "analyze_recompute", "analyze_warm")
 
 
-def _measure(cmd: list[str]) -> tuple[float, int, str]:
-    """(wall seconds, peak RSS bytes of the process tree, stdout) of one command."""
-    env = dict(os.environ, TRACEKIT_NO_PROGRESS="1")
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    ps = psutil.Process(proc.pid)
-    peak = 0
-    while proc.poll() is None:
-        try:
-            procs = [ps, *ps.children(recursive=True)]
-            peak = max(peak, sum(p.memory_info().rss for p in procs if p.is_running()))
-        except psutil.Error:
-            pass
-        time.sleep(0.01)
-    out, err = proc.communicate()
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{err.decode()[-3000:]}")
-    return wall, peak, out.decode()
-
-
-def run_phase(name: str, run_dir: Path, ranks: int, workers: int) -> tuple[float, int]:
-    """(seconds of the timed body, peak RSS bytes of the process tree)."""
+def phase_script(name: str, run_dir: Path, workers: int) -> str:
+    """A Python program that runs one phase's body and prints its seconds."""
     body = textwrap.dedent(PHASES[name])
-    code = (
+    return (
         "import os, sys, time, logging\n"
         "logging.disable(logging.CRITICAL)\n"
-        f"RUN = {str(run_dir)!r}; RANKS = {ranks}; WORKERS = {workers}\n"
-        + PRELUDE
-        + "def main():\n"
+        f"RUN = {str(run_dir)!r}; WORKERS = {workers}\n" + PRELUDE + "def main():\n"
         "    t0 = time.perf_counter()\n"
         + textwrap.indent(body, "    ")
         + "\n    print('ELAPSED', time.perf_counter() - t0)\n"
         "if __name__ == '__main__':\n    main()\n"
     )
-    _, peak, out = _measure([sys.executable, "-c", code])
-    return float(out.split("ELAPSED")[-1]), peak
 
 
-def run_analyze(kind: str, run_dir: Path, workers: int) -> tuple[float, int]:
-    """A whole `tracekit analyze` process: cold, warm (report cache) or recompute."""
+def _checked(m: Measured, what: str) -> Measured:
+    if m.returncode != 0:
+        raise SystemExit(f"{what} failed (exit {m.returncode}):\n{m.stderr[-3000:]}")
+    return m
+
+
+def run_phase(name: str, run_dir: Path, workers: int) -> Measured:
+    """A floor or HTA phase: the seconds of its timed body (interpreter start and
+    imports not included), the peak RSS of its process."""
+    m = _checked(measure([sys.executable, "-c", phase_script(name, run_dir, workers)]), name)
+    m.seconds = float(m.stdout.split("ELAPSED")[-1])
+    return m
+
+
+def analyze_cmd(run_dir: Path, workers: int) -> list[str]:
+    cli = [sys.executable, "-m", "tracekit.cli", "analyze", str(run_dir)]
+    return [*cli, "--format", "json", "--workers", str(workers)]
+
+
+def run_analyze(name: str, run_dir: Path, workers: int) -> Measured:
+    """A whole `tracekit analyze` process, after emptying what its kind must not find:
+    cold, the whole cache; recompute, the cached reports."""
     cache = run_dir / ".tracekit"
-    if kind == "cold":
+    if name == "analyze_cold":
         shutil.rmtree(cache, ignore_errors=True)
-    elif kind == "recompute":
+    elif name == "analyze_recompute":
         for reports in cache.glob("*/reports"):
             shutil.rmtree(reports)
-    cmd = [sys.executable, "-m", "tracekit.cli", "analyze", str(run_dir), "--format", "json"]
-    wall, peak, _ = _measure([*cmd, "--workers", str(workers)])
-    return wall, peak
+    return _checked(measure(analyze_cmd(run_dir, workers)), f"{name} of {run_dir}")
+
+
+def phases_for(first: bool, skip_hta: bool, hta_at_large: bool) -> list[str]:
+    if first:
+        hta = [] if skip_hta else ["hta"]
+        return [*hta, "floor", "floor_orjson", "floor_parallel", *ANALYZE]
+    return [*(["hta"] if hta_at_large else []), "floor", "analyze_cold", "analyze_warm"]
+
+
+def bench_run(run_dir: Path, phases: list[str], workers: int, repeat: int) -> dict[str, dict]:
+    """{phase: {"seconds", "peak_rss_bytes"}}, each the best of `repeat`, printed as
+    it comes."""
+    out: dict[str, dict] = {}
+    for ph in phases:
+        run = run_analyze if ph in ANALYZE else run_phase
+        best = best_of(run(ph, run_dir, workers) for _ in range(repeat))
+        out[ph] = best.figures()
+        floor = out.get("floor", {}).get("seconds")
+        rel = f"{best.seconds / floor:6.2f}× floor" if floor else ""
+        print(
+            f"  {ph:18} {best.seconds:8.2f} s   peak RSS {best.peak_rss_bytes / 2**20:7.0f} MiB"
+            f"   {rel}",
+            flush=True,
+        )
+    return out
+
+
+def describe_run(files: list[Path], source_events: int) -> dict:
+    return {
+        "ranks": len(files),
+        "gzip_bytes": sum(f.stat().st_size for f in files),
+        "json_bytes": sum(benchlib.gzip_text_bytes(f) for f in files),
+        "events": source_events * len(files),
+    }
+
+
+def print_targets(rows: list[benchlib.Target]) -> None:
+    width = max(len(r.target) for r in rows)
+    print(f"\n{'target':{width}}  {'measured':>12}  met?")
+    for r in rows:
+        met = "—" if r.met is None else ("yes" if r.met else "NO")
+        print(f"{r.target:{width}}  {r.measured:>12}  {met}")
+
+
+def parse_ranks(text: str) -> list[int]:
+    try:
+        ranks = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise SystemExit(f"--ranks {text!r}: give rank counts like 8,64") from None
+    if not ranks or len(ranks) > 2 or any(n < 1 for n in ranks):
+        raise SystemExit(f"--ranks {text!r}: give one or two rank counts like 8,64")
+    return ranks
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
-    ap.add_argument("--ranks", type=int, default=8)
+    ap.add_argument("--ranks", default="8,64", help="rank counts: the base run, then the scaled")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--repeat", type=int, default=1, help="best of N for each phase")
-    ap.add_argument("--skip-hta", action="store_true")
-    ap.add_argument("--keep", type=Path, help="build/keep the run here instead of a temp dir")
+    ap.add_argument("--skip-hta", action="store_true", help="no HTA at the first rank count")
+    ap.add_argument("--hta-at-64", action="store_true", help="HTA at the second rank count too")
+    ap.add_argument("--big", action="store_true", help="also the ≥ 1 GiB trace (bigtrace.py)")
+    ap.add_argument("--keep", type=Path, help="build/keep the runs here (reused by reruns)")
+    ap.add_argument("--json", type=Path, help="write every figure here")
+    ap.add_argument("--markdown", type=Path, help="write the README's tables here")
     args = ap.parse_args()
+    ranks = parse_ranks(args.ranks)
     if not args.source.exists():
         raise SystemExit(f"{args.source} not found; pass --source DIR with one Kineto trace")
 
-    run_dir = args.keep or Path(tempfile.mkdtemp(prefix="tracekit-bench-"))
+    root = args.keep or Path(tempfile.mkdtemp(prefix="tracekit-bench-"))
+    result: dict = {
+        "source": str(args.source),
+        "machine": {
+            "cores": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_before": os.getloadavg(),
+        },
+        "workers": args.workers,
+        "repeat": args.repeat,
+        "runs": {},
+    }
     try:
-        files = build_run(args.source, args.ranks, run_dir)
-        size = sum(f.stat().st_size for f in files)
-        print(
-            f"run: {args.ranks} ranks from {args.source.name}, {size / 1e6:.1f} MB gzip, "
-            f"{os.cpu_count()} cores, {args.workers} workers"
-        )
-        phases = ["floor", "floor_parallel", "tracekit_cold", "tracekit_warm"]
-        if not args.skip_hta:
-            phases.insert(0, "hta")
-        res: dict[str, tuple[float, int]] = {}
-        for ph in phases:
-            best = min(
-                (run_phase(ph, run_dir, args.ranks, args.workers) for _ in range(args.repeat)),
-                key=lambda r: r[0],
+        events = len(benchlib.read_doc(benchlib.source_trace(args.source))["traceEvents"])
+        figs: dict[int, dict[str, dict]] = {}
+        for i, n in enumerate(ranks):
+            files = build_run(args.source, n, root / f"run{n}")
+            info = describe_run(files, events)
+            print(
+                f"{n} ranks from {args.source.name}: {info['json_bytes'] / 1e6:.0f} MB of JSON "
+                f"({info['gzip_bytes'] / 1e6:.0f} MB gzip), {info['events']:,} events; "
+                f"{os.cpu_count()} cores, {args.workers} workers, best of {args.repeat}",
+                flush=True,
             )
-            res[ph] = best
-            print(f"  {ph:16} {best[0]:8.2f} s   peak RSS {best[1] / 2**20:8.0f} MiB")
-        for kind in ("cold", "recompute", "warm"):
-            best = min(
-                (run_analyze(kind, run_dir, args.workers) for _ in range(args.repeat)),
-                key=lambda r: r[0],
-            )
-            res[f"analyze_{kind}"] = best
-            print(f"  analyze {kind:9} {best[0]:7.2f} s   peak RSS {best[1] / 2**20:8.0f} MiB")
-        cold, cold_mem = res["tracekit_cold"]
-        warm = res["tracekit_warm"][0]
-        print("ratios:")
-        if "hta" in res:
-            hta, hta_mem = res["hta"]
-            print(f"  HTA load / tracekit cold      {hta / cold:6.1f}×   (target ≥ 15×)")
-            print(f"  tracekit peak / HTA peak      {cold_mem / hta_mem:6.2f}    (target < 1)")
-        print(f"  tracekit cold / raw floor     {cold / res['floor'][0]:6.2f}×   (target ≤ 2.5×)")
-        print(
-            f"  tracekit cold / parallel floor {cold / res['floor_parallel'][0]:5.2f}×   "
-            "(same process count)"
-        )
-        print(f"  tracekit warm (open + table)  {warm:6.2f} s")
-        a_cold = res["analyze_cold"][0]
-        print(f"  analyze cold / raw floor      {a_cold / res['floor'][0]:6.2f}×   (target ≤ 1.2×)")
-        if "hta" in res:
-            print(f"  HTA load / analyze cold       {res['hta'][0] / a_cold:6.1f}×")
-        print(
-            f"  analyze warm, whole process   {res['analyze_warm'][0]:6.2f} s   "
-            "(target ≤ 0.5 s at 8 ranks, ≤ 1.5 s at 64)"
-        )
-        print(f"  analyze recompute (no report cache) {res['analyze_recompute'][0]:6.2f} s")
+            phases = phases_for(i == 0, args.skip_hta, args.hta_at_64)
+            figs[n] = bench_run(root / f"run{n}", phases, args.workers, args.repeat)
+            result["runs"][str(n)] = {**info, "phases": figs[n]}
+        if args.big:
+            import bigtrace
+
+            result["big"] = bigtrace.bench(args.source, root, args.workers)
+        rows = evaluate(figs, ranks[0], ranks[1] if len(ranks) > 1 else None)
+        if "big" in result:
+            rows.append(benchlib.big_target(result["big"]))
+        print_targets(rows)
+        result["targets"] = [r.as_dict() for r in rows]
+        result["machine"]["load_after"] = os.getloadavg()
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=2) + "\n")
+            print(f"figures written to {args.json}")
+        if args.markdown:
+            args.markdown.write_text(benchlib.markdown(result))
+            print(f"tables written to {args.markdown}")
     finally:
         if not args.keep:
-            shutil.rmtree(run_dir, ignore_errors=True)
+            shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

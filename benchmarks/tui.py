@@ -36,17 +36,18 @@ sys.path = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(HERE.parent))
 
 
-def _ingest_bench():
+def _benchlib():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("bench_ingest", HERE / "ingest.py")
+    spec = importlib.util.spec_from_file_location("benchlib", HERE / "benchlib.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules["benchlib"] = mod  # dataclasses look their module up there
     spec.loader.exec_module(mod)
     return mod
 
 
-_ib = _ingest_bench()
-DEFAULT_SOURCE, build_run = _ib.DEFAULT_SOURCE, _ib.build_run
+_bl = _benchlib()
+DEFAULT_SOURCE, build_run = _bl.DEFAULT_SOURCE, _bl.build_run
 
 PAINT = r"""
 import time

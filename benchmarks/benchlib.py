@@ -1,0 +1,415 @@
+"""Shared by the benchmarks: runs built from one trace, a process tree timed with its
+peak memory, a 1 GB trace replicated from one trace, and the issue's targets.
+
+Pure helpers (`replica`, `replica_plan`, `evaluate`) are tested in
+`tests/test_bench.py`; nothing here is timed by a test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import math
+import os
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+DEFAULT_SOURCE = ROOT.parent / "shared" / "traces" / "v100_ddp_rank1"
+
+# ---------------------------------------------------------------- runs from one trace
+
+
+def source_trace(source: Path) -> Path:
+    """The one Kineto trace file in `source` (a folder) or `source` itself."""
+    if source.is_file():
+        return source
+    files = [p for p in sorted(source.iterdir()) if p.name.endswith((".json", ".json.gz"))]
+    if not files:
+        raise SystemExit(f"{source} holds no .json or .json.gz trace")
+    return files[0]
+
+
+def read_doc(path: Path) -> dict:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as fh:
+        return json.loads(fh.read())
+
+
+def _write_atomic(out: Path, data: bytes) -> None:
+    from isal import igzip
+
+    tmp = out.with_name(out.name + ".part")
+    tmp.write_bytes(igzip.compress(data, compresslevel=3))
+    tmp.replace(out)
+
+
+def build_run(source: Path, ranks: int, dest: Path) -> list[Path]:
+    """`dest/rank-R.json.gz` for R in 0..ranks-1: the source trace with
+    distributedInfo.rank = R and world_size = ranks. Files already there are kept
+    (a cached run); each is written whole or not at all."""
+    dest.mkdir(parents=True, exist_ok=True)
+    files = [dest / f"rank-{r}.json.gz" for r in range(ranks)]
+    if all(f.exists() for f in files):
+        return files
+    doc = read_doc(source_trace(source))
+    doc.setdefault("distributedInfo", {}).update(rank="@RANK@", world_size=ranks)
+    text = json.dumps(doc).encode()
+    for r, out in enumerate(files):
+        if not out.exists():
+            _write_atomic(out, text.replace(b'"@RANK@"', str(r).encode(), 1))
+    return files
+
+
+def gzip_text_bytes(path: Path) -> int:
+    """Uncompressed size of a single-member gzip file below 4 GiB (its ISIZE field)."""
+    with open(path, "rb") as fh:
+        fh.seek(-4, os.SEEK_END)
+        return int.from_bytes(fh.read(4), "little")
+
+
+# ---------------------------------------------------------------- timing a process tree
+
+
+@dataclass
+class Measured:
+    seconds: float
+    peak_rss_bytes: int
+    returncode: int = 0
+    stdout: str = ""
+    stderr: str = ""
+
+    def figures(self) -> dict:
+        return {"seconds": round(self.seconds, 3), "peak_rss_bytes": self.peak_rss_bytes}
+
+
+def _rss(procs: list) -> int:
+    """Summed RSS of the processes now (0 for one that has exited)."""
+    import psutil
+
+    total = 0
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            total += p.memory_info().rss
+    return total
+
+
+def _kill_tree(proc) -> None:
+    import psutil
+
+    for p in (*proc.children(recursive=True), proc):
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+
+
+def measure(cmd: list[str], timeout: float | None = None) -> Measured:
+    """Wall seconds and peak summed RSS of `cmd`'s process tree (sampled every 10 ms
+    with psutil, workers included), run from the repository root so that this
+    checkout's tracekit is the one imported. Past `timeout` seconds the tree is killed
+    (returncode -9).
+
+    Listing the tree scans /proc (~4 ms here), so the list is refreshed every 0.25 s
+    and only the listed processes' RSS is read every 10 ms: the sampler costs ~2% of
+    a core instead of ~30% on a 2-core machine; a worker that lives less than 0.25 s
+    may be missed."""
+    import psutil
+
+    env = dict(os.environ, TRACEKIT_NO_PROGRESS="1")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT, text=True
+    )
+    ps = psutil.Process(proc.pid)
+    # read the pipes while the process runs so that a full pipe never blocks it
+    chunks: dict[str, list[str]] = {"out": [], "err": []}
+    readers = [
+        threading.Thread(target=lambda s=s, k=k: chunks[k].append(s.read()), daemon=True)
+        for s, k in ((proc.stdout, "out"), (proc.stderr, "err"))
+    ]
+    for t in readers:
+        t.start()
+    peak, tree, listed = 0, [ps], 0.0
+    while proc.poll() is None:
+        now = time.perf_counter()
+        if now - listed > 0.25:
+            with contextlib.suppress(psutil.Error):
+                tree, listed = [ps, *ps.children(recursive=True)], now
+        peak = max(peak, _rss(tree))
+        if timeout is not None and time.perf_counter() - t0 > timeout:
+            _kill_tree(ps)
+        time.sleep(0.01)
+    wall = time.perf_counter() - t0
+    for t in readers:
+        t.join()
+    return Measured(wall, peak, proc.returncode, "".join(chunks["out"]), "".join(chunks["err"]))
+
+
+def best_of(runs: Iterable[Measured]) -> Measured:
+    return min(runs, key=lambda m: m.seconds)
+
+
+# ---------------------------------------------------------------- one big trace
+
+STEP = re.compile(r"ProfilerStep#(\d+)")
+ID_ARGS = ("correlation", "External id", "Sequence number")
+
+
+@dataclass(frozen=True)
+class ReplicaPlan:
+    """How copy k of a trace's events is moved: ts + k·span_us, every link id
+    (correlation, External id, Sequence number, flow `id`) + k·id_stride, every
+    `ProfilerStep#N` to N + k·step_stride."""
+
+    span_us: int
+    id_stride: int
+    step_stride: int
+
+
+def replica_plan(events: list[dict]) -> ReplicaPlan:
+    starts = [e["ts"] for e in events if isinstance(e.get("ts"), (int, float))]
+    ends = [e["ts"] + e.get("dur", 0) for e in events if isinstance(e.get("ts"), (int, float))]
+    ids = [0]
+    for e in events:
+        if isinstance(e.get("id"), int):
+            ids.append(e["id"])
+        args = e.get("args") or {}
+        ids += [args[k] for k in ID_ARGS if isinstance(args.get(k), int)]
+    steps = [int(m.group(1)) for e in events if (m := STEP.fullmatch(str(e.get("name", ""))))]
+    return ReplicaPlan(
+        span_us=math.ceil(max(ends) - min(starts)) + 1 if starts else 0,
+        id_stride=max(ids) + 1,
+        step_stride=max(steps) - min(steps) + 1 if steps else 0,
+    )
+
+
+def replica(events: list[dict], k: int, plan: ReplicaPlan) -> list[dict]:
+    """Copy k of the events, moved by `plan` (copy 0 is the events unchanged); metadata
+    events (ph M) are only in copy 0. The input is not modified."""
+    if k == 0:
+        return events
+    out = []
+    dt, did, dstep = k * plan.span_us, k * plan.id_stride, k * plan.step_stride
+    for e in events:
+        if e.get("ph") == "M":
+            continue
+        e = dict(e)
+        if isinstance(e.get("ts"), (int, float)):
+            e["ts"] += dt
+        if isinstance(e.get("id"), int):
+            e["id"] += did
+        if (m := STEP.fullmatch(str(e.get("name", "")))) is not None:
+            e["name"] = f"ProfilerStep#{int(m.group(1)) + dstep}"
+        args = e.get("args")
+        if args and any(isinstance(args.get(a), int) for a in ID_ARGS):
+            e["args"] = args = dict(args)
+            for a in ID_ARGS:
+                if isinstance(args.get(a), int):
+                    args[a] += did
+        out.append(e)
+    return out
+
+
+@dataclass
+class BigTrace:
+    path: Path
+    json_bytes: int
+    events: int
+    copies: int
+
+
+def build_big(source: Path, dest: Path, min_bytes: int) -> BigTrace:
+    """One trace of at least `min_bytes` of JSON: the source's events replicated
+    (`replica`) until the text is that big, written gzip'd to `dest/big.json.gz`.
+    Cached: a complete file with its sidecar `dest.parent/<dest.name>.meta.json` is
+    reused."""
+    import orjson
+    from isal import igzip
+
+    out = dest / "big.json.gz"
+    meta = dest.with_name(dest.name + ".meta.json")
+    if out.exists() and meta.exists():
+        m = json.loads(meta.read_text())
+        if m["json_bytes"] >= min_bytes:
+            return BigTrace(out, m["json_bytes"], m["events"], m["copies"])
+    doc = read_doc(source_trace(source))
+    events = doc.pop("traceEvents")
+    plan = replica_plan(events)
+    head = orjson.dumps(doc)[:-1] + b', "traceEvents": ['
+    dest.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".part")
+    written, n, k = len(head), 0, 0
+    with igzip.open(tmp, "wb", compresslevel=3) as fh:
+        fh.write(head)
+        while written + 2 < min_bytes:
+            copy = replica(events, k, plan)
+            chunk = (b"," if k else b"") + orjson.dumps(copy)[1:-1]
+            fh.write(chunk)
+            written += len(chunk)
+            n += len(copy)
+            k += 1
+        fh.write(b"]}")
+        written += 2
+    tmp.replace(out)
+    meta.write_text(json.dumps({"json_bytes": written, "events": n, "copies": k}))
+    return BigTrace(out, written, n, k)
+
+
+# ---------------------------------------------------------------- the issue's targets
+
+OPS = {"≤": lambda v, lim: v <= lim, "≥": lambda v, lim: v >= lim, "<": lambda v, lim: v < lim}
+
+
+@dataclass
+class Target:
+    target: str
+    measured: str
+    value: float | None
+    limit: float
+    met: bool | None  # None: not measured in this run
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _fig(figs: dict, ranks: int | None, phase: str, key: str) -> float | None:
+    m = figs.get(ranks, {}).get(phase)
+    return None if m is None else m[key]
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or b == 0 else a / b
+
+
+def _target(text: str, value: float | None, op: str, limit: float, unit: str) -> Target:
+    if value is None:
+        return Target(text, "not measured", None, limit, None)
+    return Target(text, f"{value:.2f}{unit}", value, limit, OPS[op](value, limit))
+
+
+def evaluate(figs: dict[int, dict[str, dict]], small: int, large: int | None) -> list[Target]:
+    """The issue's "Done when" lines from one run's figures: `figs[ranks][phase]` =
+    {"seconds", "peak_rss_bytes"} for the phases `floor`, `hta`, `analyze_cold` and
+    `analyze_warm`. `small` is the 8-rank run, `large` the 64-rank one (None: not run).
+    The time limit for `large` is linear in ranks with 10% slack (8.8× for 64 over 8)."""
+
+    def sec(n, phase):
+        return _fig(figs, n, phase, "seconds")
+
+    def rss(n, phase):
+        return _fig(figs, n, phase, "peak_rss_bytes")
+
+    grow = 1.1 * (large or 0) / small
+    big = f"{large} ranks" if large else "a second run: --ranks 8,64"
+    big_cold = f"{large}-rank cold" if large else "second run's cold"
+    rows = [
+        _target(
+            f"cold analyze ≤ 1.2× floor ({small} ranks)",
+            _ratio(sec(small, "analyze_cold"), sec(small, "floor")),
+            "≤",
+            1.2,
+            "×",
+        ),
+        _target(
+            f"≥ 15× faster than HTA load ({small} ranks)",
+            _ratio(sec(small, "hta"), sec(small, "analyze_cold")),
+            "≥",
+            15,
+            "×",
+        ),
+        _target(
+            f"warm analyze ≤ 0.5 s ({small} ranks)", sec(small, "analyze_warm"), "≤", 0.5, " s"
+        ),
+        _target(f"warm analyze ≤ 1.5 s ({big})", sec(large, "analyze_warm"), "≤", 1.5, " s"),
+        _target(
+            f"{big_cold} ≤ {grow:.1f}× {small}-rank cold",
+            _ratio(sec(large, "analyze_cold"), sec(small, "analyze_cold")),
+            "≤",
+            grow,
+            "×",
+        ),
+        _target(
+            f"{big_cold} peak RSS ≤ 1.5× {small}-rank's",
+            _ratio(rss(large, "analyze_cold"), rss(small, "analyze_cold")),
+            "≤",
+            1.5,
+            "×",
+        ),
+    ]
+    for n in (small, large):
+        if n == small or rss(n, "hta") is not None:
+            rows.append(
+                _target(
+                    f"tracekit peak < HTA peak ({n} ranks; cold analyze / HTA load)",
+                    _ratio(rss(n, "analyze_cold"), rss(n, "hta")),
+                    "<",
+                    1.0,
+                    "×",
+                )
+            )
+    return rows
+
+
+def big_target(big: dict) -> Target:
+    """ "A 1 GB trace ingests on this machine", from `bigtrace.bench`'s figures."""
+    gib = big["json_bytes"] / 2**30
+    return Target(
+        f"a {gib:.2f} GiB trace analyzes cold on this machine",
+        f"{big['seconds']:.0f} s, {big['peak_rss_bytes'] / 2**30:.1f} GiB",
+        1.0 if big["succeeded"] else 0.0,
+        1.0,
+        bool(big["succeeded"]),
+    )
+
+
+# ---------------------------------------------------------------- the README's table
+
+LABELS = {
+    "hta": "HTA `TraceAnalysis(trace_dir=…)`, load only",
+    "floor": "**decode floor**: isal gunzip + msgspec into a minimal event struct, 1 process",
+    "floor_orjson": "isal gunzip + orjson decoding the whole document, 1 process",
+    "floor_parallel": "decode floor over {workers} processes",
+    "analyze_cold": "`tracekit analyze --format json`, whole process, cold (no cache)",
+    "analyze_recompute": "… recompute: cached tables, report computed again",
+    "analyze_warm": "… warm: the report cache answers",
+}
+
+
+def markdown(result: dict) -> str:
+    """The README's speed tables from `ingest.py --json`'s figures: every phase at each
+    rank count (seconds, peak RSS, × the floor of that rank count), then the targets."""
+    runs = result["runs"]
+    head = "| phase | " + " | ".join(f"{n} ranks | peak RSS | × floor" for n in runs) + " |"
+    lines = [head, "|---" * (1 + 3 * len(runs)) + "|"]
+    for ph, label in LABELS.items():
+        if not any(ph in r["phases"] for r in runs.values()):
+            continue
+        cells = []
+        for r in runs.values():
+            m, floor = r["phases"].get(ph), r["phases"].get("floor")
+            if m is None:
+                cells += ["", "", ""]
+                continue
+            rel = f"{m['seconds'] / floor['seconds']:.2f}×" if floor else ""
+            cells += [f"{m['seconds']:.2f} s", f"{m['peak_rss_bytes'] / 2**20:.0f} MiB", rel]
+        label = label.format(workers=result.get("workers"))
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += ["", "| target | measured | met? |", "|---|---|---|"]
+    for t in result.get("targets", []):
+        met = "—" if t["met"] is None else ("yes" if t["met"] else "**no**")
+        lines.append(f"| {t['target']} | {t['measured']} | {met} |")
+    if big := result.get("big"):
+        lines += [
+            "",
+            f"One trace of {big['json_bytes'] / 2**30:.2f} GiB of JSON ({big['events']:,} events, "
+            f"{big['copies']} copies of the source): cold analyze "
+            + ("succeeded" if big["succeeded"] else f"failed ({big['error']})")
+            + f" in {big['seconds']:.0f} s, peak RSS {big['peak_rss_bytes'] / 2**30:.1f} GiB.",
+        ]
+    return "\n".join(lines) + "\n"
