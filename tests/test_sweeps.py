@@ -7,6 +7,8 @@
   a plain interval intersection in Python.
 - `device_activity.launch_ns` (joined at ingest, read by the host-bound figure) is the
   launching runtime call's start, looked up again here event by event.
+- `op_flops` gives each launch to its op with an ASOF lookup; the oracle is the range join
+  (every compute kernel launched between the op's start and end on its thread).
 """
 
 from __future__ import annotations
@@ -88,6 +90,25 @@ def test_fast_paths_equal_their_oracles(kind, name, open_case):
                        AND r.kind = 'runtime' AND r.correlation = a.correlation)"""
         ).fetchall()
         assert wrong_launch == 0
+        by_range = sorted(
+            run.sql(
+                """SELECT o.rank, o.tid, o.ts_ns, count(k.dur_ns), coalesce(sum(k.dur_ns), 0)
+                   FROM op_flops o
+                   LEFT JOIN events r ON r.rank = o.rank AND r.tid = o.tid
+                        AND r.kind = 'runtime' AND r.ts_ns BETWEEN o.ts_ns AND o.ts_ns + o.dur_ns
+                   LEFT JOIN events k ON k.rank = r.rank AND k.correlation = r.correlation
+                        AND k.kind = 'kernel' AND EXISTS (
+                            SELECT 1 FROM kernel_classes c WHERE c.rank = k.rank
+                              AND c.name = k.name::VARCHAR AND c.category = 'compute')
+                   GROUP BY ALL"""
+            ).fetchall()
+        )
+        by_asof = sorted(
+            run.sql(
+                "SELECT rank, tid, ts_ns, kernels, coalesce(kernel_ns, 0) FROM op_flops"
+            ).fetchall()
+        )
+        assert by_asof == by_range
         intervals = run.sql(
             "SELECT rank, ts_ns, end_ns FROM collectives "
             "UNION ALL SELECT rank, ts_ns, end_ns FROM steps ORDER BY ALL"

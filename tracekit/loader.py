@@ -84,6 +84,7 @@ def _ingest_file(
     header, text = decode(path)
     con = duckdb.connect()
     con.execute(f"SET threads = {threads}")
+    con.execute("SET asof_loop_join_threshold = 0")  # see tracekit.store.Run
     # beside the cache, named as the lock holder's leftovers are (removed after a kill)
     fd, tmp = tempfile.mkstemp(dir=cdir, prefix=f".{key}.events.", suffix=".tmp")
     typed = True

@@ -29,11 +29,18 @@ launches AS (
     JOIN kernel_classes kc ON kc.rank = k.rank AND kc.name = k.name::VARCHAR
     WHERE r.kind = 'runtime' AND k.kind = 'kernel' AND kc.category = 'compute'
 ),
+-- each launch to the op it ran inside: innermost ops on a thread never overlap (an op
+-- inside another is not innermost), so that op is the last one starting at or before the
+-- launch, when it has not ended (one ASOF lookup per launch, not a range join)
+inside AS (
+    SELECT a.op_id, l.k_dur, l.k_name
+    FROM launches l ASOF JOIN o a ON a.tid = l.tid AND l.launch_ns >= a.ts_ns
+    WHERE l.launch_ns <= a.end_ns
+),
 k AS (
     SELECT o.op_id, count(l.k_dur) AS kernels, sum(l.k_dur) AS kernel_ns,
            coalesce(bool_or(regexp_matches(l.k_name, 'tf32|s1688', 'i')), false) AS tf32_kernel
-    FROM o LEFT JOIN launches l
-      ON l.tid = o.tid AND l.launch_ns >= o.ts_ns AND l.launch_ns <= o.end_ns
+    FROM o LEFT JOIN inside l USING (op_id)
     GROUP BY o.op_id
 )
 SELECT o.rank, o.tid, o.name, o.ts_ns, o.dur_ns, o.flops, o.flops_note, o.dtype, o.phase,
