@@ -26,6 +26,8 @@ intervals (concurrent sends count once), so neither exceeds the step.
 
 from __future__ import annotations
 
+from math import fsum
+
 from diagnosers.base import LevelResult, mean, pct, severity
 from diagnosers.context import Context
 from diagnosers.findings import Finding
@@ -145,15 +147,18 @@ def collective_table(ctx: Context) -> list[dict]:
             WHERE c.ts_ns >= w.start_ns AND c.ts_ns < w.end_ns
         ),
         inst AS (  -- one row per instance (matched) or per rank-row (unmatched, p2p)
-            SELECT name, group_size, bytes, any_value(dtype) AS dtype,
-                   any_value(pg_ranks) AS pg_ranks,
+            SELECT name, group_size, bytes, min(dtype) AS dtype,
+                   min(pg_ranks) AS pg_ranks,
                    coalesce(any_value(transfer_ns), min(dur_ns)) AS transfer_ns,
                    bool_and(transfer_ns IS NOT NULL
                             AND matched)
                        AS matched, max(n) AS n
             FROM c GROUP BY name, group_size, bytes, coalesce(instance_key, rank || '/' || ts_ns)
         )
-        SELECT name, group_size, bytes, any_value(dtype), any_value(pg_ranks),
+        -- every value deterministic: the same trace gives the same report, byte for byte
+        -- (one size of two dtypes, int indices and float embeddings, lists both)
+        SELECT name, group_size, bytes, string_agg(DISTINCT dtype, ',' ORDER BY dtype),
+               min(pg_ranks),
                count(*) AS instances, median(transfer_ns), bool_and(matched), max(n)
         FROM inst GROUP BY name, group_size, bytes""").fetchall()
     exp = per_key_exposure(ctx)
@@ -174,7 +179,8 @@ def collective_table(ctx: Context) -> list[dict]:
         per_rank = exp.get((name, group, nbytes), {})
 
         def per_step(field: str, per_rank: dict = per_rank) -> float:
-            return sum(v[field] / steps.get(r, 1) for r, v in per_rank.items()) / 1e6 / n_ranks
+            # fsum: exact whatever order the ranks come in
+            return fsum(v[field] / steps.get(r, 1) for r, v in per_rank.items()) / 1e6 / n_ranks
 
         out.append(
             {
@@ -198,7 +204,14 @@ def collective_table(ctx: Context) -> list[dict]:
                 "matched": bool(matched),
             }
         )
-    out.sort(key=lambda r: -r["time_ms_per_step"])
+    out.sort(
+        key=lambda r: (
+            -r["time_ms_per_step"],
+            r["name"] or "",
+            r["group_size"] or 0,
+            r["bytes"] or 0,
+        )
+    )
     return out
 
 

@@ -111,12 +111,14 @@ def _op_groups(ctx: Context) -> tuple[list[dict], dict, str, dict]:
                coalesce(f.achieved_flops_per_s > p.peak, false) AS suspect, count(*),
                count(*) FILTER (f.flops IS NULL), sum(f.flops),
                sum(f.flops) FILTER (f.device_ns > 0), sum(f.device_ns) FILTER (f.flops IS NOT NULL),
-               sum(f.device_ns) FILTER (f.flops IS NULL), any_value(f.flops_note),
+               sum(f.device_ns) FILTER (f.flops IS NULL), min(f.flops_note),
                max(f.achieved_flops_per_s / p.peak)
         FROM op_flops f JOIN w ON f.rank = w.rank
         LEFT JOIN p ON p.dtype IS NOT DISTINCT FROM f.dtype AND p.tf32 = coalesce(f.tf32, false)
         WHERE f.ts_ns >= w.start_ns AND f.ts_ns < w.end_ns
-        GROUP BY ALL""").fetchall()
+        GROUP BY ALL
+        ORDER BY ALL  -- the sums below then add in one order: the same report every time
+        """).fetchall()
     keys = ("rank", "name", "dtype", "tf32", "phase", "suspect", "n", "n_null", "flops")
     keys += ("timed_flops", "device_ns", "null_device_ns", "note", "max_peak_ratio")
     groups = [dict(zip(keys, r, strict=True)) for r in rows]
@@ -199,7 +201,7 @@ def top_ops(ctx: Context, groups: list[dict], peak: dict, limit: int = 10) -> li
             a["_peak_ns"] += g["device_ns"]
             if peak.get(g["cls"]):
                 a["_at_peak"] += g["timed_flops"] / peak[g["cls"]]
-    rows = sorted(agg.values(), key=lambda a: -a["device_ns"])[:limit]
+    rows = sorted(agg.values(), key=lambda a: (-a["device_ns"], a["name"]))[:limit]
     for a in rows:
         ns = a.pop("_peak_ns")
         timed, at_peak = a.pop("_timed"), a.pop("_at_peak")

@@ -41,6 +41,7 @@ def full_report(
     run: Run, window: str = "steps", steps: str | None = None, overrides=None, debug: bool = False
 ) -> dict[str, Any]:
     """The whole report: breakdown, the four levels, collectives, findings."""
+    run.materialize()
     ctx = build_context(run, window=window, steps=steps, overrides=overrides)
     levels = run_all(ctx, debug=debug)
     by = {lv.level: lv for lv in levels}

@@ -322,7 +322,7 @@ WITH k AS (
     FROM events k JOIN kernel_classes kc ON kc.name = k.name::VARCHAR
     WHERE k.kind = 'kernel' AND kc.category = 'communication'
 ), rt AS (
-    SELECT correlation, any_value(tid) AS rt_tid, min(ts_ns) AS rt_ts
+    SELECT correlation, arg_min(tid, ts_ns) AS rt_tid, min(ts_ns) AS rt_ts
     FROM events WHERE kind = 'runtime' AND correlation IS NOT NULL GROUP BY correlation
 ), ops AS (
     SELECT tid, ts_ns, ts_ns + dur_ns AS end_ns, name::VARCHAR AS op, coll_name::VARCHAR AS

@@ -65,7 +65,7 @@ def _first_line(exc: BaseException) -> str:
     return text[0][:300] if text else type(exc).__name__
 
 
-def _view_definitions(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
+def view_definitions(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
     """(name, CREATE VIEW …) of every user view of `con`, in creation order."""
     return con.execute(
         "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal "
@@ -73,11 +73,14 @@ def _view_definitions(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
     ).fetchall()
 
 
-def open_sandbox(con: duckdb.DuckDBPyConnection, cache_dir: Path) -> duckdb.DuckDBPyConnection:
-    """A fresh connection with `con`'s views that can read only files under `cache_dir`."""
+def open_sandbox(
+    con: duckdb.DuckDBPyConnection, cache_dir: Path, views: list[tuple[str, str]] | None = None
+) -> duckdb.DuckDBPyConnection:
+    """A fresh connection with `con`'s views (or `views`, (name, CREATE VIEW …) as
+    `view_definitions` gives them) that can read only files under `cache_dir`."""
     box = duckdb.connect()
     box.execute("SET enable_progress_bar = false")
-    pending = _view_definitions(con)
+    pending = list(views) if views is not None else view_definitions(con)
     # a view may name one defined after it (CREATE OR REPLACE): retry until none moves
     while pending:
         failed = []
