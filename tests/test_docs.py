@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import tracekit
 from tests.tracegen import ddp_like_rank
 from tracekit.store import docs
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_every_public_column_has_a_doc(tmp_path):
@@ -53,3 +56,19 @@ def test_engine_imports_nothing_heavy(module, forbidden):
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_an_ingest_worker_imports_neither_pandas_nor_pyarrow(tmp_path):
+    """Each ingest worker paid 0.36 s importing them (pyarrow's builders import pandas):
+    the per-rank tables go to DuckDB as JSON instead (`tracekit.coltable`)."""
+    src = ROOT / "sample_traces" / "ddp"
+    trace = next(p for p in sorted(src.iterdir()) if p.name.startswith("rank"))
+    code = (
+        "import sys; from pathlib import Path; from tracekit.loader import ingest_file; "
+        f"ingest_file(Path({str(trace)!r}), Path({str(tmp_path)!r}), 'k', False); "
+        "bad = [m for m in ('pandas', 'pyarrow') if m in sys.modules]; "
+        "print(bad); sys.exit(bool(bad))"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert sorted(p.name.split(".", 1)[1] for p in tmp_path.glob("k.*.parquet"))  # it ran

@@ -33,12 +33,12 @@ import json
 import re
 from collections import defaultdict, deque
 from math import prod
+from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow as pa
 
-from tracekit import commkernels
+from tracekit import coltable, commkernels
 
 CANONICAL = (
     "all_reduce",
@@ -232,48 +232,47 @@ def match_gloo(issue: list[dict], spans: list[dict]) -> list[tuple[dict, dict | 
 
 # ----------------------------------------------------------------------- the table
 
-COLUMNS = pa.schema(
-    [
-        ("rank", pa.int32()),
-        ("backend", pa.string()),
-        ("name", pa.string()),
-        ("raw_name", pa.string()),
-        ("issue_name", pa.string()),
-        ("issue_ts_ns", pa.int64()),
-        ("ts_ns", pa.int64()),
-        ("dur_ns", pa.int64()),
-        ("lane", pa.int64()),
-        ("pg_name", pa.string()),
-        ("pg_desc", pa.string()),
-        ("pg_ranks", pa.string()),
-        ("group_size", pa.int64()),
-        ("dtype", pa.string()),
-        ("elem_bytes", pa.int64()),
-        ("in_nelems", pa.int64()),
-        ("out_nelems", pa.int64()),
-        ("bytes", pa.int64()),
-        ("seq", pa.int64()),
-        ("group_ranks", pa.list_(pa.int64())),
-        ("kind_source", pa.string()),
-        ("size_source", pa.string()),
-    ]
+COLUMNS = (
+    ("rank", "INTEGER"),
+    ("backend", "VARCHAR"),
+    ("name", "VARCHAR"),
+    ("raw_name", "VARCHAR"),
+    ("issue_name", "VARCHAR"),
+    ("issue_ts_ns", "BIGINT"),
+    ("ts_ns", "BIGINT"),
+    ("dur_ns", "BIGINT"),
+    ("lane", "BIGINT"),
+    ("pg_name", "VARCHAR"),
+    ("pg_desc", "VARCHAR"),
+    ("pg_ranks", "VARCHAR"),
+    ("group_size", "BIGINT"),
+    ("dtype", "VARCHAR"),
+    ("elem_bytes", "BIGINT"),
+    ("in_nelems", "BIGINT"),
+    ("out_nelems", "BIGINT"),
+    ("bytes", "BIGINT"),
+    ("seq", "BIGINT"),
+    ("group_ranks", "BIGINT[]"),
+    ("kind_source", "VARCHAR"),
+    ("size_source", "VARCHAR"),
 )
 
-KERNEL_CLASSES = pa.schema(
-    [
-        ("rank", pa.int32()),
-        ("name", pa.string()),
-        ("category", pa.string()),
-        ("family", pa.string()),
-        ("coll_name", pa.string()),
-        ("pattern", pa.string()),
-    ]
+KERNEL_CLASSES = (
+    ("rank", "INTEGER"),
+    ("name", "VARCHAR"),
+    ("category", "VARCHAR"),
+    ("family", "VARCHAR"),
+    ("coll_name", "VARCHAR"),
+    ("pattern", "VARCHAR"),
 )
 
 
-def kernel_classes(con: duckdb.DuckDBPyConnection, rank: int, user: tuple[str, ...] = ()):
-    """One row per distinct kernel name of the rank: communication (a `commkernels`
-    entry or a user pattern matches) or compute; the collective its name tells."""
+def kernel_classes(
+    con: duckdb.DuckDBPyConnection, rank: int, tmp_dir: Path, user: tuple[str, ...] = ()
+) -> None:
+    """Table `kernel_classes` of `con`: one row per distinct kernel name of the rank:
+    communication (a `commkernels` entry or a user pattern matches) or compute; the
+    collective its name tells. (`tmp_dir`: where `coltable` may write.)"""
     rx = commkernels.compile_patterns(user, "--comm-kernel")
     names = [
         n
@@ -297,8 +296,7 @@ def kernel_classes(con: duckdb.DuckDBPyConnection, rank: int, user: tuple[str, .
                 "pattern": c.pattern if c else None,
             }
         )
-    cols = {f.name: [r[f.name] for r in rows] for f in KERNEL_CLASSES}
-    return pa.table(cols, schema=KERNEL_CLASSES)
+    coltable.create(con, "kernel_classes", KERNEL_CLASSES, rows, tmp_dir)
 
 
 # Communication kernels, and every CPU op enclosing the runtime call that launched each
@@ -384,15 +382,11 @@ def _kernel_dtype(name: str) -> str | None:
     return _KERNEL_DTYPE_NAMES.get(d, d)
 
 
-def _default_group(pgs: pa.Table, world_size: int | None) -> tuple[int | None, list | None]:
+def _default_group(pgs: list[dict], world_size: int | None) -> tuple[int | None, list | None]:
     """(size, ranks) of the group a collective ran on when the trace does not say: the
     rank's only group size (its ranks when every group of that size lists the same),
     or — when the trace lists no groups at all — the world."""
-    groups = [
-        (n, tuple(r or ()))
-        for n, r in zip(pgs["pg_size"].to_pylist(), pgs["ranks"].to_pylist(), strict=True)
-        if n
-    ]
+    groups = [(p["pg_size"], tuple(p["ranks"] or ())) for p in pgs if p["pg_size"]]
     sizes = {n for n, _ in groups}
     if len(sizes) == 1:
         rank_sets = {r for _, r in groups if r}
@@ -501,26 +495,28 @@ def _device_row(r: dict, ops: list[dict], pg_ranks: dict, default: tuple) -> dic
 
 
 def derive(
-    con: duckdb.DuckDBPyConnection, rank: int, pgs: pa.Table, world_size: int | None
-) -> pa.Table:
-    """The rank-local collectives rows from the `events` and `kernel_classes` tables of
-    `con` (cross-rank matching is the `collectives` view)."""
+    con: duckdb.DuckDBPyConnection,
+    rank: int,
+    pgs: list[dict],
+    world_size: int | None,
+    tmp_dir: Path,
+    table: str = "_derived",
+) -> None:
+    """Table `table` of `con`: the rank-local collectives rows from its `events` and
+    `kernel_classes` tables (cross-rank matching is the `collectives` view). `pgs`: the
+    rank's `process_groups` rows."""
     rows: list[dict] = []
     default = _default_group(pgs, world_size)
     default_n = default[0]
-    pg_ranks = {
-        name: list(ranks)
-        for name, ranks in zip(pgs["pg_name"].to_pylist(), pgs["ranks"].to_pylist(), strict=True)
-        if ranks
-    }
+    pg_ranks = {p["pg_name"]: list(p["ranks"]) for p in pgs if p["ranks"]}
     ops: dict[int, list[dict]] = defaultdict(list)
-    for o in con.sql(_ISSUE_OPS_SQL).to_arrow_table().to_pylist():
+    for o in coltable.dicts(con.sql(_ISSUE_OPS_SQL)):
         ops[o["kid"]].append(o)
-    for r in con.sql(_COMM_KERNEL_SQL).to_arrow_table().to_pylist():
+    for r in coltable.dicts(con.sql(_COMM_KERNEL_SQL)):
         rows.append(_device_row(r, ops.get(r["kid"], []), pg_ranks, default))
 
     issue = []
-    for r in con.sql(_GLOO_ISSUE_SQL).to_arrow_table().to_pylist():
+    for r in coltable.dicts(con.sql(_GLOO_ISSUE_SQL)):
         name = canonical_name(r["op"])
         if name is None:
             continue
@@ -536,7 +532,7 @@ def derive(
             }
         )
     spans = []
-    for r in con.sql(_GLOO_SPAN_SQL).to_arrow_table().to_pylist():
+    for r in coltable.dicts(con.sql(_GLOO_SPAN_SQL)):
         dims = json.loads(r["input_dims"]) if r["input_dims"] else None
         size = _numel(dims[0]) if isinstance(dims, list) and dims else None
         r.update(size=size, dtype=_first_type(r["input_types"]))
@@ -576,5 +572,4 @@ def derive(
         )
     for r in rows:
         r["rank"] = rank
-    cols = {f.name: [r.get(f.name) for r in rows] for f in COLUMNS}
-    return pa.table(cols, schema=COLUMNS)
+    coltable.create(con, table, COLUMNS, rows, tmp_dir)

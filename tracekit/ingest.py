@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow as pa
 
+from tracekit import coltable
 from tracekit.sqltext import sql_str
 from tracekit.tracefile import Header
 
@@ -374,10 +374,50 @@ def _ranks(value: Any) -> list[int]:
     return [r for r in ints if r is not None]
 
 
+RANK_INFO = (
+    ("rank", "INTEGER"),
+    ("rank_source", "VARCHAR"),
+    ("source", "VARCHAR"),
+    ("world_size", "BIGINT"),
+    ("backend", "VARCHAR"),
+    ("nccl_version", "VARCHAR"),
+    ("base_time_ns", "BIGINT"),
+    ("host_name", "VARCHAR"),
+    ("device_id", "BIGINT"),
+    ("device_name", "VARCHAR"),
+    ("device_memory_bytes", "BIGINT"),
+    ("device_sms", "BIGINT"),
+    ("device_compute_capability", "VARCHAR"),
+    ("device_count", "BIGINT"),
+    ("has_device_events", "BOOLEAN"),
+    ("record_shapes", "BOOLEAN"),
+    ("profile_memory", "BOOLEAN"),
+    ("trace_start_ns", "BIGINT"),
+    ("trace_end_ns", "BIGINT"),
+    ("event_count", "BIGINT"),
+    ("pg_count", "BIGINT"),
+    ("distributed_info", "VARCHAR"),
+)
+PROCESS_GROUPS = (
+    ("rank", "INTEGER"),
+    ("pg_name", "VARCHAR"),
+    ("pg_desc", "VARCHAR"),
+    ("pg_size", "BIGINT"),
+    ("ranks", "BIGINT[]"),
+    ("backend_config", "VARCHAR"),
+)
+
+
 def rank_info_tables(
-    con: duckdb.DuckDBPyConnection, rank: int, rank_source: str, path: Path, header: Header
-) -> tuple[pa.Table, pa.Table]:
-    """The `rank_info` row and `process_groups` rows of one rank (needs `events`)."""
+    con: duckdb.DuckDBPyConnection,
+    rank: int,
+    rank_source: str,
+    path: Path,
+    header: Header,
+    tmp_dir: Path,
+) -> tuple[dict, list[dict]]:
+    """Tables `rank_info` (one row) and `process_groups` of one rank in `con` (needs
+    `events`); returns their rows. (`tmp_dir`: where `coltable` may write.)"""
     info = header.distributedInfo or {}
     devices = {d.get("id"): d for d in header.deviceProperties or [] if isinstance(d, dict)}
     dev_id, start, end, n, has_dev = con.execute(
@@ -395,39 +435,40 @@ def rank_info_tables(
         return str(v) if v not in (None, "") else None
 
     row = {
-        "rank": pa.array([rank], pa.int32()),
-        "rank_source": [rank_source],
-        "source": [str(path)],
-        "world_size": pa.array([_as_int(info.get("world_size"))], pa.int64()),
-        "backend": pa.array([text(info.get("backend"))], pa.string()),
-        "nccl_version": pa.array([text(info.get("nccl_version"))], pa.string()),
-        "base_time_ns": pa.array([header.baseTimeNanoseconds], pa.int64()),
-        "host_name": pa.array([text(header.host_name)], pa.string()),
-        "device_id": pa.array([dev_id], pa.int64()),
-        "device_name": pa.array([text(dev.get("name"))], pa.string()),
-        "device_memory_bytes": pa.array([_as_int(dev.get("totalGlobalMem"))], pa.int64()),
-        "device_sms": pa.array([_as_int(dev.get("numSms"))], pa.int64()),
-        "device_compute_capability": pa.array([cc], pa.string()),
-        "device_count": pa.array([len(devices)], pa.int64()),
-        "has_device_events": [bool(has_dev)],
-        "record_shapes": [bool(header.record_shapes)],
-        "profile_memory": [bool(header.profile_memory)],
-        "trace_start_ns": pa.array([start], pa.int64()),
-        "trace_end_ns": pa.array([end], pa.int64()),
-        "event_count": pa.array([n], pa.int64()),
-        "pg_count": pa.array([_as_int(info.get("pg_count"))], pa.int64()),
-        "distributed_info": pa.array([json.dumps(info) if info else None], pa.string()),
+        "rank": rank,
+        "rank_source": rank_source,
+        "source": str(path),
+        "world_size": _as_int(info.get("world_size")),
+        "backend": text(info.get("backend")),
+        "nccl_version": text(info.get("nccl_version")),
+        "base_time_ns": header.baseTimeNanoseconds,
+        "host_name": text(header.host_name),
+        "device_id": dev_id,
+        "device_name": text(dev.get("name")),
+        "device_memory_bytes": _as_int(dev.get("totalGlobalMem")),
+        "device_sms": _as_int(dev.get("numSms")),
+        "device_compute_capability": cc,
+        "device_count": len(devices),
+        "has_device_events": bool(has_dev),
+        "record_shapes": bool(header.record_shapes),
+        "profile_memory": bool(header.profile_memory),
+        "trace_start_ns": start,
+        "trace_end_ns": end,
+        "event_count": n,
+        "pg_count": _as_int(info.get("pg_count")),
+        "distributed_info": json.dumps(info) if info else None,
     }
-    pg = pa.table(
+    pg = [
         {
-            "rank": pa.array([rank] * len(pgs), type=pa.int32()),
-            "pg_name": pa.array([str(p.get("pg_name")) for p in pgs], type=pa.string()),
-            "pg_desc": pa.array([text(p.get("pg_desc")) for p in pgs], type=pa.string()),
-            "pg_size": pa.array([_as_int(p.get("pg_size")) for p in pgs], type=pa.int64()),
-            "ranks": pa.array([_ranks(p.get("ranks")) for p in pgs], type=pa.list_(pa.int64())),
-            "backend_config": pa.array(
-                [text(p.get("backend_config")) for p in pgs], type=pa.string()
-            ),
+            "rank": rank,
+            "pg_name": str(p.get("pg_name")),
+            "pg_desc": text(p.get("pg_desc")),
+            "pg_size": _as_int(p.get("pg_size")),
+            "ranks": _ranks(p.get("ranks")),
+            "backend_config": text(p.get("backend_config")),
         }
-    )
-    return pa.table(row), pg
+        for p in pgs
+    ]
+    coltable.create(con, "rank_info", RANK_INFO, [row], tmp_dir)
+    coltable.create(con, "process_groups", PROCESS_GROUPS, pg, tmp_dir)
+    return row, pg

@@ -134,12 +134,9 @@ def _ingest_rank(con, path, header, rank, rank_source, cdir, key, typed, comm_ke
     con.execute(f"CREATE OR REPLACE TABLE memory AS {ingest.memory_sql(rank, base, typed)}")
     con.execute(f"CREATE OR REPLACE TABLE threads AS {ingest.threads_sql(rank, typed)}")
     con.execute("DROP TABLE raw")
-    info, pgs = ingest.rank_info_tables(con, rank, rank_source, path, header)
-    con.register("rank_info", info)
-    con.register("process_groups", pgs)
-    con.register("kernel_classes", collectives.kernel_classes(con, rank, comm_kernels))
-    world = info["world_size"][0].as_py()
-    con.register("_derived", collectives.derive(con, rank, pgs, world))
+    info, pgs = ingest.rank_info_tables(con, rank, rank_source, path, header, cdir)
+    collectives.kernel_classes(con, rank, cdir, comm_kernels)
+    collectives.derive(con, rank, pgs, info["world_size"], cdir)
     # a group's ranks once per group (collective_groups), the rows a 64-bit key of them:
     # matching then never carries a world-sized list per collective row
     con.execute("""CREATE OR REPLACE TABLE _collectives AS
@@ -148,7 +145,7 @@ def _ingest_rank(con, path, header, rank, rank_source, cdir, key, typed, comm_ke
     con.execute("""CREATE OR REPLACE TABLE collective_groups AS
         SELECT DISTINCT rank, group_hash, group_ranks FROM _collectives
         WHERE group_hash IS NOT NULL""")
-    con.register("_ops", opscan.scan(con))
+    opscan.scan(con, cdir)
     # rank-local derived views, materialized once here (each a table before the next
     # module reads it, so none is computed twice) and read back from Parquet
     for module in RANK_MODULES:

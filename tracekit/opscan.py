@@ -16,8 +16,9 @@ table on its thread (only those count: `aten::conv2d` â†’ `aten::convolution` â†
 
 from __future__ import annotations
 
-import pyarrow as pa
+from pathlib import Path
 
+from tracekit import coltable
 from tracekit.model.flops import COUNTED_OPS, ConvGeometry, count, loads, op_dtype
 
 _BACKWARD_MARK = (
@@ -26,25 +27,24 @@ _BACKWARD_MARK = (
 )
 _OPTIMIZER_MARK = "starts_with(name, 'Optimizer.step') OR starts_with(name, 'Optimizer.zero_grad')"
 
-SCHEMA = pa.schema(
-    [
-        ("rank", pa.int32()),
-        ("tid", pa.int64()),
-        ("name", pa.string()),
-        ("ts_ns", pa.int64()),
-        ("dur_ns", pa.int64()),
-        ("flops", pa.float64()),
-        ("flops_note", pa.string()),
-        ("dtype", pa.string()),
-        ("phase", pa.string()),
-        ("tf32_arg", pa.bool_()),
-        ("innermost", pa.bool_()),
-    ]
+SCHEMA = (
+    ("rank", "INTEGER"),
+    ("tid", "BIGINT"),
+    ("name", "VARCHAR"),
+    ("ts_ns", "BIGINT"),
+    ("dur_ns", "BIGINT"),
+    ("flops", "DOUBLE"),
+    ("flops_note", "VARCHAR"),
+    ("dtype", "VARCHAR"),
+    ("phase", "VARCHAR"),
+    ("tf32_arg", "BOOLEAN"),
+    ("innermost", "BOOLEAN"),
 )
 
 
-def scan(con) -> pa.Table:
-    """The `_ops` table of the rank in `con` (needs `events`)."""
+def scan(con, tmp_dir: Path) -> None:
+    """Table `_ops` of `con`: the rank's counted ops (needs `events`; `tmp_dir`: where
+    `coltable` may write)."""
     names = ", ".join("'" + n + "'" for n in sorted(COUNTED_OPS))
     rows = con.sql(f"""
         SELECT rank, tid, name::VARCHAR, ts_ns, dur_ns, input_dims, input_types,
@@ -86,7 +86,7 @@ def scan(con) -> pa.Table:
                     s["o"]["innermost"] = False
                     o["parent"] = (s["o"]["row"][2], s["o"]["dims"])  # the nearest wins
         stack.append({"o": o, "end": end})
-    cols: dict[str, list] = {f.name: [] for f in SCHEMA}
+    rows: list[dict] = []
     for o in ops:
         if "mark" in o:
             continue
@@ -96,18 +96,19 @@ def scan(con) -> pa.Table:
             if o["innermost"]
             else None
         )
-        for key, v in (
-            ("rank", rank),
-            ("tid", t),
-            ("name", name),
-            ("ts_ns", ts),
-            ("dur_ns", dur),
-            ("flops", c.flops if c else None),
-            ("flops_note", c.reason if c else None),
-            ("dtype", op_dtype(types)),
-            ("phase", o["phase"]),
-            ("tf32_arg", c.tf32 if c else False),
-            ("innermost", o["innermost"]),
-        ):
-            cols[key].append(v)
-    return pa.table(cols, schema=SCHEMA)
+        rows.append(
+            {
+                "rank": rank,
+                "tid": t,
+                "name": name,
+                "ts_ns": ts,
+                "dur_ns": dur,
+                "flops": c.flops if c else None,
+                "flops_note": c.reason if c else None,
+                "dtype": op_dtype(types),
+                "phase": o["phase"],
+                "tf32_arg": c.tf32 if c else False,
+                "innermost": o["innermost"],
+            }
+        )
+    coltable.create(con, "_ops", SCHEMA, rows, tmp_dir)
