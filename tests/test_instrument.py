@@ -116,8 +116,11 @@ def test_calibration_is_measured(tmp_path):
         cal.collectives
     )
     ar = cal.collectives["all_reduce"]
-    assert ar.alpha_s >= 0 and ar.algbw_Bps > 0 and ar.busbw_Bps == pytest.approx(ar.algbw_Bps)
     assert len(ar.sizes_bytes) == len(ar.times_s) >= 4
+    if ar.alpha_s is None:  # the fit refused timings that do not grow with size
+        assert ar.algbw_Bps is None and ar.busbw_Bps is None and ar.r2 is None
+        pytest.skip(f"all_reduce timings too noisy to fit on a loaded machine: {ar.times_s}")
+    assert ar.alpha_s >= 0 and ar.algbw_Bps > 0 and ar.busbw_Bps == pytest.approx(ar.algbw_Bps)
 
 
 def test_invalid_job_is_refused_with_field_names():
