@@ -229,7 +229,7 @@ def build_big(source: Path, dest: Path, min_bytes: int) -> BigTrace:
     (`replica`) until the text is that big, written gzip'd to `dest/big.json.gz`.
     Cached: a complete file with its sidecar `dest.parent/<dest.name>.meta.json` is
     reused."""
-    import orjson
+    import msgspec
     from isal import igzip
 
     out = dest / "big.json.gz"
@@ -241,7 +241,7 @@ def build_big(source: Path, dest: Path, min_bytes: int) -> BigTrace:
     doc = read_doc(source_trace(source))
     events = doc.pop("traceEvents")
     plan = replica_plan(events)
-    head = orjson.dumps(doc)[:-1] + b', "traceEvents": ['
+    head = msgspec.json.encode(doc)[:-1] + b', "traceEvents": ['
     dest.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".part")
     written, n, k = len(head), 0, 0
@@ -249,7 +249,7 @@ def build_big(source: Path, dest: Path, min_bytes: int) -> BigTrace:
         fh.write(head)
         while written + 2 < min_bytes:
             copy = replica(events, k, plan)
-            chunk = (b"," if k else b"") + orjson.dumps(copy)[1:-1]
+            chunk = (b"," if k else b"") + msgspec.json.encode(copy)[1:-1]
             fh.write(chunk)
             written += len(chunk)
             n += len(copy)
