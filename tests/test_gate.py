@@ -438,6 +438,19 @@ def _run_measuring_others(cmd: list[str], **kw) -> float:
     return max(0.0, (busy1 - busy0) - (ours1 - ours0)) / wall
 
 
+def _ddp_pair(tmp_path: Path, tag: str) -> tuple[list[float], dict, object]:
+    """Two `tracekit run ddp` jobs one after the other, and the gate's verdict on them:
+    (the cores other processes kept busy during each job, the JSON, the CLI result)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    others = []
+    for name in ("a", "b"):
+        cmd = [sys.executable, "-m", "tracekit.cli", "run", "ddp", "-n", "2", "--steps", "5"]
+        cmd += ["--no-calibrate", "--out", str(tmp_path / f"{tag}{name}")]
+        others.append(_run_measuring_others(cmd, env=env, cwd=ROOT))
+    res = invoke("compare", tmp_path / f"{tag}a", tmp_path / f"{tag}b", "--format", "json")
+    return others, json.loads(res.output), res
+
+
 @pytest.mark.slow
 def test_two_real_ddp_runs_with_the_same_options_pass(tmp_path):
     """Two `tracekit run ddp` jobs, one after the other, as CI would run them: their
@@ -448,41 +461,21 @@ def test_two_real_ddp_runs_with_the_same_options_pass(tmp_path):
     every step is then slower — a real slowdown, which the gate rightly reports. The
     test measures, from /proc/stat, the cores other processes kept busy during each
     job, and skips when that differs between the two by more than an eighth of the
-    machine (the same steady load on both is fine: that is what a CI runner sees)."""
+    machine (the same steady load on both is fine: that is what a CI runner sees).
+    Bursts of other work inside a job escape that average (under `pytest -n 2` the
+    other worker's tests come and go): a pair the gate calls regressed is run once
+    more, and that second pair must pass — a false alarm rate of p² for the gate's p."""
     pytest.importorskip("torch")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    others = []
-    for name in ("a", "b"):
-        others.append(
-            _run_measuring_others(
-                [
-                    sys.executable,
-                    "-m",
-                    "tracekit.cli",
-                    "run",
-                    "ddp",
-                    "-n",
-                    "2",
-                    "--steps",
-                    "5",
-                    "--no-calibrate",
-                    "--out",
-                    str(tmp_path / name),
-                ],
-                env=env,
-                cwd=ROOT,
-            )
-        )
     cores = os.cpu_count() or 1
-    # an eighth of the machine: under `pytest -n 2` the other worker's tests come and go,
-    # and a quarter of a core more on one job already moved its steps past the threshold
-    if abs(others[0] - others[1]) > cores / 8:
-        pytest.skip(
-            f"other processes kept {others[0]:.1f}, then {others[1]:.1f} of {cores} cores "
-            "busy: the two jobs ran on different machines, in effect"
-        )
-    res = invoke("compare", tmp_path / "a", tmp_path / "b", "--format", "json")
-    doc = json.loads(res.output)
+    for attempt in range(2):
+        others, doc, res = _ddp_pair(tmp_path, f"try{attempt}-")
+        if abs(others[0] - others[1]) > cores / 8:
+            pytest.skip(
+                f"other processes kept {others[0]:.1f}, then {others[1]:.1f} of {cores} "
+                "cores busy: the two jobs ran on different machines, in effect"
+            )
+        if res.exit_code == 0:
+            break
     assert res.exit_code == 0, [m for m in doc["metrics"] if m["verdict"] == "regressed"]
     assert _metric(doc, "step_time")["test"]["n_base"] == 5
 
