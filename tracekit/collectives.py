@@ -500,11 +500,11 @@ def derive(
     pgs: list[dict],
     world_size: int | None,
     tmp_dir: Path,
-    table: str = "_derived",
 ) -> None:
-    """Table `table` of `con`: the rank-local collectives rows from its `events` and
-    `kernel_classes` tables (cross-rank matching is the `collectives` view). `pgs`: the
-    rank's `process_groups` rows."""
+    """Tables `_collectives` and `collective_groups` of `con`: the rank-local collective
+    rows from its `events` and `kernel_classes` tables (cross-rank matching is the
+    `collectives` view), and the groups they ran on. `pgs`: the rank's `process_groups`
+    rows; `tmp_dir`: where `coltable` may write."""
     rows: list[dict] = []
     default = _default_group(pgs, world_size)
     default_n = default[0]
@@ -572,4 +572,13 @@ def derive(
         )
     for r in rows:
         r["rank"] = rank
-    coltable.create(con, table, COLUMNS, rows, tmp_dir)
+    coltable.create(con, "_derived", COLUMNS, rows, tmp_dir)
+    # a group's ranks once per group (collective_groups), the rows a 64-bit key of them:
+    # matching then never carries a world-sized list per collective row
+    con.execute("""CREATE OR REPLACE TABLE _collectives AS
+        SELECT *, CASE WHEN group_ranks IS NOT NULL THEN hash(group_ranks) END AS group_hash
+        FROM _derived""")
+    con.execute("""CREATE OR REPLACE TABLE collective_groups AS
+        SELECT DISTINCT rank, group_hash, group_ranks FROM _collectives
+        WHERE group_hash IS NOT NULL""")
+    con.execute("DROP TABLE _derived")

@@ -196,13 +196,6 @@ def skipped_events(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     return {r: n for r, n in rows}
 
 
-def raw_is_typed(con: duckdb.DuckDBPyConnection) -> bool:
-    kinds = con.execute(
-        "SELECT data_type FROM duckdb_columns() WHERE table_name = 'raw' AND column_name = 'args'"
-    ).fetchall()
-    return bool(kinds) and "BIGINT" in kinds[0][0]
-
-
 def _kind_case() -> str:
     whens = "\n".join(f"        WHEN '{c}' THEN '{k}'" for c, k in CAT_KIND.items())
     return f"""CASE
@@ -319,13 +312,14 @@ _MERGED_PROCESS = r"^RANK ([0-9]+) - "
 MERGED_PID_OFFSET = 100_000_000
 
 
-def merged_ranks(con: duckdb.DuckDBPyConnection, header: Header) -> list[int] | None:
+def merged_ranks(con: duckdb.DuckDBPyConnection, header: Header, typed: bool) -> list[int] | None:
     """The ranks of a merged multi-rank file (TraceLens TraceFusion), or None for a
     one-rank trace. Merged files have no distributedInfo; their processes are named
-    `RANK r - CPU` / `RANK r - GPU` and their events carry `args.rank`."""
+    `RANK r - CPU` / `RANK r - GPU` and their events carry `args.rank`. `typed`: what
+    `load_raw` returned."""
     if header.distributedInfo:
         return None
-    a = _Args(raw_is_typed(con))
+    a = _Args(typed)
     rows = con.execute(f"""
         SELECT DISTINCT TRY_CAST(regexp_extract({a.str("name")}, '{_MERGED_PROCESS}', 1) AS INT)
         FROM raw WHERE ph = 'M' AND name = 'process_name'

@@ -105,7 +105,7 @@ def _ingest_file(
     if con.execute("SELECT count(*) FROM raw").fetchall()[0][0] == 0:
         raise TracekitError(f"{path} has no traceEvents: it is empty or not a Kineto trace")
     skipped = ingest.skipped_events(con)
-    merged = ingest.merged_ranks(con, header)
+    merged = ingest.merged_ranks(con, header, typed)
     if merged is None:
         rank, rank_source = resolve_rank(path, header, single)
         _ingest_rank(con, path, header, rank, rank_source, cdir, key, typed, comm_kernels)
@@ -137,14 +137,6 @@ def _ingest_rank(con, path, header, rank, rank_source, cdir, key, typed, comm_ke
     info, pgs = ingest.rank_info_tables(con, rank, rank_source, path, header, cdir)
     collectives.kernel_classes(con, rank, cdir, comm_kernels)
     collectives.derive(con, rank, pgs, info["world_size"], cdir)
-    # a group's ranks once per group (collective_groups), the rows a 64-bit key of them:
-    # matching then never carries a world-sized list per collective row
-    con.execute("""CREATE OR REPLACE TABLE _collectives AS
-        SELECT *, CASE WHEN group_ranks IS NOT NULL THEN hash(group_ranks) END AS group_hash
-        FROM _derived""")
-    con.execute("""CREATE OR REPLACE TABLE collective_groups AS
-        SELECT DISTINCT rank, group_hash, group_ranks FROM _collectives
-        WHERE group_hash IS NOT NULL""")
     opscan.scan(con, cdir)
     # rank-local derived views, materialized once here (each a table before the next
     # module reads it, so none is computed twice) and read back from Parquet
