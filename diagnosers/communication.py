@@ -9,7 +9,7 @@ the calibration measured in job.json.
 
 Exposure is one quantity everywhere: `exposed_comm_fraction`, the union of
 communication (and, on CPU runs, host waits for it) that no compute hides, ÷ the window
-(tracekit.breakdown). It is split into causes, each charged once:
+(tracekit.metrics.breakdown). It is split into causes, each charged once:
 
 - waiting for a late peer (`comm_wait_fraction`): the straggler's, when one rank
   imposes most of it (diagnosers.stragglers);
@@ -34,8 +34,8 @@ from diagnosers.findings import Finding
 from diagnosers.pipeline import detect_pipeline
 from diagnosers.stragglers import attribute
 from diagnosers.topology import topology
-from tracekit.breakdown import hidden_by_compute_sql
-from tracekit.collectives import parse_ranks
+from tracekit.ingest.collectives import parse_ranks
+from tracekit.metrics.breakdown import hidden_by_compute_sql
 from tracekit.model.collectives import bus_factor
 
 EXPOSED_WARN, EXPOSED_CRIT = 0.10, 0.25

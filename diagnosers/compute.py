@@ -28,10 +28,10 @@ from __future__ import annotations
 from diagnosers.base import LevelResult, mean, pct, severity
 from diagnosers.context import Context
 from diagnosers.findings import Finding
-from tracekit.breakdown import host_bound_sql
+from tracekit.metrics.breakdown import host_bound_sql
 from tracekit.model.flops import transformer_flops_per_token
 from tracekit.model.hardware import dtype_class
-from tracekit.sqltext import sql_str
+from tracekit.sql.text import sql_str
 
 LOW_MFU, VERY_LOW_MFU = 0.25, 0.10
 SLOW_GEMMS = 0.40  # GEMM efficiency under which low MFU is the kernels' fault

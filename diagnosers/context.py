@@ -7,11 +7,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tracekit import manifest as manifest_mod
-from tracekit.breakdown import per_rank
 from tracekit.manifest import JobManifest
+from tracekit.metrics.breakdown import per_rank
 from tracekit.model import hardware
 from tracekit.model.hardware import DeviceSpec
-from tracekit.store import Run
+from tracekit.store.run import Run
 
 
 @dataclass

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from statistics import median
 
 from diagnosers.context import Context
-from tracekit.breakdown import hidden_by_compute_sql
+from tracekit.metrics.breakdown import hidden_by_compute_sql
 
 _PP = re.compile(r"^PP:(\d+)([FBIW])(\d+)$")
 _GPIPE = re.compile(r"^(Forward|Backward) (\d+)$")

@@ -7,9 +7,9 @@ from typing import Any
 
 from diagnosers import run_all
 from diagnosers.context import build as build_context
-from tracekit.gate.samples import per_step
-from tracekit.report import build
-from tracekit.store import Run
+from tracekit.metrics.samples import per_step
+from tracekit.report.render import build
+from tracekit.store.run import Run
 
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
@@ -18,11 +18,11 @@ def cached_full_report(
     run: Run, window: str = "steps", steps: str | None = None, overrides=None, debug: bool = False
 ) -> dict[str, Any]:
     """`full_report`, read back from the run's report cache when this exact report (same
-    sources, job.json, options and code) was computed before (`tracekit.reportcache`).
+    sources, job.json, options and code) was computed before (`tracekit.report.cache`).
     `debug` always computes, so a diagnoser's error shows its traceback."""
     from dataclasses import asdict
 
-    from tracekit import reportcache
+    from tracekit.report import cache as reportcache
 
     def compute() -> dict[str, Any]:
         return full_report(run, window=window, steps=steps, overrides=overrides, debug=debug)

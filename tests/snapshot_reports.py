@@ -46,12 +46,12 @@ def _runs(work: Path) -> dict[str, Path]:
         for d in sorted(SHARED.iterdir()):
             if d.is_dir():
                 dest = work / "shared" / d.name
-                shutil.copytree(d, dest)
+                shutil.copytree(d, dest, ignore=shutil.ignore_patterns(".tracekit"))
                 out[f"shared-{d.name}"] = dest
     for d in sorted(SAMPLES.iterdir()):
         if d.is_dir():
             dest = work / "samples" / d.name
-            shutil.copytree(d, dest)
+            shutil.copytree(d, dest, ignore=shutil.ignore_patterns(".tracekit"))
             out[f"sample-{d.name}"] = dest
     sys.path.insert(0, str(ROOT))
     from tests.synth import Scenario, generate

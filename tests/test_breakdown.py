@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 import tracekit
 from tests.conftest import HTA_REFERENCE
 from tests.tracegen import TraceBuilder, ddp_like_rank
-from tracekit.breakdown import StepSelection, per_rank
 from tracekit.errors import TracekitError
+from tracekit.metrics.breakdown import StepSelection, per_rank
 
 
 @pytest.fixture
@@ -133,7 +133,7 @@ def test_matches_hta_within_half_a_point(name, shared_trace, tmp_path):
     import shutil
 
     run = tmp_path / name
-    shutil.copytree(src, run)
+    shutil.copytree(src, run, ignore=shutil.ignore_patterns(".tracekit"))
     tb, ov = _hta_breakdown(run)
     with tracekit.open(run) as r:
         ours = {row["rank"]: row for row in per_rank(r, window="hta")}

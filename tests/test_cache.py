@@ -14,7 +14,7 @@ import pytest
 
 import tracekit
 from tests.tracegen import ddp_like_rank
-from tracekit import cache
+from tracekit.ingest import cache
 
 
 def _run(tmp_path, n=2):

@@ -25,8 +25,16 @@ def _analyze(path, *extra) -> dict:
 
 @pytest.mark.parametrize("name", ["ddp", "pp_1f1b"])
 def test_a_local_cluster_gives_the_local_answer(name, tmp_path):
-    local = shutil.copytree(ROOT / "sample_traces" / name, tmp_path / "local")
-    remote = shutil.copytree(ROOT / "sample_traces" / name, tmp_path / "cluster")
+    local = shutil.copytree(
+        ROOT / "sample_traces" / name,
+        tmp_path / "local",
+        ignore=shutil.ignore_patterns(".tracekit"),
+    )
+    remote = shutil.copytree(
+        ROOT / "sample_traces" / name,
+        tmp_path / "cluster",
+        ignore=shutil.ignore_patterns(".tracekit"),
+    )
     assert _analyze(remote, "--cluster", "local:2") == _analyze(local)
     # the cluster wrote the cache: a second, local, open ingests nothing new
     index = json.loads(next((remote / ".tracekit").glob("*/index.json")).read_text())
@@ -35,7 +43,9 @@ def test_a_local_cluster_gives_the_local_answer(name, tmp_path):
 
 @pytest.mark.parametrize("address", ["local:0", "local:two"])
 def test_a_bad_cluster_address_is_one_line(address, tmp_path):
-    run = shutil.copytree(ROOT / "sample_traces" / "ddp", tmp_path / "run")
+    run = shutil.copytree(
+        ROOT / "sample_traces" / "ddp", tmp_path / "run", ignore=shutil.ignore_patterns(".tracekit")
+    )
     res = CliRunner().invoke(main, ["ingest", str(run), "--cluster", address])
     assert res.exit_code == 2
     assert res.stderr.strip().splitlines() == [

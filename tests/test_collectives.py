@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tracekit.collectives import (
+from tracekit.ingest.collectives import (
     _kernel_dtype,
     canonical_name,
     dtype_bytes,

@@ -151,7 +151,7 @@ def _copy(tmp_path, name):
     if not src.is_dir():
         pytest.skip(f"{src} not present")
     dst = tmp_path / name
-    shutil.copytree(src, dst)
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".tracekit"))
     return dst
 
 

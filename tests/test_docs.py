@@ -10,7 +10,7 @@ import pytest
 
 import tracekit
 from tests.tracegen import ddp_like_rank
-from tracekit.store import docs
+from tracekit.sql import docs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,7 +43,7 @@ OTHER_PACKAGES = ("diagnosers", "tui", "instrument")
     [
         ("tracekit", HEAVY + OTHER_PACKAGES),
         ("tracekit.store", HEAVY + OTHER_PACKAGES),
-        ("tracekit.breakdown", HEAVY + OTHER_PACKAGES),
+        ("tracekit.metrics.breakdown", HEAVY + OTHER_PACKAGES),
         ("tracekit.report", HEAVY + OTHER_PACKAGES),
         # the front door wires everything together, but imports torch only for `run`
         ("tracekit.cli", HEAVY),
@@ -60,11 +60,11 @@ def test_engine_imports_nothing_heavy(module, forbidden):
 
 def test_an_ingest_worker_imports_neither_pandas_nor_pyarrow(tmp_path):
     """Each ingest worker paid 0.36 s importing them (pyarrow's builders import pandas):
-    the per-rank tables go to DuckDB as JSON instead (`tracekit.coltable`)."""
+    the per-rank tables go to DuckDB as JSON instead (`tracekit.ingest.coltable`)."""
     src = ROOT / "sample_traces" / "ddp"
     trace = next(p for p in sorted(src.iterdir()) if p.name.startswith("rank"))
     code = (
-        "import sys; from pathlib import Path; from tracekit.loader import ingest_file; "
+        "import sys; from pathlib import Path; from tracekit.ingest.runner import ingest_file; "
         f"ingest_file(Path({str(trace)!r}), Path({str(tmp_path)!r}), 'k', False); "
         "bad = [m for m in ('pandas', 'pyarrow') if m in sys.modules]; "
         "print(bad); sys.exit(bool(bad))"

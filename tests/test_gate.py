@@ -125,10 +125,12 @@ def test_one_step_samples_are_the_breakdown_of_that_step(tmp_path):
     """The samples use the per-rank breakdown's definitions: one step of them equals
     `per_rank(steps=N)`, the figure ranks[] reports for that window."""
     import tracekit
-    from tracekit.breakdown import per_rank
-    from tracekit.gate.samples import per_step
+    from tracekit.metrics.breakdown import per_rank
+    from tracekit.metrics.samples import per_step
 
-    shutil.copytree(ROOT / "sample_traces" / "ddp", tmp_path / "ddp")
+    shutil.copytree(
+        ROOT / "sample_traces" / "ddp", tmp_path / "ddp", ignore=shutil.ignore_patterns(".tracekit")
+    )
     with tracekit.open(tmp_path / "ddp") as run:
         s = per_step(run)
         for i, step in enumerate(s["steps"]):
@@ -400,7 +402,7 @@ def test_json_and_text_carry_the_verdicts(runs):
 
 def test_analyze_does_not_import_scipy():
     code = (
-        "import sys, tracekit.cli, diagnosers.report, tracekit.gate.samples; "
+        "import sys, tracekit.cli, diagnosers.report, tracekit.metrics.samples; "
         "sys.exit('scipy' in sys.modules or 'numpy' in sys.modules)"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)

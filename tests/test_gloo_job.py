@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import tracekit
-from tracekit.breakdown import per_rank
+from tracekit.metrics.breakdown import per_rank
 
 pytestmark = pytest.mark.slow
 

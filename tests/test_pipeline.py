@@ -86,7 +86,9 @@ def test_1f1b_without_labels_is_recognised_from_send_recv(tmp_path):
 
 @pytest.mark.parametrize("name", ["ddp", "fsdp", "tp", "moe", "hybrid"])
 def test_no_pipeline_no_pipeline_advice(tmp_path, name):
-    shutil.copytree(ROOT / "sample_traces" / name, tmp_path / name)
+    shutil.copytree(
+        ROOT / "sample_traces" / name, tmp_path / name, ignore=shutil.ignore_patterns(".tracekit")
+    )
     with tracekit.open(tmp_path / name) as run:
         rep = full_report(run)
     assert rep["summary"]["bubble_fraction"] is None
@@ -110,7 +112,9 @@ def _check_bar(rep: dict, schedule: str) -> None:
 
 @pytest.mark.parametrize("name", ["pp_1f1b", "pp_interleaved"])
 def test_sample_pipelines_meet_the_three_point_bar(tmp_path, name):
-    shutil.copytree(ROOT / "sample_traces" / name, tmp_path / name)
+    shutil.copytree(
+        ROOT / "sample_traces" / name, tmp_path / name, ignore=shutil.ignore_patterns(".tracekit")
+    )
     with tracekit.open(tmp_path / name) as run:
         rep = full_report(run)
     _check_bar(rep, json.loads((tmp_path / name / "job.json").read_text())["schedule"])

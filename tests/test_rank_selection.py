@@ -17,8 +17,8 @@ from click.testing import CliRunner
 import tracekit
 from tests.conftest import ROOT
 from tests.tracegen import ddp_like_rank
-from tracekit import cache, ranksel
 from tracekit.cli import main
+from tracekit.ingest import cache, ranksel
 
 RANK_LOCAL = (  # per-rank figures that depend on that rank's trace alone
     "steps",
@@ -184,7 +184,9 @@ def test_sample_trace_ranks_equal_the_full_run(tmp_path):
     """The bundled 4-rank hybrid run: a chosen rank's rank-local figures equal that
     rank's in a full analyze; named once by file name, once only by header."""
     full_dir = tmp_path / "full"
-    shutil.copytree(ROOT / "sample_traces" / "hybrid", full_dir)
+    shutil.copytree(
+        ROOT / "sample_traces" / "hybrid", full_dir, ignore=shutil.ignore_patterns(".tracekit")
+    )
     headed = tmp_path / "headed"
     headed.mkdir()
     for f in sorted(full_dir.glob("rank-*.json.gz")):  # same traces, no rank in the name

@@ -15,7 +15,9 @@ def _python_blocks() -> list[str]:
 
 def test_python_api_example_runs(tmp_path, monkeypatch):
     (block,) = [b for b in _python_blocks() if 'tracekit.open("run/")' in b]
-    shutil.copytree(ROOT / "sample_traces" / "ddp", tmp_path / "run")
+    shutil.copytree(
+        ROOT / "sample_traces" / "ddp", tmp_path / "run", ignore=shutil.ignore_patterns(".tracekit")
+    )
     monkeypatch.chdir(tmp_path)
     scope: dict = {}
     exec(compile(block, "README.md", "exec"), scope)

@@ -19,8 +19,8 @@ from click.testing import CliRunner
 import tracekit
 from tests.conftest import ROOT
 from tests.tracegen import ddp_like_rank
-from tracekit import report
 from tracekit.cli import main
+from tracekit.report import render as report
 
 DAY_NS = 86_400 * 10**9
 
@@ -366,7 +366,7 @@ def test_clock_offset_of_a_skewed_host_is_estimated_and_aligned(tmp_path):
     together with the others' in the generator, say so within a microsecond, and once
     aligned the collectives are those of the same run on one clock."""
     from tests.synth import Scenario, generate
-    from tracekit import clocks
+    from tracekit.store import clocks
 
     # hosts whose clocks differ run torch new enough to record Seq (2.2+): alignment rests
     # on instances matched by Seq, which no clock can shift
@@ -414,7 +414,7 @@ def test_one_clock_no_offsets(tmp_path):
 
 
 def test_trace_too_big_for_memory_is_named_not_oom_killed(tmp_path, monkeypatch):
-    from tracekit import resources
+    from tracekit.ingest import resources
 
     good_run(tmp_path)
     monkeypatch.setattr(resources, "available_bytes", lambda: 50 * 2**20)
@@ -426,7 +426,7 @@ def test_trace_too_big_for_memory_is_named_not_oom_killed(tmp_path, monkeypatch)
 
 
 def test_parallel_ingest_runs_only_what_fits(tmp_path, monkeypatch):
-    from tracekit import resources
+    from tracekit.ingest import resources
 
     files = [ddp_like_rank(r).write(tmp_path / f"rank-{r}.json") for r in range(4)]
     need = max(resources.need_bytes(f) for f in files)
@@ -438,7 +438,7 @@ def test_parallel_ingest_runs_only_what_fits(tmp_path, monkeypatch):
 
 
 def test_gzip_text_size_is_read_from_its_trailer(tmp_path):
-    from tracekit import resources
+    from tracekit.ingest import resources
 
     text = json.dumps(ddp_like_rank(0).doc()).encode()
     p = tmp_path / "rank-0.json.gz"

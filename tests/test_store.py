@@ -169,7 +169,7 @@ def test_cpu_run_uses_host_ops_and_gloo_spans(tmp_path):
     )
     b.x("gloo:send", "user_annotation", 700, 100, **{"Input Dims": [[1000]]})
     b.write(tmp_path / "rank-0.json")
-    from tracekit.breakdown import per_rank
+    from tracekit.metrics.breakdown import per_rank
 
     with tracekit.open(tmp_path) as run:
         cats = run.sql(

@@ -21,7 +21,7 @@ import pytest
 
 import tracekit
 from tests.conftest import shared_trace_names
-from tracekit.breakdown import _full_sweep_sql, hidden_by_compute_sql, sweep_sql
+from tracekit.metrics.breakdown import _full_sweep_sql, hidden_by_compute_sql, sweep_sql
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 STEP_WINDOWS = "SELECT rank, step AS wid, ts_ns AS start_ns, end_ns FROM steps"
@@ -144,7 +144,7 @@ def test_report_is_the_same_with_or_without_materialized_views(name, shared_trac
     """`Run.materialize` only caches the cross-rank views, and the report does not
     depend on the order DuckDB returns rows in: both reports are equal, value for value."""
     from diagnosers.report import full_report
-    from tracekit import store
+    from tracekit.store import run as store
 
     src = shared_trace(name)
     with tracekit.open(src, allow_mixed=True) as run:

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from tests.tracegen import TraceBuilder
-from tracekit.discover import find_trace_files
 from tracekit.errors import TracekitError
-from tracekit.tracefile import decode, rank_from_name, resolve_rank
+from tracekit.ingest.discover import find_trace_files
+from tracekit.ingest.tracefile import decode, rank_from_name, resolve_rank
 
 
 def tb(**kw) -> TraceBuilder:

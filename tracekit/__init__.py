@@ -19,7 +19,7 @@ def open(
 ):
     """Open a run folder or trace files; see `tracekit.store.open_run` (`ranks="0-7,64"`
     or `sample_ranks=N`: only those ranks are ingested and opened)."""
-    from tracekit.store import open_run
+    from tracekit.store.open import open_run
 
     return open_run(
         *inputs,

@@ -109,7 +109,7 @@ def _health_options(func):
 
 def _rank_options(func):
     """--ranks and --sample-ranks, for every command that opens a run folder: only the
-    traces of those ranks are read (`tracekit.ranksel`)."""
+    traces of those ranks are read (`tracekit.ingest.ranksel`)."""
     func = click.option(
         "--sample-ranks",
         "sample_ranks",
@@ -139,7 +139,7 @@ def _open(
     sample_ranks=None,
 ):
     """Open the run; its warnings wait for `_warn`, so a failing command says one line."""
-    from tracekit.store import open_run
+    from tracekit.store.open import open_run
 
     return open_run(
         *run,
@@ -294,7 +294,7 @@ def analyze(
 ):
     """Walk memory → compute → communication → scaling: each figure measured beside its
     prediction, then the findings, ordered by the time a fix would win per step."""
-    from tracekit import report
+    from tracekit.report import render as report
 
     _check_output(output)
     with _open(run, workers, strict, allow_mixed, comm_kernels, cluster, ranks, sample_ranks) as r:
@@ -356,7 +356,7 @@ def query(run, query, fmt, describe, views, limit, ranks, sample_ranks, workers,
 
     Without --sql, a last argument that is not a file or folder is the query.
     """
-    from tracekit.store import docs
+    from tracekit.sql import docs
 
     run = list(run)
     # `tracekit query RUN "SELECT …"`: a last argument that is no file is the query
@@ -449,7 +449,7 @@ def ingest(run, ranks, sample_ranks, workers, cluster, comm_kernels, strict, all
                 f"{be or '—'} · {dev} · {path}"
             )
         if r.rank_selection:
-            from tracekit.report import selection_line
+            from tracekit.report.render import selection_line
 
             click.echo(selection_line(r.rank_selection.to_dict()))
     _warn(r)
@@ -469,12 +469,12 @@ def tui(run, window, steps, ranks, sample_ranks, workers, comm_kernels, strict, 
     ops, memory, SQL (needs textual: pip install 'tracekit[tui]')."""
     from importlib.util import find_spec
 
-    from tracekit.discover import find_trace_files
+    from tracekit.ingest.discover import find_trace_files
 
     if find_spec("textual") is None:
         raise TracekitError("tracekit tui needs textual: pip install 'tracekit[tui]'")
     if ranks is not None or sample_ranks is not None:  # a bad spec fails before the screen
-        from tracekit.ranksel import Request
+        from tracekit.ingest.ranksel import Request
 
         Request.make(ranks, sample_ranks)
     find_trace_files([Path(p) for p in run])  # a bad path fails here, before the screen opens
@@ -580,7 +580,7 @@ def _gate_report(
 ) -> dict:
     """A run folder's report: what `analyze --format json` prints for it (and caches)."""
     from diagnosers.report import cached_full_report
-    from tracekit.store import open_run
+    from tracekit.store.open import open_run
 
     with open_run(path, ranks=ranks, sample_ranks=sample_ranks) as r:
         return cached_full_report(r, steps=steps)

@@ -129,7 +129,7 @@ class JobManifest:
     notes: dict[str, Any] = doc("anything else the producer wants to keep", factory=dict)
     comm_kernels: list[str] = doc(
         "regexes (Python re, searched in the kernel name) of extra communication kernels, "
-        "added to tracekit's table (tracekit/commkernels.py)",
+        "added to tracekit's table (tracekit/model/commkernels.py)",
         factory=list,
     )
 
@@ -160,7 +160,7 @@ class JobManifest:
             raise TracekitError(f"job.json: schedule {self.schedule!r} not in {PP_SCHEDULES}")
         if not isinstance(self.comm_kernels, list):
             raise TracekitError("job.json: comm_kernels must be a list of regexes")
-        from tracekit.commkernels import compile_patterns
+        from tracekit.model.commkernels import compile_patterns
 
         compile_patterns(self.comm_kernels, "job.json")
 

@@ -85,8 +85,8 @@ class Session:
     def open(self, progress: Callable[[str], None] = lambda _msg: None) -> None:
         """Ingest what the cache lacks and open the store; the report so far is the run's
         facts (`tracekit.report.run_info`), enough for the timeline and the SQL console."""
-        from tracekit.report import run_info
-        from tracekit.store import open_run
+        from tracekit.report.render import run_info
+        from tracekit.store.open import open_run
 
         if self.run is not None:  # opened already (the tests share one session)
             return
@@ -122,7 +122,7 @@ class Session:
             except TracekitError:
                 raise
             except Exception as exc:  # a diagnoser bug must not stop the drill-down
-                from tracekit.report import build
+                from tracekit.report.render import build
 
                 self.report_error = f"{type(exc).__name__}: {exc}"
                 rep = build(self.run, window=self.window, steps=self.steps)
@@ -168,7 +168,7 @@ class Session:
         return list(self.report.get("run", {}).get("steps", []))
 
     def views(self) -> dict[str, Any]:
-        from tracekit.store import docs
+        from tracekit.sql import docs
 
         return docs()
 

@@ -28,7 +28,7 @@ from tracekit.gate import metrics as M
 from tracekit.gate.baseline import Side
 from tracekit.gate.metrics import Threshold
 from tracekit.gate.stats import ALPHA, TestResult, compare, steps_to_decide
-from tracekit.ranksel import ranges_text
+from tracekit.ingest.ranksel import ranges_text
 
 VERDICTS = ("regressed", "inconclusive", "improved", "unchanged", "not compared")
 

@@ -33,7 +33,7 @@ encloses it (else from the same shapes elsewhere in the trace: `ConvGeometry`).
 
 matmul, linear and the conv/sdpa front ends dispatch to the ops above; only the
 innermost op of the table counts (a DTensor `aten::mm` wraps the local one) — see
-`tracekit.opscan`.
+`tracekit.ingest.opscan`.
 
 Per token (`transformer_flops_per_token`): 6N + 12·L·H·Q·T (PaLM, Chowdhery et al.
 2022, appendix B): 6 FLOPs per parameter per token for forward and backward, plus

@@ -1,0 +1,111 @@
+"""Every SQL text tracekit runs, as named modules (Perfetto's standard-library habit).
+
+A module is a `.sql` file under this folder; its dotted name is its path:
+`rank.steps` is `rank/steps.sql`. Domains, in the order data flows:
+
+- `base.*`    — the tables ingest writes (one Parquet file per rank and table); docs only
+- `rank.*`    — rank-local derived tables, materialized at ingest, in `RANK_MODULES` order
+- `run.*`     — cross-rank views created when a run is opened (`RUN_MODULES`)
+- `metrics.*` — figures over analysis windows (the breakdown, per-collective exposure,
+  host-bound gaps, per-step samples): queries whose `{placeholders}` Python fills
+- `levels.*`  — what the diagnosers read (FLOPs per op, memory peaks, pipeline labels …)
+- `tui.*`     — the drill-down screens' queries
+
+Public tables and views document every column where they are defined (`-- @table`,
+`-- @view`, `-- @column name: doc`); `docs()` parses them, `tracekit query --describe
+VIEW` prints them, and a test fails on a public column without one. Query modules
+document their result columns the same way (`-- @query name`, `-- @column`), so a
+reader of Python never has to open the SQL to know what a row holds.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+# Rank-local derived tables, materialized one by one at ingest (each a table before the
+# next module reads it, so none is computed twice) and read back from Parquet.
+RANK_MODULES = (
+    "rank.steps",
+    "rank.device_activity",
+    "rank.activity_islands",
+    "rank.activity_segments",
+    "rank.op_flops",
+)
+# Cross-rank views, created over the per-rank tables when a run is opened.
+RUN_MODULES = ("run.collectives",)
+DOC_MODULES = ("base.tables", *RANK_MODULES, *RUN_MODULES)
+
+
+@cache
+def module(name: str) -> str:
+    """The text of SQL module `name` (`rank.steps` → `rank/steps.sql`)."""
+    *folders, leaf = name.split(".")
+    node = resources.files(__name__)
+    for part in folders:
+        node = node.joinpath(part)
+    return node.joinpath(f"{leaf}.sql").read_text()
+
+
+def table_name(name: str) -> str:
+    """The table a rank/run module creates: its last dotted part."""
+    return name.rsplit(".", 1)[-1]
+
+
+@dataclass(frozen=True)
+class ViewDoc:
+    name: str
+    what: str  # "table", "view" or "query"
+    summary: str
+    columns: dict[str, str]
+
+
+_HEAD = re.compile(r"^-- @(table|view|query) (\w+)\s*$")
+_COL = re.compile(r"^-- @column (\w+): (.+)$")
+
+
+def parse_docs(text: str) -> dict[str, ViewDoc]:
+    """The `@table` / `@view` / `@query` blocks of one module's text."""
+    out: dict[str, dict] = {}
+    cur: dict | None = None
+    for line in text.splitlines():
+        if m := _HEAD.match(line):
+            cur = {"name": m.group(2), "what": m.group(1), "summary": [], "columns": {}}
+            out[cur["name"]] = cur
+        elif cur is not None and (m := _COL.match(line)):
+            cur["columns"][m.group(1)] = m.group(2)
+        elif cur is not None and line.startswith("-- ") and not cur["columns"]:
+            cur["summary"].append(line[3:])
+        elif not line.startswith("--"):
+            cur = None
+    return {
+        k: ViewDoc(v["name"], v["what"], " ".join(v["summary"]), v["columns"])
+        for k, v in out.items()
+    }
+
+
+@cache
+def docs() -> dict[str, ViewDoc]:
+    """Column docs of every public table and view (what `tracekit query` can read)."""
+    out: dict[str, ViewDoc] = {}
+    for name in DOC_MODULES:
+        out.update(parse_docs(module(name)))
+    return out
+
+
+def all_modules() -> list[str]:
+    """Every module's dotted name."""
+    root = resources.files(__name__)
+    names: list[str] = []
+
+    def walk(node, prefix: str) -> None:
+        for child in sorted(node.iterdir(), key=lambda c: c.name):
+            if child.is_dir() and not child.name.startswith("_"):
+                walk(child, f"{prefix}{child.name}.")
+            elif child.name.endswith(".sql"):
+                names.append(prefix + child.name.removesuffix(".sql"))
+
+    walk(root, "")
+    return names

@@ -39,7 +39,7 @@ def run_facts(report: dict, display_path: str) -> str:
         f"step {fmt.fmt(step_ms, 'ms')}"
     )
     if r.get("rank_selection"):
-        from tracekit.report import selection_line
+        from tracekit.report.render import selection_line
 
         facts += "\n" + selection_line(r["rank_selection"])
     return facts

@@ -52,7 +52,7 @@ class TimelineScreen(TkScreen):
         steps = self.session.steps_list
         self.step = steps[0] if steps else None
         if self.session.steps:  # `--steps A-B`: open on A
-            from tracekit.breakdown import StepSelection
+            from tracekit.metrics.breakdown import StepSelection
 
             first = StepSelection.parse(self.session.steps).first
             self.step = first if first in steps else self.step

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracekit import coltable
+from tracekit.ingest import coltable
 from tracekit.model.flops import COUNTED_OPS, ConvGeometry, count, loads, op_dtype
 
 _BACKWARD_MARK = (

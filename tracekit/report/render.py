@@ -13,8 +13,8 @@ import json
 from typing import Any
 
 from tracekit import __version__
-from tracekit.breakdown import per_rank
-from tracekit.store import Run
+from tracekit.metrics.breakdown import per_rank
+from tracekit.store.run import Run
 
 REPORT_SCHEMA = 1
 
@@ -41,7 +41,7 @@ def run_info(run: Run) -> dict[str, Any]:
             else (sorted(devices) if devices else ("cpu" if not any(r[4] for r in rows) else None))
         ),
         "steps": steps,
-        # health (tracekit.validate): what the figures do not cover
+        # health (tracekit.store.health): what the figures do not cover
         "unreadable": run.unreadable,
         "missing_ranks": run.missing_ranks,
         "skipped_events": run.skipped_events,

@@ -1,7 +1,7 @@
 """The collectives table: one row per collective instance per rank, any backend.
 
 Device kernels (NCCL, RCCL, DeepEP, NVSHMEM, symmetric memory, custom all-reduce,
-userbuffers, user patterns: `tracekit.commkernels`)
+userbuffers, user patterns: `tracekit.model.commkernels`)
     Every communication kernel is one instance. Its kind, size, dtype, group and
     `Seq` come from, in order: the kernel's own metadata args (recent torch copies
     them there), the `record_param_comms` CPU op that encloses the kernel's launch
@@ -38,7 +38,8 @@ from typing import Any
 
 import duckdb
 
-from tracekit import coltable, commkernels
+from tracekit.ingest import coltable
+from tracekit.model import commkernels
 
 CANONICAL = (
     "all_reduce",

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from tracekit.atomic import write_text
 
 if TYPE_CHECKING:
-    from tracekit.store import Run
+    from tracekit.store.run import Run
 
 KEEP = 32
 FOLDER = "reports"
@@ -65,7 +65,7 @@ def cached(run: Run, options: dict[str, Any], compute: Callable[[], dict]) -> di
         return json.loads(path.read_text())
     except (OSError, ValueError):
         pass
-    from tracekit.report import to_json
+    from tracekit.report.render import to_json
 
     text = to_json(compute())
     try:

@@ -4,7 +4,7 @@ A kernel whose name matches an entry (`re.search`, first match wins) is
 communication; every other kernel is compute. Each entry says the library
 (`family`), the collective it runs when the name tells (`kind`; `None`: the kind
 comes from the collective metadata on the kernel or its issuing CPU op, else from
-the name as NCCL spells it — see `tracekit.collectives`) and where the name was
+the name as NCCL spells it — see `tracekit.ingest.collectives`) and where the name was
 read. CPU runs have no kernels: there the `gloo:*` execution spans are the
 communication (the last row documents them; `tracekit/sql/device_activity.sql`
 applies it by event kind).

@@ -24,9 +24,9 @@ from typing import Any
 
 import duckdb
 
-from tracekit import coltable
-from tracekit.sqltext import sql_str
-from tracekit.tracefile import Header
+from tracekit.ingest import coltable
+from tracekit.ingest.tracefile import Header
+from tracekit.sql.text import sql_str
 
 # Kineto `cat` (lower-cased; old traces capitalise) → tracekit `kind`.
 CAT_KIND = {

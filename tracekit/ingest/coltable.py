@@ -17,7 +17,7 @@ from pathlib import Path
 import duckdb
 import msgspec
 
-from tracekit.sqltext import sql_str
+from tracekit.sql.text import sql_str
 
 Schema = Sequence[tuple[str, str]]  # (column, DuckDB type), in table order
 

@@ -40,7 +40,7 @@ import re
 from dataclasses import dataclass
 
 from tracekit.errors import TracekitError
-from tracekit.store import Run
+from tracekit.store.run import Run
 
 WINDOWS = ("steps", "trace", "hta")
 

@@ -38,7 +38,7 @@ def looks_like_trace(path: Path, probe_bytes: int = 1 << 20) -> bool:
         return True
     if chunk.lstrip()[:1] not in (b"{", b"["):
         return True  # empty or not JSON at all
-    from tracekit.tracefile import rank_from_name
+    from tracekit.ingest.tracefile import rank_from_name
 
     return rank_from_name(path) is not None
 

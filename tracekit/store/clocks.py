@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tracekit.store import Run
+    from tracekit.store.run import Run
 
 SYNCHRONIZING = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "barrier")
 # Below this, an offset is the end-time jitter of collectives on one clock, not skew.

@@ -12,8 +12,8 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracekit import cache, resources
 from tracekit.errors import TracekitError
+from tracekit.ingest import cache, resources
 
 
 @dataclass
@@ -78,8 +78,8 @@ def _ingest_file(
 ) -> dict:
     import duckdb
 
-    from tracekit import ingest
-    from tracekit.tracefile import decode, resolve_rank
+    from tracekit.ingest import tables as ingest
+    from tracekit.ingest.tracefile import decode, resolve_rank
 
     header, text = decode(path)
     con = duckdb.connect()
@@ -125,8 +125,9 @@ def _ingest_file(
 
 def _ingest_rank(con, path, header, rank, rank_source, cdir, key, typed, comm_kernels) -> None:
     """The tables of one rank from the `raw` table of `con`, written to the cache."""
-    from tracekit import collectives, ingest, opscan
-    from tracekit.store import RANK_MODULES, sql_module
+    from tracekit import sql
+    from tracekit.ingest import collectives, opscan
+    from tracekit.ingest import tables as ingest
 
     base = header.baseTimeNanoseconds or 0
     con.execute(f"CREATE OR REPLACE TABLE events AS {ingest.events_sql(rank, base, typed)}")
@@ -140,10 +141,10 @@ def _ingest_rank(con, path, header, rank, rank_source, cdir, key, typed, comm_ke
     opscan.scan(con, cdir)
     # rank-local derived views, materialized once here (each a table before the next
     # module reads it, so none is computed twice) and read back from Parquet
-    for module in RANK_MODULES:
-        name = module.removesuffix(".sql")
+    for module in sql.RANK_MODULES:
+        name = sql.table_name(module)
         con.execute(f"DROP TABLE IF EXISTS {name}")  # the previous part of a merged file
-        con.execute(sql_module(module))
+        con.execute(sql.module(module))
         con.execute(f"CREATE TABLE _m AS SELECT * FROM {name}")
         con.execute(f"DROP VIEW {name}")
         con.execute(f"ALTER TABLE _m RENAME TO {name}")
@@ -183,7 +184,7 @@ def ingest_run(
 
     A file that cannot be read is left out and named in `notes.unreadable` (the run is
     analysed without it); when no file can be read, its error is raised. `cluster`: run
-    the per-file ingest on a Dask cluster (`tracekit.cluster`) instead of local processes."""
+    the per-file ingest on a Dask cluster (`tracekit.ingest.cluster`) instead of local processes."""
     notes = notes if notes is not None else IngestNotes()
     cdir = cache.cache_dir(root)
     with cache.locked(cdir):  # a second process waits here, then finds the work done
@@ -195,7 +196,7 @@ def ingest_run(
 @contextmanager
 def _executor(n: int, cluster: str | None) -> Iterator[Executor]:
     if cluster:
-        from tracekit.cluster import executor
+        from tracekit.ingest.cluster import executor
 
         with executor(cluster) as (ex, _workers):
             yield ex

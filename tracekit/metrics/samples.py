@@ -1,7 +1,7 @@
 """Per-step samples for the report (`report["samples"]`): the figures of the per-rank
 breakdown, one value per rank per ProfilerStep, so the gate can tell a change from noise.
 
-The definitions are the breakdown's (`tracekit.breakdown`), with each step as the
+The definitions are the breakdown's (`tracekit.metrics.breakdown`), with each step as the
 window: busy = union of device activity, compute = compute activity not under a host
 wait, exposed communication = communication not under compute, idle = step − busy.
 Per step and rank, exactly
@@ -37,9 +37,14 @@ from collections import defaultdict
 from statistics import median
 from typing import Any
 
-from tracekit.breakdown import StepSelection, hidden_by_compute_sql, host_bound_sql, sweep_sql
+from tracekit.metrics.breakdown import (
+    StepSelection,
+    hidden_by_compute_sql,
+    host_bound_sql,
+    sweep_sql,
+)
 from tracekit.model.collectives import bus_factor
-from tracekit.store import Run
+from tracekit.store.run import Run
 
 TOP_KERNELS = 10
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import platformdirs
 
 from tracekit.errors import TracekitError
-from tracekit.sqltext import sql_str
+from tracekit.sql.text import sql_str
 
 try:
     import fcntl

@@ -17,7 +17,7 @@ ranks actually analysed.
 
 `RankSelection` is what the report records (`run.rank_selection`): the option as given,
 the ranks analysed, and how many ranks the run's traces hold. Ranks that have traces but
-were not selected are not "missing" (`tracekit.validate.missing_ranks`).
+were not selected are not "missing" (`tracekit.store.health.missing_ranks`).
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ def header_rank(path: Path, limit: int = HEADER_PROBE_BYTES) -> int | None:
 
 def file_ranks(files: list[Path]) -> tuple[dict[Path, int], list[Path]]:
     """({file: rank} for the files whose rank is cheap to tell, the others)."""
-    from tracekit.tracefile import rank_from_name
+    from tracekit.ingest.tracefile import rank_from_name
 
     known: dict[Path, int] = {}
     unknown: list[Path] = []

@@ -27,7 +27,7 @@ from pathlib import Path
 import duckdb
 
 from tracekit.errors import TracekitError
-from tracekit.sqltext import sql_str
+from tracekit.sql.text import sql_str
 
 _READS = {duckdb.StatementType.SELECT}
 _EXPLAIN_HEAD = re.compile(

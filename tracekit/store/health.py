@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 from tracekit.errors import TracekitError
 
 if TYPE_CHECKING:
-    from tracekit.loader import IngestNotes
-    from tracekit.store import Run
+    from tracekit.ingest.runner import IngestNotes
+    from tracekit.store.run import Run
 
 MIXED_START_S = 3600.0
 
@@ -96,7 +96,7 @@ def _clock_warnings(run: Run) -> list[str]:
     times in the run's views (`clocks.align`); one warning each."""
     import duckdb
 
-    from tracekit import clocks
+    from tracekit.store import clocks
 
     try:
         est = {o.rank: o for o in clocks.estimate(run)}

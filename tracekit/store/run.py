@@ -1,0 +1,131 @@
+"""The store: a DuckDB connection with views over a run's cached Parquet tables.
+
+`tracekit.open(RUN)` ingests what is not cached yet and returns a `Run`. Base tables
+(`events`, `flows`, `memory`, `threads`, `rank_info`, `process_groups`) and the
+rank-local derived views (`steps`, `device_activity`, materialized at ingest from
+their SQL modules) are views over the per-rank Parquet files; cross-rank views
+(`collectives`, `collective_instances`) are SQL modules run at open. Every public
+column is documented in those files (`-- @column name: doc`); `Run.describe(view)`
+returns the docs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from tracekit import sql
+from tracekit.errors import TracekitError
+from tracekit.ingest.cache import TABLES, table_path
+from tracekit.sql.text import sql_str
+
+if TYPE_CHECKING:
+    from tracekit.ingest.runner import Source
+
+MATERIALIZED = ("collectives",)  # cross-rank views a report reads many times
+# base tables exposed under another name (the public one is a derived view)
+_INTERNAL_NAME = {"collectives": "_collectives"}
+
+
+class Run:
+    """An ingested run: `run.sql("SELECT …")` returns a DuckDB relation
+    (`.pl()` polars, `.df()` pandas, `.arrow()`, `.fetchall()`).
+
+    Its health (`tracekit.store.health`): `unreadable` files, `missing_ranks`,
+    `skipped_events` by reason, `mixed` (why it looks like several runs, when allowed),
+    and `warnings`, one line each."""
+
+    def __init__(self, root: Path, cache_dir: Path, sources: list[Source]):
+        self.root = root
+        self.cache_dir = cache_dir
+        self.sources = sources
+        self.comm_kernels: tuple[str, ...] = ()  # the user's patterns this run was read with
+        # health, set by tracekit.store.health.check
+        self.unreadable: list[dict] = []
+        self.missing_ranks: list[int] = []
+        self.skipped_events: dict[str, int] = {}
+        self.mixed: list[str] = []
+        self.warnings: list[str] = []
+        self.clock_offsets_ns: dict[int, int] = {}
+        # `--ranks` / `--sample-ranks` (tracekit.ingest.ranksel.RankSelection); None: every rank
+        self.rank_selection = None
+        self.con = duckdb.connect()
+        self.con.execute("SET enable_progress_bar = false")
+        # an ASOF join on a CTE has no cardinality estimate (0): below this threshold
+        # DuckDB runs it as a nested loop over every pair (5 s instead of 10 ms)
+        self.con.execute("SET asof_loop_join_threshold = 0")
+        for table in TABLES:
+            files = [str(table_path(cache_dir, s.key, table)) for s in sources]
+            name = _INTERNAL_NAME.get(table, table)
+            listed = ", ".join(sql_str(f) for f in files)
+            self.con.execute(
+                f"CREATE VIEW {name} AS "
+                f"SELECT * FROM read_parquet([{listed}], union_by_name = true)"
+            )
+        for module in sql.RUN_MODULES:
+            self.con.execute(sql.module(module))
+        self._materialized = False
+
+    @property
+    def ranks(self) -> list[int]:
+        return [s.rank for s in self.sources]
+
+    def sql(self, query: str, params: list | dict | None = None) -> duckdb.DuckDBPyRelation:
+        if params is None:
+            return self.con.sql(query)
+        return self.con.sql(query, params=params)
+
+    def materialize(self) -> None:
+        """Compute the cross-rank views once, for the many queries of a report: the
+        `collectives` matching (window functions over every rank's rows) is read by a
+        dozen queries, each of which would compute it again (0.03 s at 8 ranks, 0.3 s at
+        64, every time). The view then reads a table of its rows (in the in-memory
+        database, so cursors of other threads see it too); the SQL
+        sandbox keeps the original definitions."""
+        if self._materialized:
+            return
+        from tracekit.store.sandbox import view_definitions
+
+        self._view_sql = view_definitions(self.con)
+        for name in MATERIALIZED:
+            self.con.execute(f"CREATE TABLE _m_{name} AS SELECT * FROM {name}")
+            self.con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _m_{name}")
+        self._materialized = True
+
+    def readonly_sql(self, query: str) -> duckdb.DuckDBPyRelation:
+        """Run user SQL that may only read the run (`tracekit.store.sandbox`): one SELECT-like
+        statement, on a connection that can open no file outside the run's cache."""
+        from tracekit.store import sandbox
+
+        box = getattr(self, "_sandbox", None)
+        if box is None:
+            box = self._sandbox = sandbox.open_sandbox(
+                self.con, self.cache_dir, getattr(self, "_view_sql", None)
+            )
+        return sandbox.run_readonly(box, query)
+
+    def views(self) -> list[str]:
+        return sorted(sql.docs())
+
+    def describe(self, view: str) -> list[tuple[str, str, str]]:
+        """(column, type, doc) for a public table or view."""
+        d = sql.docs().get(view)
+        if d is None:
+            raise TracekitError(f"no view named {view!r}; views: {', '.join(sorted(sql.docs()))}")
+        types = self.con.sql(f"DESCRIBE {view}").fetchall()
+        return [(c, t, d.columns.get(c, "")) for c, t, *_ in types]
+
+    def close(self) -> None:
+        box = getattr(self, "_sandbox", None)
+        if box is not None:
+            box.close()
+            self._sandbox = None
+        self.con.close()
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
