@@ -1,37 +1,9 @@
-"""What a diagnoser returns for its level: figures measured beside predicted, a
-verdict, metrics, and findings."""
+"""Small helpers the levels and the rules share: a mean of known values, and the short
+forms a finding's title uses (through `tracekit.report.units`, the one unit module)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
-from diagnosers.findings import Finding
-
-
-@dataclass
-class LevelResult:
-    level: str
-    measured: dict[str, Any] = field(default_factory=dict)
-    predicted: dict[str, Any] = field(default_factory=dict)
-    metrics: dict[str, Any] = field(default_factory=dict)
-    findings: list[Finding] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # why a figure is null, or disagrees
-
-    @property
-    def verdict(self) -> str:
-        sev = {f.severity for f in self.findings}
-        return "critical" if "critical" in sev else "warning" if "warning" in sev else "ok"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "level": self.level,
-            "verdict": self.verdict,
-            "measured": self.measured,
-            "predicted": self.predicted,
-            "metrics": self.metrics,
-            "notes": self.notes,
-        }
+from tracekit.report import units
 
 
 def mean(values) -> float | None:
@@ -40,18 +12,11 @@ def mean(values) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def severity(value: float, warn: float, crit: float) -> str | None:
-    """'critical' / 'warning' / None for a figure where larger is worse."""
-    if value >= crit:
-        return "critical"
-    if value >= warn:
-        return "warning"
-    return None
-
-
 def gb(x: float | None) -> str:
-    return "—" if x is None else f"{x / 1e9:.1f} GB"
+    """Bytes as GB with one decimal, as a title writes them ("77.9 GB")."""
+    return units.decimal(x, "GB", 1)
 
 
 def pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:.0f}%"
+    """A fraction as a whole percent, as a title writes it ("24%")."""
+    return units.percent(x, 0)

@@ -1,86 +1,168 @@
-"""What every diagnoser reads: the store, the per-rank breakdown, the manifest, the
-device spec, and user overrides. Diagnosers share figures through `ctx.metrics`."""
+"""What the levels and the rules read: the run, the options, and the facts derived from
+them — each a typed, cached property computed on first use, so no fact depends on which
+rule asked first and nothing passes through a dict of string keys.
+
+Facts (each in `diagnosers/analyses/`):
+
+| property        | what                                                              |
+|-----------------|-------------------------------------------------------------------|
+| `ranks`         | the per-rank breakdown over each rank's analysed window           |
+| `topology`      | which node each rank sits on, whether a group spans nodes          |
+| `pipeline`      | P, M, V and the schedule of a pipeline run (None otherwise)        |
+| `memory`        | peak memory per rank against capacity and the memory equation      |
+| `compute`       | FLOPs, MFU/HFU, GEMM efficiency, host-bound gaps, top ops          |
+| `collectives`   | the collectives table: time, exposure, transfer, bus bandwidth     |
+| `stragglers`    | the wait for late peers charged to the rank that arrived last     |
+| `communication` | exposure per rank split by cause (straggler, slow, pipeline, rest) |
+| `bubble`        | the pipeline bubble: measured, formula, the schedule modeled       |
+| `projection`    | step time and efficiency at 2× and 8× the world size               |
+
+`raised` holds the findings of the rules run so far, in rule order: the one rule that
+looks at others (scaling.poor_projection stays quiet when a communication finding
+explains the cost) reads it.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 from tracekit import manifest as manifest_mod
 from tracekit.manifest import JobManifest
-from tracekit.metrics.breakdown import per_rank
+from tracekit.metrics import windows as W
+from tracekit.metrics.breakdown import RankBreakdown, per_rank, windows_of
 from tracekit.model import hardware
 from tracekit.model.hardware import DeviceSpec
+from tracekit.options import AnalysisOptions, Overrides
 from tracekit.store.run import Run
 
+if TYPE_CHECKING:
+    from diagnosers.analyses.communication import CollectiveFacts, CommunicationFacts
+    from diagnosers.analyses.compute import ComputeFacts
+    from diagnosers.analyses.memory import MemoryFacts
+    from diagnosers.analyses.pipeline import Pipeline
+    from diagnosers.analyses.scaling import BubbleFacts
+    from diagnosers.analyses.stragglers import Attribution
+    from diagnosers.analyses.topology import Topology
+    from diagnosers.findings import Finding
 
-@dataclass
-class Overrides:
-    """Figures the user states instead of the tables (CLI flags or a config)."""
 
-    peak_tflops: float | None = None
-    busbw_GBps: float | None = None
-    device_memory_GB: float | None = None
-    latency_us: float | None = None
-    gpus_per_node: int | None = None
-
-
-@dataclass
 class Context:
-    run: Run
-    ranks: list[dict]
-    window: str
-    steps: str | None
-    manifest: JobManifest | None
-    spec: DeviceSpec | None
-    cpu: bool
-    overrides: Overrides
-    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
-    reasons: dict[str, str] = field(default_factory=dict)  # why a figure is null
+    def __init__(
+        self,
+        run: Run,
+        options: AnalysisOptions | None = None,
+        ranks: list[RankBreakdown] | None = None,
+    ):
+        self.run = run
+        self.options = options or AnalysisOptions()
+        self.window = self.options.window
+        self.steps = self.options.steps
+        self.overrides: Overrides = self.options.overrides
+        self.ranks: list[RankBreakdown] = (
+            ranks if ranks is not None else per_rank(run, window=self.window, steps=self.steps)
+        )
+        self.raised: list[Finding] = []
+
+    # ------------------------------------------------------------ the run's givens
+    @cached_property
+    def manifest(self) -> JobManifest | None:
+        return manifest_mod.load(self.run.root)
+
+    @cached_property
+    def _device(self) -> tuple[str | None, int | None, bool]:
+        rows = self.run.sql(
+            "SELECT device_name, max(device_memory_bytes), bool_or(has_device_events) "
+            "FROM rank_info GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1"
+        ).fetchall()
+        return rows[0] if rows else (None, None, False)
+
+    @property
+    def cpu(self) -> bool:
+        """A CPU run: no device events, the host is the device."""
+        return not self._device[2]
+
+    @cached_property
+    def spec(self) -> DeviceSpec | None:
+        """The device's row of the spec table, with the user's overrides applied."""
+        name, mem, has_dev = self._device
+        spec = hardware.lookup(name, mem) if has_dev else None
+        o = self.overrides
+        if spec is not None and o.device_memory_GB:
+            spec = replace(spec, memory_bytes=o.device_memory_GB * 1e9)
+        if spec is not None and o.busbw_GBps:
+            spec = replace(spec, busbw_Bps=o.busbw_GBps * 1e9)
+        if spec is not None and o.latency_us:
+            spec = replace(spec, latency_s=o.latency_us * 1e-6)
+        return spec
 
     @property
     def step_ms(self) -> float | None:
-        vals = [r["step_time_ms"] or r["window_ms"] for r in self.ranks if r["window_ms"]]
+        """The run's step: the mean over ranks of each rank's step (its window without steps)."""
+        vals = [r.step_time_ms or r.window_ms for r in self.ranks if r.window_ms]
         return sum(vals) / len(vals) if vals else None
 
+    @cached_property
+    def windows(self) -> str:
+        """SQL rows (rank, wid, start_ns, end_ns, n) of each rank's analysed window."""
+        return W.values(windows_of(self.ranks))
+
     def window_sql(self) -> str:
-        """A VALUES list of each rank's analysed window: (rank, start_ns, end_ns, steps)."""
-        rows = [
-            f"({r['rank']}, {r['window_start_ns']}, "
-            f"{r['window_start_ns'] + round(r['window_ms'] * 1e6)}, {max(r['steps'], 1)})"
-            for r in self.ranks
-            if r["window_start_ns"] is not None
-        ]
-        if not rows:
-            return "(SELECT NULL::INT AS rank, 0::BIGINT AS start_ns, 0::BIGINT AS end_ns, 1 AS n)"
-        return f"(SELECT * FROM (VALUES {', '.join(rows)}) AS w(rank, start_ns, end_ns, n))"
+        """The windows as a parenthesized subquery, for `WITH w AS …`."""
+        return f"({self.windows})"
 
+    # ------------------------------------------------------------ facts
+    @cached_property
+    def topology(self) -> Topology:
+        from diagnosers.analyses.topology import topology
 
-def build(
-    run: Run, window: str = "steps", steps: str | None = None, overrides: Overrides | None = None
-) -> Context:
-    overrides = overrides or Overrides()
-    ranks = per_rank(run, window=window, steps=steps)
-    man = manifest_mod.load(run.root)
-    info = run.sql(
-        "SELECT device_name, max(device_memory_bytes), bool_or(has_device_events) "
-        "FROM rank_info GROUP BY 1 ORDER BY count(*) DESC LIMIT 1"
-    ).fetchall()
-    name, mem, has_dev = info[0] if info else (None, None, False)
-    spec = hardware.lookup(name, mem) if has_dev else None
-    if spec is not None and overrides.device_memory_GB:
-        spec = replace(spec, memory_bytes=overrides.device_memory_GB * 1e9)
-    if spec is not None and overrides.busbw_GBps:
-        spec = replace(spec, busbw_Bps=overrides.busbw_GBps * 1e9)
-    if spec is not None and overrides.latency_us:
-        spec = replace(spec, latency_s=overrides.latency_us * 1e-6)
-    return Context(
-        run=run,
-        ranks=ranks,
-        window=window,
-        steps=steps,
-        manifest=man,
-        spec=spec,
-        cpu=not has_dev,
-        overrides=overrides,
-    )
+        return topology(self)
+
+    @cached_property
+    def pipeline(self) -> Pipeline | None:
+        from diagnosers.analyses.pipeline import detect
+
+        return detect(self)
+
+    @cached_property
+    def memory(self) -> MemoryFacts:
+        from diagnosers.analyses.memory import facts
+
+        return facts(self)
+
+    @cached_property
+    def compute(self) -> ComputeFacts:
+        from diagnosers.analyses.compute import facts
+
+        return facts(self)
+
+    @cached_property
+    def collectives(self) -> CollectiveFacts:
+        from diagnosers.analyses.communication import collective_facts
+
+        return collective_facts(self)
+
+    @cached_property
+    def stragglers(self) -> Attribution:
+        from diagnosers.analyses.stragglers import attribute
+
+        return attribute(self)
+
+    @cached_property
+    def communication(self) -> CommunicationFacts:
+        from diagnosers.analyses.communication import facts
+
+        return facts(self)
+
+    @cached_property
+    def bubble(self) -> BubbleFacts | None:
+        from diagnosers.analyses.scaling import bubble
+
+        return bubble(self)
+
+    @cached_property
+    def projection(self) -> dict | None:
+        from diagnosers.analyses.scaling import projection
+
+        return projection(self)

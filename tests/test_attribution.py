@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 import tracekit
-from diagnosers.report import full_report
 from tests.conftest import ROOT, shared_trace_names
+from tests.helpers import full_report
 from tests.synth import Scenario, generate
 from tracekit.errors import TracekitError
 
@@ -136,7 +136,7 @@ def test_group_spanning_nodes_is_predicted_between_nodes(tmp_path, source):
     """Four ranks, two per node: the all-reduce over all four crosses nodes, whatever
     says so; alone, the device table's 8 GPUs per node keeps it in one node."""
     generate(Scenario(world=4, seed=15, name="nodes"), tmp_path)
-    from diagnosers import Overrides
+    from tracekit.options import Overrides
 
     with tracekit.open(tmp_path) as run:
         one = full_report(run)

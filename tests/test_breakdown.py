@@ -25,25 +25,25 @@ def ddp_run(tmp_path):
 
 def test_golden_fractions_over_steps(ddp_run):
     rows = per_rank(ddp_run)
-    assert [r["rank"] for r in rows] == [0, 1]
+    assert [r.rank for r in rows] == [0, 1]
     for r in rows:
-        assert r["steps"] == 3
-        assert r["step_time_ms"] == pytest.approx(1.0)
-        assert r["window_ms"] == pytest.approx(3.0)
+        assert r.steps == 3
+        assert r.step_time_ms == pytest.approx(1.0)
+        assert r.window_ms == pytest.approx(3.0)
         # per 1000 µs step: compute 600, comm 300, overlap 100, busy 800
-        assert r["idle_fraction"] == pytest.approx(0.2)
-        assert r["compute_fraction"] == pytest.approx(0.6)
-        assert r["non_compute_fraction"] == pytest.approx(0.2)
-        assert r["comm_fraction"] == pytest.approx(0.3)
-        assert r["comm_overlap_fraction"] == pytest.approx(1 / 3)
-        assert r["exposed_comm_fraction"] == pytest.approx(0.2)
+        assert r.idle_fraction == pytest.approx(0.2)
+        assert r.compute_fraction == pytest.approx(0.6)
+        assert r.non_compute_fraction == pytest.approx(0.2)
+        assert r.comm_fraction == pytest.approx(0.3)
+        assert r.comm_overlap_fraction == pytest.approx(1 / 3)
+        assert r.exposed_comm_fraction == pytest.approx(0.2)
 
 
 def test_step_selection(ddp_run):
     (r, _) = per_rank(ddp_run, steps="2-3")
-    assert r["steps"] == 2 and r["window_ms"] == pytest.approx(2.0)
+    assert r.steps == 2 and r.window_ms == pytest.approx(2.0)
     (r, _) = per_rank(ddp_run, steps="1")
-    assert r["steps"] == 1
+    assert r.steps == 1
     with pytest.raises(TracekitError, match="no ProfilerStep in that range"):
         per_rank(ddp_run, steps="40-50")
 
@@ -56,7 +56,7 @@ def test_bad_step_selection(spec):
 
 def test_trace_window_is_first_to_last_device_event(ddp_run):
     r = per_rank(ddp_run, window="trace")[0]
-    assert r["window_ms"] == pytest.approx(2.8)  # 100 µs … 2900 µs (last comm kernel end)
+    assert r.window_ms == pytest.approx(2.8)  # 100 µs … 2900 µs (last comm kernel end)
 
 
 KIND = {
@@ -103,10 +103,10 @@ def test_breakdown_matches_reference(tmp_path_factory, spans):
     with tracekit.open(tmp) as run:
         (r,) = per_rank(run)
     ref = _reference(intervals, 50, 300)
-    assert r["idle_fraction"] * 250 == pytest.approx(ref["idle"], abs=1e-6)
-    assert r["compute_fraction"] * 250 == pytest.approx(ref["compute"], abs=1e-6)
-    assert r["comm_fraction"] * 250 == pytest.approx(ref["comm"], abs=1e-6)
-    assert r["overlap_ms"] * 1000 == pytest.approx(ref["overlap"], abs=1e-6)
+    assert r.idle_fraction * 250 == pytest.approx(ref["idle"], abs=1e-6)
+    assert r.compute_fraction * 250 == pytest.approx(ref["compute"], abs=1e-6)
+    assert r.comm_fraction * 250 == pytest.approx(ref["comm"], abs=1e-6)
+    assert r.overlap_ms * 1000 == pytest.approx(ref["overlap"], abs=1e-6)
 
 
 # ------------------------------------------------------------ HTA as the oracle
@@ -136,26 +136,26 @@ def test_matches_hta_within_half_a_point(name, shared_trace, tmp_path):
     shutil.copytree(src, run, ignore=shutil.ignore_patterns(".tracekit"))
     tb, ov = _hta_breakdown(run)
     with tracekit.open(run) as r:
-        ours = {row["rank"]: row for row in per_rank(r, window="hta")}
+        ours = {row.rank: row for row in per_rank(r, window="hta")}
     for rank, (idle, comp, noncomp, overlap) in HTA_REFERENCE[name].items():
         # the oracle itself still says what the README table says
         assert tb.loc[rank, "idle_time_pctg"] == pytest.approx(idle, abs=0.01)
         got = ours[rank]
-        assert 100 * got["idle_fraction"] == pytest.approx(tb.loc[rank, "idle_time_pctg"], abs=0.5)
-        assert 100 * got["compute_fraction"] == pytest.approx(
+        assert 100 * got.idle_fraction == pytest.approx(tb.loc[rank, "idle_time_pctg"], abs=0.5)
+        assert 100 * got.compute_fraction == pytest.approx(
             tb.loc[rank, "compute_time_pctg"], abs=0.5
         )
-        assert 100 * got["non_compute_fraction"] == pytest.approx(
+        assert 100 * got.non_compute_fraction == pytest.approx(
             tb.loc[rank, "non_compute_time_pctg"], abs=0.5
         )
-        assert 100 * got["comm_overlap_fraction"] == pytest.approx(
+        assert 100 * got.comm_overlap_fraction == pytest.approx(
             ov.loc[rank, "comp_comm_overlap_pctg"], abs=0.5
         )
         assert (comp, noncomp, overlap) == pytest.approx(
             (
-                100 * got["compute_fraction"],
-                100 * got["non_compute_fraction"],
-                100 * got["comm_overlap_fraction"],
+                100 * got.compute_fraction,
+                100 * got.non_compute_fraction,
+                100 * got.comm_overlap_fraction,
             ),
             abs=0.5,
         )
@@ -166,6 +166,6 @@ def test_default_window_differs_from_hta_only_by_the_window(name, shared_trace):
     """The default (ProfilerStep) window keeps every step and ns precision; document how far
     it lands from HTA's numbers on these traces (README, "Windows")."""
     with tracekit.open(shared_trace(name)) as r:
-        ours = {row["rank"]: row for row in per_rank(r)}
+        ours = {row.rank: row for row in per_rank(r)}
     for rank, (idle, *_rest) in HTA_REFERENCE[name].items():
-        assert abs(100 * ours[rank]["idle_fraction"] - idle) < 5
+        assert abs(100 * ours[rank].idle_fraction - idle) < 5

@@ -13,7 +13,7 @@ import pytest
 
 import tracekit
 from diagnosers.findings import KINDS
-from diagnosers.report import full_report
+from tests.helpers import full_report
 from tests.synth import SCENARIOS, Scenario, generate
 
 V = {  # name → (scenario, expected kind)
@@ -188,19 +188,40 @@ def test_every_kind_is_documented():
     assert len({k.code for k in KINDS.values()}) == len(KINDS)
 
 
-def test_a_failing_diagnoser_becomes_a_finding(tmp_path, monkeypatch):
-    import diagnosers
-    from diagnosers import communication
+def test_a_failing_level_becomes_a_finding(tmp_path, monkeypatch):
+    """A level whose figures raise: one TK-E001 charged to that level, its notes say why,
+    the other levels and the rules of the other levels stand."""
+    from diagnosers import levels
 
     generate(Scenario(world=2, steps=2), tmp_path)
 
     def boom(ctx):
         raise KeyError("bytes")
 
-    monkeypatch.setattr(communication, "diagnose", boom)
+    monkeypatch.setitem(levels.BUILDERS, "communication", boom)
     with tracekit.open(tmp_path) as run:
         rep = full_report(run)
     errs = [f for f in rep["findings"] if f["kind"] == "diagnoser.error"]
-    assert errs and "communication" in errs[0]["title"]
-    assert [lv["level"] for lv in rep["levels"]][:3] == ["memory", "compute", "communication"]
-    assert diagnosers.BUILTIN[0] == "memory"
+    assert len(errs) == 1 and "communication" in errs[0]["title"]
+    assert [lv["level"] for lv in rep["levels"]] == [
+        "memory", "compute", "communication", "scaling"
+    ]  # fmt: skip
+    comm = rep["levels"][2]
+    assert comm["verdict"] == "warning" and "KeyError" in comm["notes"][0]
+    assert "KeyError" in rep["summary"]["null_reasons"]["unexplained_exposed_fraction"]
+
+
+def test_a_failing_rule_becomes_a_finding_charged_to_it(tmp_path, monkeypatch):
+    from diagnosers.rules.host_bound import HostBound
+
+    generate(Scenario(world=2, steps=2), tmp_path)
+
+    def boom(self, ctx):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(HostBound, "check", boom)
+    with tracekit.open(tmp_path) as run:
+        rep = full_report(run)
+    errs = [f for f in rep["findings"] if f["kind"] == "diagnoser.error"]
+    assert len(errs) == 1 and "TK-C202" in errs[0]["title"]
+    assert next(lv for lv in rep["levels"] if lv["level"] == "compute")["verdict"] == "warning"

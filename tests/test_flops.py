@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tracekit
-from diagnosers.report import full_report
+from tests.helpers import full_report
 from tests.tracegen import TraceBuilder
 from tracekit.model.flops import SIGNATURES, count, op_flops
 

@@ -133,9 +133,9 @@ def test_one_step_samples_are_the_breakdown_of_that_step(tmp_path):
     )
     with tracekit.open(tmp_path / "ddp") as run:
         s = per_step(run)
-        for i, step in enumerate(s["steps"]):
+        for i, step in enumerate(s.steps):
             for want in per_rank(run, steps=str(step)):
-                got = next(r for r in s["ranks"] if r["rank"] == want["rank"])
+                got = next(r for r in s.ranks if r.rank == want.rank)
                 for key in (
                     "step_time_ms",
                     "idle_fraction",
@@ -143,7 +143,7 @@ def test_one_step_samples_are_the_breakdown_of_that_step(tmp_path):
                     "comm_fraction",
                     "exposed_comm_fraction",
                 ):
-                    assert got[key][i] == pytest.approx(want[key], abs=1e-5), key
+                    assert getattr(got, key)[i] == pytest.approx(getattr(want, key), abs=1e-5)
 
 
 # ----------------------------------------------------------------- verdicts
@@ -402,7 +402,7 @@ def test_json_and_text_carry_the_verdicts(runs):
 
 def test_analyze_does_not_import_scipy():
     code = (
-        "import sys, tracekit.cli, diagnosers.report, tracekit.metrics.samples; "
+        "import sys, tracekit.cli, diagnosers.assemble, tracekit.metrics.samples; "
         "sys.exit('scipy' in sys.modules or 'numpy' in sys.modules)"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)

@@ -54,6 +54,6 @@ def test_gloo_collectives_have_sizes_and_matched_ranks(gloo_run):
             (0,)
         ]
         rows = per_rank(run)
-    assert [r["rank"] for r in rows] == [0, 1]
+    assert [r.rank for r in rows] == [0, 1]
     for r in rows:
-        assert r["steps"] == 2 and r["comm_fraction"] > 0 and r["compute_fraction"] > 0
+        assert r.steps == 2 and r.comm_fraction > 0 and r.compute_fraction > 0

@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 
 import tracekit
-from diagnosers.context import build
-from diagnosers.pipeline import detect_pipeline
-from diagnosers.report import full_report
+from diagnosers.context import Context
 from tests.conftest import ROOT
+from tests.helpers import full_report
 from tracekit.model.pipeline import bubble_fraction, schedule_orders, simulate
 
 
@@ -75,7 +74,7 @@ def _strip(src: Path, dst: Path, prefixes: tuple[str, ...]) -> Path:
 def test_1f1b_without_labels_is_recognised_from_send_recv(tmp_path):
     run_dir = _strip(ROOT / "sample_traces" / "pp_1f1b", tmp_path / "bare", ("PP:",))
     with tracekit.open(run_dir) as run:
-        pipe = detect_pipeline(build(run))
+        pipe = Context(run).pipeline
         rep = full_report(run)
     assert (pipe.stages, pipe.microbatches, pipe.schedule) == (2, 4, "1f1b")
     assert pipe.source == "send/recv pattern"
@@ -141,5 +140,5 @@ def test_reference_pipelines_meet_the_three_point_bar(tmp_path, schedule):
     if schedule == "gpipe":  # and without its labels, GPipe is still GPipe
         bare = _strip(out, tmp_path / "bare", ("Forward ", "Backward "))
         with tracekit.open(bare) as run:
-            pipe = detect_pipeline(build(run))
+            pipe = Context(run).pipeline
         assert (pipe.stages, pipe.microbatches, pipe.schedule) == (2, 4, "gpipe")

@@ -4,6 +4,8 @@ is partial."""
 
 from __future__ import annotations
 
+from tracekit.options import OpenOptions
+
 import gzip
 import json
 import shutil
@@ -277,7 +279,7 @@ def test_tui_session_with_a_selection(named_run):
     from tui.data import Session
     from tui.screens.overview import run_facts
 
-    s = Session([named_run], workers=1, sample_ranks=2)
+    s = Session([named_run], workers=1, open_options=OpenOptions(sample_ranks=2))
     try:
         s.open()
         assert s.report["run"]["ranks"] == [0, 7]

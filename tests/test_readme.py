@@ -21,7 +21,9 @@ def test_python_api_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     scope: dict = {}
     exec(compile(block, "README.md", "exec"), scope)
-    assert [r["rank"] for r in scope["rows"]] == [0, 1]
-    assert scope["df"].height == 4  # ProfilerSteps 2 and 3 on two ranks
+    assert scope["ranks"]["rank"].to_list() == [0, 1]
+    assert scope["a"].report.summary.step_time_ms > 0 and scope["findings"].height >= 1
+    assert scope["samples"].height == 4  # ProfilerSteps 2 and 3 on two ranks
+    assert scope["df"].height == 4  # the trace holds ProfilerSteps 2 and 3
     assert scope["n"] == [(4,)]
     assert scope["run"].missing_ranks == [] and scope["run"].unreadable == []

@@ -18,9 +18,11 @@ from click.testing import CliRunner
 
 import tracekit
 from tests.conftest import ROOT
+from tests.helpers import full_report
 from tests.tracegen import ddp_like_rank
 from tracekit.cli import main
-from tracekit.report import render as report
+from tracekit.report.render import to_text
+from tracekit.report.schema import decode
 
 DAY_NS = 86_400 * 10**9
 
@@ -328,7 +330,7 @@ def test_bad_events_are_skipped_and_counted(tmp_path):
 def test_user_text_is_not_rich_markup(tmp_path):
     good_run(tmp_path / "[run] :x:")
     with tracekit.open(tmp_path / "[run] :x:") as run:
-        rep = report.build(run)
+        rep = full_report(run, levels=False)
     rep["levels"] = [
         {
             "level": "memory",
@@ -339,7 +341,7 @@ def test_user_text_is_not_rich_markup(tmp_path):
         }
     ]
     rep["findings"] = []
-    text = report.to_text(rep)
+    text = to_text(decode(json.dumps(rep)))
     assert "no [memory] events :x: [bold]b[/bold]" in text
     assert "[run] :x:" in text and "❌" not in text
 
@@ -387,7 +389,7 @@ def test_clock_offset_of_a_skewed_host_is_estimated_and_aligned(tmp_path):
         assert set(run.clock_offsets_ns) == {2}
         assert abs(run.clock_offsets_ns[2] - 7_000_000) <= 1_000
         assert any("rank 2's clock is 7.000 ms ahead of rank 0's" in w for w in run.warnings)
-        rep = report.build(run)
+        rep = full_report(run, levels=False)
         # aligned: the same collectives, arrival times and waits as on one clock
         got = run.sql(sql).fetchall()
         assert [g[:2] for g in got] == [t[:2] for t in truth]

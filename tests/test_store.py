@@ -184,17 +184,17 @@ def test_cpu_run_uses_host_ops_and_gloo_spans(tmp_path):
             ("communication", "comm_thread", "gloo:send"),  # an in-flight isend
         ]
         (r,) = per_rank(run)
-    assert r["compute_fraction"] == pytest.approx(0.24)  # 300 µs of mm less the 60 µs wait
+    assert r.compute_fraction == pytest.approx(0.24)  # 300 µs of mm less the 60 µs wait
     # communication: all_reduce 200 + send 100, and the host's waits for it (wait_tensor
     # 60, the allreduce_ issue 10): a thread blocked on a collective spends that time on
     # communication
-    assert r["comm_fraction"] == pytest.approx(0.37)
-    assert r["idle_fraction"] == pytest.approx(1 - 0.24 - 0.37)
-    assert r["comm_overlap_fraction"] == pytest.approx(0)
-    assert r["exposed_comm_fraction"] == pytest.approx(0.37)
+    assert r.comm_fraction == pytest.approx(0.37)
+    assert r.idle_fraction == pytest.approx(1 - 0.24 - 0.37)
+    assert r.comm_overlap_fraction == pytest.approx(0)
+    assert r.exposed_comm_fraction == pytest.approx(0.37)
     # no peer in the run: nothing is known to be waiting, all of it counts as transfer
-    assert r["comm_wait_fraction"] == 0
-    assert r["exposed_transfer_fraction"] == pytest.approx(0.37)
+    assert r.comm_wait_fraction == 0
+    assert r.exposed_transfer_fraction == pytest.approx(0.37)
 
 
 def test_nccl_collectives_take_metadata_from_record_param_comms(ddp_run):

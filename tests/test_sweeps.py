@@ -1,7 +1,7 @@
 """The fast breakdown paths against independent formulations, on every real trace.
 
 - `sweep_sql` sums the segments materialized at ingest (`activity_segments`); the full
-  sweep over the islands (`_full_sweep_sql`, what HTA's window still uses) is the oracle:
+  sweep over the islands (`full_sweep_sql`, what HTA's window still uses) is the oracle:
   both must give the same integer ns for every window, per rank and per step.
 - `hidden_by_compute_sql` reads the islands' running sum with ASOF lookups; the oracle is
   a plain interval intersection in Python.
@@ -21,7 +21,7 @@ import pytest
 
 import tracekit
 from tests.conftest import shared_trace_names
-from tracekit.metrics.breakdown import _full_sweep_sql, hidden_by_compute_sql, sweep_sql
+from tracekit.metrics.breakdown import full_sweep_sql, hidden_by_compute_sql, sweep_sql
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 STEP_WINDOWS = "SELECT rank, step AS wid, ts_ns AS start_ns, end_ns FROM steps"
@@ -77,9 +77,9 @@ def _hidden_oracle(run, intervals, windows) -> dict[int, int]:
 def test_fast_paths_equal_their_oracles(kind, name, open_case):
     with open_case(kind, name) as run:
         for windows in (STEP_WINDOWS, RANK_WINDOWS):
-            fast = sorted(run.sql(f"SELECT * FROM {sweep_sql(windows)}").fetchall())
+            fast = sorted(run.sql(f"SELECT * FROM ({sweep_sql(windows)})").fetchall())
             full = sorted(
-                run.sql(f"SELECT * FROM {_full_sweep_sql(windows, 'activity_islands')}").fetchall()
+                run.sql(f"SELECT * FROM ({full_sweep_sql(windows, 'activity_islands')})").fetchall()
             )
             assert fast == full
         ((wrong_launch,),) = run.sql(
@@ -124,12 +124,12 @@ def test_fast_paths_equal_their_oracles(kind, name, open_case):
         wv = ", ".join(f"({r}, {s}, {e})" for r, s, e in windows)
         got = dict(
             run.sql(
-                f"""SELECT i, hidden FROM {
+                f"""SELECT i, hidden FROM ({
                     hidden_by_compute_sql(
-                        f"(SELECT * FROM (VALUES {values}) t(i, rank, s, e))",
-                        f"(SELECT * FROM (VALUES {wv}) w(rank, start_ns, end_ns))",
+                        f"SELECT * FROM (VALUES {values}) t(i, rank, s, e)",
+                        f"SELECT * FROM (VALUES {wv}) w(rank, start_ns, end_ns)",
                     )
-                }"""
+                })"""
             ).fetchall()
         )
         assert got == _hidden_oracle(run, intervals, windows)
@@ -143,7 +143,7 @@ DETERMINISM = ["a100_recsys_rank3_of8", "v100_recsys_rank1_of2", "mi300_resnet_d
 def test_report_is_the_same_with_or_without_materialized_views(name, shared_trace, monkeypatch):
     """`Run.materialize` only caches the cross-rank views, and the report does not
     depend on the order DuckDB returns rows in: both reports are equal, value for value."""
-    from diagnosers.report import full_report
+    from tests.helpers import full_report
     from tracekit.store import run as store
 
     src = shared_trace(name)

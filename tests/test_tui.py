@@ -117,7 +117,7 @@ def analyze_json(path: Path) -> dict:
 
 def test_engine_imports_no_textual():
     code = (
-        "import sys, tracekit, diagnosers, diagnosers.report, tracekit.cli, tracekit.store\n"
+        "import sys, tracekit, diagnosers, diagnosers.assemble, tracekit.cli, tracekit.store\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'tui'))\n"
         "assert not bad, bad\n"
     )
@@ -587,12 +587,12 @@ async def test_unreadable_run_shows_error_then_exits_2(tmp_path):
 
 @sync
 async def test_a_diagnoser_crash_leaves_the_drill_down_working(runs, monkeypatch):
-    import diagnosers.report
+    from diagnosers import assemble
 
     def boom(*_a, **_k):
         raise ZeroDivisionError("integer division or modulo by zero")
 
-    monkeypatch.setattr(diagnosers.report, "cached_full_report", boom)
+    monkeypatch.setattr(assemble, "cached", boom)
     app = TracekitApp(Session([runs["ddp"]], workers=1, display_path="sample_traces/ddp"))
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)

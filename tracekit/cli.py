@@ -16,9 +16,8 @@ from pathlib import Path
 import click
 
 from tracekit import __version__
-from tracekit.errors import TracekitError
-
-EXIT_BAD_INPUT = 2
+from tracekit.errors import ExitCode, TracekitError
+from tracekit.options import AnalysisOptions, OpenOptions, Overrides
 
 
 class _Group(click.Group):
@@ -36,9 +35,9 @@ class _Group(click.Group):
             _fail(ctx, str(exc), exc)
         except KeyboardInterrupt:
             click.echo("tracekit: interrupted", err=True)
-            ctx.exit(130)
+            ctx.exit(ExitCode.INTERRUPTED)
         except BrokenPipeError:
-            ctx.exit(0)
+            ctx.exit(ExitCode.OK)
         except Exception as exc:  # a bug, or a trace shape we have not met: still one line
             _fail(
                 ctx,
@@ -52,7 +51,7 @@ def _fail(ctx: click.Context, message: str, exc: BaseException) -> None:
     if ctx.obj and ctx.obj.get("debug"):
         traceback.print_exception(exc)
     click.echo(f"tracekit: {message}", err=True)
-    ctx.exit(EXIT_BAD_INPUT)
+    ctx.exit(ExitCode.BAD_INPUT)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -128,29 +127,11 @@ def _rank_options(func):
     )(func)
 
 
-def _open(
-    run,
-    workers,
-    strict=False,
-    allow_mixed=False,
-    comm_kernels=(),
-    cluster=None,
-    ranks=None,
-    sample_ranks=None,
-):
+def _open(run, opts: OpenOptions):
     """Open the run; its warnings wait for `_warn`, so a failing command says one line."""
     from tracekit.store.open import open_run
 
-    return open_run(
-        *run,
-        workers=workers,
-        comm_kernels=comm_kernels,
-        strict=strict,
-        allow_mixed=allow_mixed,
-        cluster=cluster,
-        ranks=ranks,
-        sample_ranks=sample_ranks,
-    )
+    return open_run(*run, options=opts)
 
 
 def _warn(r) -> None:
@@ -247,6 +228,44 @@ def _window_options(func):
     )(func)
 
 
+def _rule_options(func):
+    """--select and --ignore: which rules run (codes, prefixes, kinds or names)."""
+    func = click.option(
+        "--ignore",
+        "ignore",
+        multiple=True,
+        metavar="CODE",
+        help="Leave out these rules (codes like TK-N301, prefixes like TK-N, kinds or "
+        "names; comma-separated or repeated); default: [tool.tracekit] ignore.",
+    )(func)
+    return click.option(
+        "--select",
+        "select",
+        multiple=True,
+        metavar="CODE",
+        help="Run only these rules (codes, prefixes, kinds or names); default: all, or "
+        "[tool.tracekit] select.",
+    )(func)
+
+
+def _analysis(run, window="steps", steps=None, overrides=None, select=(), ignore=(),
+              levels=True) -> AnalysisOptions:  # fmt: skip
+    """The analysis options of a command, [tool.tracekit] filled in."""
+    from tracekit.ingest.discover import find_trace_files
+    from tracekit.options import rule_selection
+
+    root = find_trace_files([Path(p) for p in run])[0] if run else None
+    sel, ign = rule_selection(root, tuple(select), tuple(ignore))
+    return AnalysisOptions(
+        window=window,
+        steps=steps,
+        overrides=Overrides.of(overrides),
+        select=sel,
+        ignore=ign,
+        levels=levels,
+    )
+
+
 def _override_options(func):
     """The figures a user may state instead of the tables (diagnosers.Overrides), for every
     command that builds the report."""
@@ -269,6 +288,7 @@ def _override_options(func):
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report here.")
 @click.option("--breakdown-only", is_flag=True, help="Only the per-rank table; no diagnosers.")
 @_override_options
+@_rule_options
 @_rank_options
 @_workers
 @_cluster
@@ -283,6 +303,8 @@ def analyze(
     steps,
     output,
     breakdown_only,
+    select,
+    ignore,
     ranks,
     sample_ranks,
     workers,
@@ -294,24 +316,16 @@ def analyze(
 ):
     """Walk memory → compute → communication → scaling: each figure measured beside its
     prediction, then the findings, ordered by the time a fix would win per step."""
-    from tracekit.report import render as report
+    from diagnosers import assemble
+    from tracekit.report.render import RENDERERS
 
     _check_output(output)
-    with _open(run, workers, strict, allow_mixed, comm_kernels, cluster, ranks, sample_ranks) as r:
-        if breakdown_only:
-            rep = report.build(r, window=window, steps=steps)
-        else:
-            from diagnosers import Overrides
-            from diagnosers.report import cached_full_report
-
-            rep = cached_full_report(
-                r,
-                window=window,
-                steps=steps,
-                overrides=Overrides(**overrides),
-                debug=bool(ctx.obj and ctx.obj.get("debug")),
-            )
-    _emit(report.RENDERERS[fmt](rep), output)
+    options = _analysis(run, window, steps, overrides, select, ignore, not breakdown_only)
+    opts = OpenOptions(workers, comm_kernels, strict, allow_mixed, cluster, ranks, sample_ranks)
+    with _open(run, opts) as r:
+        debug = bool(ctx.obj and ctx.obj.get("debug"))
+        rep = assemble.cached(r, options, debug=debug)
+    _emit(RENDERERS[fmt](rep), output)
     _warn(r)
 
 
@@ -319,16 +333,25 @@ def analyze(
 @click.argument("code", required=False)
 def explain(code):
     """Explain a finding: tracekit explain TK-N301 (or a kind, or a name); no CODE lists all."""
-    from diagnosers.findings import KINDS, lookup
+    from diagnosers.findings import lookup
+    from diagnosers.rules import registry
 
     if not code:
-        for k in KINDS.values():
+        for k in registry():
             click.echo(f"{k.code}  {k.kind:32} {k.name:32} {k.status}")
         return
-    kind = lookup(code)
-    if kind is None:
+    rule = lookup(code)
+    if rule is None:
         raise TracekitError(f"no finding {code!r}; `tracekit explain` lists them")
-    click.echo(kind.explain())
+    click.echo(rule.explain())
+
+
+@main.command()
+def schema():
+    """Print the JSON Schema of the report (`analyze --format json`)."""
+    from tracekit.report.schema import json_schema
+
+    click.echo(json.dumps(json_schema(), indent=2, ensure_ascii=False))
 
 
 @main.command()
@@ -370,7 +393,8 @@ def query(run, query, fmt, describe, views, limit, ranks, sample_ranks, workers,
         return
     if describe is None and query is None:
         raise TracekitError('nothing to do: pass --sql "SELECT …", --describe VIEW or --views')
-    with _open(run, workers, strict, allow_mixed, comm_kernels, None, ranks, sample_ranks) as r:
+    opts = OpenOptions(workers, comm_kernels, strict, allow_mixed, None, ranks, sample_ranks)
+    with _open(run, opts) as r:
         if describe:
             d = docs().get(describe, None)
             rows = r.describe(describe)
@@ -434,7 +458,8 @@ def _render_rows(names: list[str], rows: list[tuple], fmt: str, limit: int) -> s
 @_health_options
 def ingest(run, ranks, sample_ranks, workers, cluster, comm_kernels, strict, allow_mixed):
     """Ingest (or refresh) the Parquet cache of a run and print what it holds."""
-    with _open(run, workers, strict, allow_mixed, comm_kernels, cluster, ranks, sample_ranks) as r:
+    opts = OpenOptions(workers, comm_kernels, strict, allow_mixed, cluster, ranks, sample_ranks)
+    with _open(run, opts) as r:
         rows = r.sql(
             "SELECT rank, rank_source, event_count, backend, coalesce(device_name, "
             "CASE WHEN has_device_events THEN 'unknown device' ELSE 'cpu' END), "
@@ -459,12 +484,13 @@ def ingest(run, ranks, sample_ranks, workers, cluster, comm_kernels, strict, all
 @_run_arg
 @_window_options
 @_override_options
+@_rule_options
 @_rank_options
 @_workers
 @_comm_kernel
 @_health_options
-def tui(run, window, steps, ranks, sample_ranks, workers, comm_kernels, strict, allow_mixed,
-        **overrides):  # fmt: skip
+def tui(run, window, steps, select, ignore, ranks, sample_ranks, workers, comm_kernels, strict,
+        allow_mixed, **overrides):  # fmt: skip
     """Interactive drill-down in the terminal: overview, ranks, timeline, collectives,
     ops, memory, SQL (needs textual: pip install 'tracekit[tui]')."""
     from importlib.util import find_spec
@@ -478,20 +504,14 @@ def tui(run, window, steps, ranks, sample_ranks, workers, comm_kernels, strict, 
 
         Request.make(ranks, sample_ranks)
     find_trace_files([Path(p) for p in run])  # a bad path fails here, before the screen opens
+    from diagnosers.rules import selected
+
+    options = _analysis(run, window, steps, overrides, select, ignore)
+    selected(options.select, options.ignore)  # an unknown rule fails before the screen
     from tui.app import run_app
 
-    code = run_app(
-        list(run),
-        window=window,
-        steps=steps,
-        workers=workers,
-        comm_kernels=comm_kernels,
-        strict=strict,
-        allow_mixed=allow_mixed,
-        overrides=overrides,
-        ranks=ranks,
-        sample_ranks=sample_ranks,
-    )
+    opts = OpenOptions(workers, comm_kernels, strict, allow_mixed, None, ranks, sample_ranks)
+    code = run_app(list(run), options=options, open_options=opts)
     if code:
         sys.exit(code)
 
@@ -505,12 +525,13 @@ def baseline():
 @click.argument("run", type=click.Path(exists=True))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Write here.")
 @click.option("--steps", default=None, help="ProfilerSteps of a run folder: all, N or A-B.")
+@_rule_options
 @_rank_options
-def baseline_save(run, output, steps, ranks, sample_ranks):
+def baseline_save(run, output, steps, select, ignore, ranks, sample_ranks):
     """Save RUN (a run folder or an `analyze --format json` report) as a baseline FILE."""
     from tracekit.gate import baseline as gb
 
-    side = gb.load_side(run, lambda p: _gate_report(p, steps, ranks, sample_ranks))
+    side = gb.load_side(run, lambda p: _gate_report(p, steps, ranks, sample_ranks, select, ignore))
     gb.write_json(gb.make_baseline(side.report), output)
     s = side.report["samples"]
     sel = (side.report.get("run") or {}).get("rank_selection")
@@ -543,12 +564,13 @@ def baseline_save(run, output, steps, ranks, sample_ranks):
     show_default=True,
 )
 @click.option("--steps", default=None, help="ProfilerSteps of run folders: all, N or A-B.")
+@_rule_options
 @_rank_options
 @click.option("--all", "everything", is_flag=True, help="Show every metric, moved or not.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result here.")
 @click.pass_context
-def compare(ctx, base, new, max_regression, fail_on, alpha, config, fmt, steps, ranks,
-            sample_ranks, everything, output):  # fmt: skip
+def compare(ctx, base, new, max_regression, fail_on, alpha, config, fmt, steps, select, ignore,
+            ranks, sample_ranks, everything, output):  # fmt: skip
     """Gate NEW against BASE (each a run folder, baseline or JSON report): exit 1 when a
     metric regressed beyond its threshold and the per-step samples agree."""
     from tracekit.gate import baseline as gb
@@ -564,7 +586,7 @@ def compare(ctx, base, new, max_regression, fail_on, alpha, config, fmt, steps, 
     def analyze(p: str) -> dict:
         key = Path(p).resolve()
         if key not in seen:
-            seen[key] = _gate_report(p, steps, ranks, sample_ranks)
+            seen[key] = _gate_report(p, steps, ranks, sample_ranks, select, ignore)
         return seen[key]
 
     sides = [gb.load_side(p, analyze) for p in (base, new)]
@@ -576,14 +598,21 @@ def compare(ctx, base, new, max_regression, fail_on, alpha, config, fmt, steps, 
 
 
 def _gate_report(
-    path: str, steps: str | None, ranks: str | None = None, sample_ranks: int | None = None
+    path: str,
+    steps: str | None,
+    ranks: str | None = None,
+    sample_ranks: int | None = None,
+    select: tuple[str, ...] = (),
+    ignore: tuple[str, ...] = (),
 ) -> dict:
-    """A run folder's report: what `analyze --format json` prints for it (and caches)."""
-    from diagnosers.report import cached_full_report
-    from tracekit.store.open import open_run
+    """A run folder's report: what `analyze --format json` prints for it (and caches),
+    as the JSON values the gate reads."""
+    from diagnosers import assemble
+    from tracekit.report.schema import to_dict
 
-    with open_run(path, ranks=ranks, sample_ranks=sample_ranks) as r:
-        return cached_full_report(r, steps=steps)
+    options = _analysis([path], steps=steps, select=select, ignore=ignore)
+    with _open([path], OpenOptions(ranks=ranks, sample_ranks=sample_ranks)) as r:
+        return to_dict(assemble.cached(r, options))
 
 
 def _job_options(func):

@@ -14,6 +14,7 @@ from textual.binding import Binding, BindingType
 from textual.worker import Worker, WorkerState
 
 from tracekit.errors import TracekitError
+from tracekit.options import AnalysisOptions, OpenOptions
 from tui.commands import JumpCommands
 from tui.data import Session
 from tui.screens import (
@@ -234,15 +235,8 @@ class TracekitApp(App[int]):
 
 def run_app(
     inputs: list[str],
-    window: str = "steps",
-    steps: str | None = None,
-    workers: int | None = None,
-    comm_kernels: tuple[str, ...] = (),
-    strict: bool = False,
-    allow_mixed: bool = False,
-    overrides: dict | None = None,
-    ranks: str | None = None,
-    sample_ranks: int | None = None,
+    options: AnalysisOptions | None = None,
+    open_options: OpenOptions | None = None,
 ) -> int:
     """Run the app on a terminal; returns the exit code (2 when the run could not be
     opened, with the reason raised as a TracekitError for the CLI to print). The options
@@ -250,16 +244,9 @@ def run_app(
     display = " ".join(inputs)
     session = Session(
         [Path(p) for p in inputs],
-        window,
-        steps,
-        workers,
+        options=options,
+        open_options=open_options,
         display_path=display,
-        comm_kernels=comm_kernels,
-        strict=strict,
-        allow_mixed=allow_mixed,
-        overrides=overrides,
-        ranks=ranks,
-        sample_ranks=sample_ranks,
     )
     app = TracekitApp(session)
     app.run()

@@ -12,11 +12,12 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from tracekit.errors import TracekitError
+from tracekit.options import AnalysisOptions, OpenOptions
 
 CATEGORIES = ("compute", "communication", "memcpy", "memset", "host_wait")
 
@@ -48,29 +49,18 @@ class Session:
     def __init__(
         self,
         inputs: list[str | Path],
-        window: str = "steps",
-        steps: str | None = None,
-        workers: int | None = None,
+        options: AnalysisOptions | None = None,
+        open_options: OpenOptions | None = None,
         display_path: str | None = None,
-        comm_kernels: tuple[str, ...] = (),
-        strict: bool = False,
-        allow_mixed: bool = False,
-        overrides: dict | None = None,
-        ranks: str | list[int] | None = None,
-        sample_ranks: int | None = None,
+        workers: int | None = None,
     ):
         self.inputs = [str(p) for p in inputs]
-        self.window = window
-        self.steps = steps
-        self.workers = workers
-        self.open_options = {
-            "comm_kernels": tuple(comm_kernels),
-            "strict": strict,
-            "allow_mixed": allow_mixed,
-            "ranks": ranks,
-            "sample_ranks": sample_ranks,
-        }
-        self.overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+        self.options = options or AnalysisOptions()
+        self.window = self.options.window
+        self.steps = self.options.steps
+        self.open_options = open_options or OpenOptions()
+        if workers is not None:
+            self.open_options = replace(self.open_options, workers=workers)
         self.display_path = display_path or " ".join(self.inputs)
         self.run = None
         self.report: dict[str, Any] = {}
@@ -85,7 +75,8 @@ class Session:
     def open(self, progress: Callable[[str], None] = lambda _msg: None) -> None:
         """Ingest what the cache lacks and open the store; the report so far is the run's
         facts (`tracekit.report.run_info`), enough for the timeline and the SQL console."""
-        from tracekit.report.render import run_info
+        from tracekit.report.runinfo import run_info
+        from tracekit.report.schema import to_dict
         from tracekit.store.open import open_run
 
         if self.run is not None:  # opened already (the tests share one session)
@@ -93,12 +84,12 @@ class Session:
         # the ingest's own progress bar would draw over the screen; the app shows progress
         os.environ["TRACEKIT_NO_PROGRESS"] = "1"
         progress(f"ingesting {self.display_path} …")
-        self.run = open_run(*self.inputs, workers=self.workers, **self.open_options)
+        self.run = open_run(*self.inputs, options=self.open_options)
         # the screens' queries get their own connection to the same database, so they
         # run while the diagnosers hold the run's (one lock per connection)
         self.cur = self.run.con.cursor()
         with self.run_lock:
-            self.report = {"run": run_info(self.run), "window": {"kind": self.window}}
+            self.report = {"run": to_dict(run_info(self.run)), "window": {"kind": self.window}}
 
     @property
     def diagnosed(self) -> bool:
@@ -108,25 +99,18 @@ class Session:
         """The full report, as `tracekit analyze --format json` builds it."""
         if self.diagnosed:
             return
+        from diagnosers import assemble
+        from tracekit.report.schema import to_dict
+
         with self.run_lock:
             try:
-                from diagnosers import Overrides
-                from diagnosers.report import cached_full_report
-
-                rep = cached_full_report(
-                    self.run,
-                    window=self.window,
-                    steps=self.steps,
-                    overrides=Overrides(**self.overrides),
-                )
+                rep = assemble.cached(self.run, self.options)
             except TracekitError:
                 raise
             except Exception as exc:  # a diagnoser bug must not stop the drill-down
-                from tracekit.report.render import build
-
                 self.report_error = f"{type(exc).__name__}: {exc}"
-                rep = build(self.run, window=self.window, steps=self.steps)
-        self.report = rep
+                rep = assemble.analyze(self.run, self.options.with_(levels=False))
+        self.report = to_dict(rep)
 
     def load(self, progress: Callable[[str], None] = lambda _msg: None) -> None:
         self.open(progress)

@@ -439,12 +439,11 @@ def _collective_verdicts(
             label_f, unit, worse, _, _ = M.FAMILIES[fam]
             bs = _full_series(bc, sam_key, bsteps) if bc else None
             ns = _full_series(nc, sam_key, nsteps) if nc else None
-            bv = _num((brep.get(key) or {}).get(rep_key))
-            nv = _num((nrep.get(key) or {}).get(rep_key))
-            if bv is None and bs:
-                bv = fmean(bs)
-            if nv is None and ns:
-                nv = fmean(ns)
+            # the report's figure; the samples' mean only for a collective the report's
+            # table left out (a baseline keeps the top 20) — never in place of a null:
+            # where the report cannot know a figure, the gate does not judge it
+            bv = _num(brep[key].get(rep_key)) if key in brep else (fmean(bs) if bs else None)
+            nv = _num(nrep[key].get(rep_key)) if key in nrep else (fmean(ns) if ns else None)
             if fam == "collective_time":
                 moved = abs((nv or 0) - (bv or 0))
             else:  # a bandwidth matters when the collective's time does

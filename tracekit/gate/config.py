@@ -17,10 +17,10 @@ command-line options override it.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tracekit.config import find_pyproject, read_toml
 from tracekit.errors import TracekitError
 from tracekit.gate.metrics import Threshold, parse_spec
 
@@ -35,27 +35,6 @@ class GateConfig:
     source: str | None = None
 
 
-def _toml(path: Path) -> dict:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        import tomli as tomllib
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TracekitError(f"{path}: cannot read it ({exc})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise TracekitError(f"{path}: not valid TOML ({exc})") from None
-
-
-def find_pyproject(start: Path | None = None) -> Path | None:
-    d = (start or Path.cwd()).resolve()
-    for p in (d, *d.parents):
-        if (p / "pyproject.toml").is_file():
-            return p / "pyproject.toml"
-    return None
-
-
 def load(path: str | None = None) -> GateConfig:
     """The `[tool.tracekit.gate]` table of `path`, or of the nearest pyproject.toml."""
     p = Path(path) if path else find_pyproject()
@@ -63,7 +42,7 @@ def load(path: str | None = None) -> GateConfig:
         return GateConfig()
     if path and not p.is_file():
         raise TracekitError(f"--config {path}: no such file")
-    table = _toml(p).get("tool", {}).get("tracekit", {}).get("gate")
+    table = read_toml(p).get("tool", {}).get("tracekit", {}).get("gate")
     if table is None:
         return GateConfig()
     where = f"{p} [tool.tracekit.gate]"

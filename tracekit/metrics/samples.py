@@ -1,20 +1,24 @@
-"""Per-step samples for the report (`report["samples"]`): the figures of the per-rank
-breakdown, one value per rank per ProfilerStep, so the gate can tell a change from noise.
+"""Per-step samples for the report (`report.samples`): the report's own figures with each
+ProfilerStep as the window, so the gate can tell a change from noise.
 
-The definitions are the breakdown's (`tracekit.metrics.breakdown`), with each step as the
-window: busy = union of device activity, compute = compute activity not under a host
-wait, exposed communication = communication not under compute, idle = step − busy.
-Per step and rank, exactly
+One definition per figure: the per-rank series are `metrics.breakdown`'s sweep and
+host-bound SQL, the collective series `metrics.collectives`' exposure and instances, the
+kernel series `metrics.kernels`' — each called with the steps as windows where the
+report calls it with each rank's analysed window. Hence, for the `steps` window, the
+sum over steps of a time series is the report's figure over the window (exactly, when
+the steps tile the window; gaps between steps can only take from it), and the mean over
+steps of a per-step figure is the report's per-step figure. Per step and rank, exactly
 
     step_time_ms = compute_ms + exposed_comm_ms + other_ms + idle_ms
 
-(`other_ms`: memcpy/memset under neither compute nor communication). On GPU runs,
-host-bound time per step (the compute level's definition). Per collective
-(name, group size, bytes): time per step and its exposed part (the collective's
-intervals, clipped to the step, less the time compute runs beside them; mean over
-ranks), and bus bandwidth from the median transfer time of its instances in the step
-(nccl-tests' definition, as `collectives[].busbw_GBps`). Per compute kernel (or CPU op)
-among the ten that take the most time: its time per step, mean over ranks.
+(`other_ms`: memcpy/memset under neither compute nor communication).
+
+Per collective (name, group size, bytes): time and exposed time per step, the mean
+over every rank of the report (ranks that did not take part count 0, as the report's
+`time_ms_per_step` counts them), and bus bandwidth from the median transfer time of its
+instances in the step — null in every step when the report's bus bandwidth is null
+(an unmatched instance, an unknown group): the samples never know what the report does
+not. Per kernel of the report's `top_kernels`: its time per step, mean over ranks.
 
 Layout (columnar, so a baseline stays small):
 
@@ -34,86 +38,108 @@ Layout (columnar, so a baseline stays small):
 from __future__ import annotations
 
 from collections import defaultdict
-from statistics import median
-from typing import Any
+from math import fsum
 
-from tracekit.metrics.breakdown import (
-    StepSelection,
-    hidden_by_compute_sql,
-    host_bound_sql,
-    sweep_sql,
-)
+import msgspec
+
+from tracekit.metrics import collectives as C
+from tracekit.metrics import kernels as K
+from tracekit.metrics import windows as W
+from tracekit.metrics.breakdown import host_bound_sql, sweep_sql
 from tracekit.model.collectives import bus_factor
 from tracekit.store.run import Run
 
-TOP_KERNELS = 10
+UNSET = msgspec.UNSET
 
-# each step its own window, through the breakdown's own definitions
-_STEPS = "SELECT rank, step, ts_ns AS start_ns, end_ns FROM steps WHERE {sel}"
-_STEP_SWEEP = """
-WITH w AS ({steps}),
-p AS {sweep}
-SELECT w.rank, w.step, w.end_ns - w.start_ns,
-       coalesce(p.busy_ns, 0), coalesce(p.compute_ns, 0),
-       coalesce(p.comm_ns, 0), coalesce(p.overlap_ns, 0), coalesce(p.wait_ns, 0)
-FROM w LEFT JOIN p ON p.rank = w.rank AND p.wid = w.step
-ORDER BY w.rank, w.step
-"""
 
-# Per collective row, clipped to the step it overlaps: its time and the part compute
-# hides (the compute islands of that step, as the communication level counts them).
-_COLLECTIVES = """
-WITH w AS ({steps}),
-c AS (
-    SELECT c.rank, w.step, c.name, c.group_size, c.bytes, c.dur_ns, c.ts_ns AS start_ns,
-           i.transfer_ns, c.instance_key,
-           greatest(c.ts_ns, w.start_ns) AS s, least(c.end_ns, w.end_ns) AS e
-    FROM collectives c JOIN w ON c.rank = w.rank
-    LEFT JOIN collective_instances i USING (instance_key)
-    WHERE c.end_ns > w.start_ns AND c.ts_ns < w.end_ns
-),
-ov AS {hidden}
-SELECT rank, step, name, group_size, bytes,
-       sum(greatest(0, e - s)), sum(greatest(0, e - s - hidden)),
-       list(coalesce(transfer_ns, dur_ns))
-FROM ov GROUP BY ALL
-"""
+class SampleRank(msgspec.Struct, kw_only=True):
+    rank: int
+    step: list[int]
+    step_time_ms: list[float | None]
+    compute_ms: list[float | None]
+    comm_ms: list[float | None]
+    exposed_comm_ms: list[float | None]
+    other_ms: list[float | None]
+    idle_ms: list[float | None]
+    idle_fraction: list[float | None]
+    compute_fraction: list[float | None]
+    comm_fraction: list[float | None]
+    comm_overlap_fraction: list[float | None]
+    exposed_comm_fraction: list[float | None]
+    comm_wait_fraction: list[float | None]
+    exposed_transfer_fraction: list[float | None]
+    bubble_fraction: list[float | None] | msgspec.UnsetType = UNSET
+    host_bound_ms: list[float | None] | msgspec.UnsetType = UNSET
+    host_bound_fraction: list[float | None] | msgspec.UnsetType = UNSET
 
-_HOST_BOUND = """
-WITH w AS ({steps})
-SELECT rank, wid, host_bound_ns FROM {host_bound}
-"""
 
-_KERNELS = """
-WITH w AS (SELECT rank, step, ts_ns AS start_ns, end_ns FROM steps WHERE {sel}),
-k AS (
-    SELECT w.rank, w.step, a.name,
-           sum(least(a.end_ns, w.end_ns) - greatest(a.ts_ns, w.start_ns)) AS ns
-    FROM device_activity a JOIN w ON a.rank = w.rank
-    WHERE a.category = 'compute' AND a.end_ns > w.start_ns AND a.ts_ns < w.end_ns
-    GROUP BY ALL
-),
-top AS (SELECT name FROM k GROUP BY name ORDER BY sum(ns) DESC, name LIMIT {top})
-SELECT rank, step, name, ns FROM k WHERE name IN (SELECT name FROM top)
-"""
+class SampleCollective(msgspec.Struct, kw_only=True):
+    name: str | None
+    group_size: int | None
+    bytes: int | None
+    step: list[int]
+    time_ms: list[float | None]
+    exposed_ms: list[float | None]
+    busbw_GBps: list[float | None]
+    ranks: list[int]
+    time_ms_by_rank: list[float | None]
+    exposed_ms_by_rank: list[float | None]
+
+
+class SampleKernel(msgspec.Struct, kw_only=True):
+    name: str
+    step: list[int]
+    time_ms: list[float | None]
+
+
+class Samples(msgspec.Struct, kw_only=True):
+    steps: list[int]
+    ranks: list[SampleRank]
+    collectives: list[SampleCollective]
+    kernels: list[SampleKernel]
 
 
 def _r(x: float | None, digits: int = 6) -> float | None:
     return None if x is None else round(float(x), digits)
 
 
-def per_step(run: Run, steps: str | None = None, pipeline: bool = False) -> dict[str, Any]:
-    """The report's `samples`: per-step figures per rank, per collective and per kernel.
+def per_step(
+    run: Run,
+    steps: str | None = None,
+    pipeline: bool = False,
+    ranks: list[int] | None = None,
+    busbw_null: set[C.Key] | None = None,
+    kernels: list[str] | None = None,
+) -> Samples:
+    """The report's `samples`. `steps` selects ProfilerSteps as `--steps` does; `pipeline`
+    adds each rank's per-step `bubble_fraction` (1 − compute fraction, the scaling level's
+    definition); `ranks` are the report's ranks (the collectives' mean is over them);
+    `busbw_null` the collective keys whose bus bandwidth the report leaves null;
+    `kernels` the report's `top_kernels` names."""
+    windows = W.step_windows(steps)
+    by_rank = _ranks(run, windows, pipeline)
+    all_steps = sorted({s for d in by_rank for s in d.step})
+    n_ranks = len(ranks) if ranks else len(by_rank)
+    return Samples(
+        steps=all_steps,
+        ranks=by_rank,
+        collectives=_collectives(run, windows, max(n_ranks, 1), busbw_null or set()),
+        kernels=_kernels(run, windows, max(n_ranks, 1), kernels),
+    )
 
-    `steps` selects ProfilerSteps as `--steps` does; `pipeline` adds each rank's
-    per-step `bubble_fraction` (1 − compute fraction, the scaling level's definition)."""
-    sel = StepSelection.parse(steps).sql()
-    ranks: dict[int, dict[str, list]] = {}
-    steps_q = _STEPS.format(sel=sel)
-    sweep = sweep_sql("SELECT rank, step AS wid, start_ns, end_ns FROM w")
-    rows = run.sql(_STEP_SWEEP.format(steps=steps_q, sweep=sweep)).fetchall()
+
+def _ranks(run: Run, windows: str, pipeline: bool) -> list[SampleRank]:
+    rows = run.sql(
+        f"""WITH w AS ({windows}), p AS ({sweep_sql("SELECT * FROM w")})
+        SELECT w.rank, w.wid, w.end_ns - w.start_ns,
+               coalesce(p.busy_ns, 0), coalesce(p.compute_ns, 0),
+               coalesce(p.comm_ns, 0), coalesce(p.overlap_ns, 0), coalesce(p.wait_ns, 0)
+        FROM w LEFT JOIN p ON p.rank = w.rank AND p.wid = w.wid
+        ORDER BY w.rank, w.wid"""
+    ).fetchall()
+    series: dict[int, dict[str, list]] = {}
     for rank, step, win, busy, comp, comm, ovl, wait in rows:
-        d = ranks.setdefault(rank, defaultdict(list))
+        d = series.setdefault(rank, defaultdict(list))
         exposed = comm - ovl
         d["step"].append(step)
         d["step_time_ms"].append(_r(win / 1e6))
@@ -132,92 +158,81 @@ def per_step(run: Run, steps: str | None = None, pipeline: bool = False) -> dict
         d["exposed_transfer_fraction"].append(frac(exposed - wait))
         if pipeline:
             d["bubble_fraction"].append(_r(1 - comp / win) if win > 0 else None)
-    host_bound = host_bound_sql("SELECT rank, step AS wid, start_ns, end_ns FROM w")
-    hb = {
-        (r, st): ns
-        for r, st, ns in run.sql(
-            _HOST_BOUND.format(steps=steps_q, host_bound=host_bound)
-        ).fetchall()
-    }
-    for rank, d in ranks.items():
-        if any(r == rank for r, _ in hb):  # a GPU rank: its kernels have launches
+    hb: dict[tuple[int, int], int] = {}
+    for rank, step, ns, *_ in run.sql(f"SELECT * FROM ({host_bound_sql(windows)})").fetchall():
+        hb[(rank, step)] = ns
+    gpu = {r for r, _ in hb}  # a GPU rank: its kernels have launches
+    for rank, d in series.items():
+        if rank in gpu:
             wins = dict(zip(d["step"], d["step_time_ms"], strict=True))
             d["host_bound_ms"] = [_r(hb.get((rank, st), 0) / 1e6) for st in d["step"]]
             d["host_bound_fraction"] = [
                 _r(hb.get((rank, st), 0) / 1e6 / wins[st]) if wins[st] else None for st in d["step"]
             ]
-    all_steps = sorted({s for d in ranks.values() for s in d["step"]})
-    return {
-        "steps": all_steps,
-        "ranks": [{"rank": r, **d} for r, d in sorted(ranks.items())],
-        "collectives": _collectives(run, steps_q),
-        "kernels": _kernels(run, sel),
-    }
+    return [SampleRank(rank=r, **d) for r, d in sorted(series.items())]
 
 
-def _collectives(run: Run, steps_q: str) -> list[dict]:
-    hidden = hidden_by_compute_sql("(SELECT * FROM c)", "(SELECT rank, start_ns, end_ns FROM w)")
-    rows = run.sql(_COLLECTIVES.format(steps=steps_q, hidden=hidden)).fetchall()
-    by: dict[tuple, dict] = {}
-    for rank, step, name, group, nbytes, time_ns, exposed_ns, transfers in rows:
-        d = by.setdefault(
-            (name, group, nbytes),
-            {
-                "time": defaultdict(dict),
-                "exposed": defaultdict(dict),
-                "transfer": defaultdict(list),
-            },
-        )
-        d["time"][step][rank] = time_ns
-        d["exposed"][step][rank] = exposed_ns
-        d["transfer"][step].extend(t for t in transfers if t)
+def _collectives(
+    run: Run, windows: str, n_ranks: int, busbw_null: set[C.Key]
+) -> list[SampleCollective]:
+    exp = C.exposure(run, windows)
+    inst = C.instances(run, windows)
     out = []
-    for (name, group, nbytes), d in by.items():
-        steps = sorted(d["time"])
-        ranks = sorted({r for s in steps for r in d["time"][s]})
+    for key, cells in exp.items():
+        name, group, nbytes = key
+        steps = sorted({wid for _, wid in cells})
+        ranks = sorted({r for r, _ in cells})
         factor = bus_factor(name, group or 2)
 
-        def busbw(step: int, nbytes=nbytes, factor=factor, d=d) -> float | None:
-            t = median(d["transfer"][step]) if d["transfer"][step] else None
+        def busbw(step: int, key=key, nbytes=nbytes, factor=factor, group=group) -> float | None:
+            i = inst.get(step, {}).get(key)
+            if key in busbw_null or i is None or not i.matched or not group:
+                return None
+            t = i.transfer_ns
             return _r(nbytes * factor / t) if nbytes and factor and t else None  # B/ns = GB/s
 
-        def per_rank_mean(key: str, r: int, steps=steps, d=d) -> float:
-            return _r(sum(d[key][s].get(r, 0) for s in steps) / len(steps) / 1e6)
+        def per_step(field: str, step: int, cells=cells) -> float:
+            return _r(fsum(getattr(v, field) for (_, w), v in cells.items() if w == step)
+                      / n_ranks / 1e6)  # fmt: skip
 
-        n_ranks = max(len(ranks), 1)
+        def by_rank(field: str, rank: int, cells=cells, steps=steps) -> float:
+            total = fsum(getattr(v, field) for (r, _), v in cells.items() if r == rank)
+            return _r(total / len(steps) / 1e6)
+
         out.append(
-            {
-                "name": name,
-                "group_size": group,
-                "bytes": nbytes,
-                "step": steps,
-                "time_ms": [_r(sum(d["time"][s].values()) / n_ranks / 1e6) for s in steps],
-                "exposed_ms": [_r(sum(d["exposed"][s].values()) / n_ranks / 1e6) for s in steps],
-                "busbw_GBps": [busbw(s) for s in steps],
-                "ranks": ranks,
-                "time_ms_by_rank": [per_rank_mean("time", r) for r in ranks],
-                "exposed_ms_by_rank": [per_rank_mean("exposed", r) for r in ranks],
-            }
+            SampleCollective(
+                name=name,
+                group_size=group,
+                bytes=nbytes,
+                step=steps,
+                time_ms=[per_step("union_ns", s) for s in steps],
+                exposed_ms=[per_step("exposed_ns", s) for s in steps],
+                busbw_GBps=[busbw(s) for s in steps],
+                ranks=ranks,
+                time_ms_by_rank=[by_rank("union_ns", r) for r in ranks],
+                exposed_ms_by_rank=[by_rank("exposed_ns", r) for r in ranks],
+            )
         )
-    out.sort(key=lambda c: -sum(c["time_ms"]))
+    out.sort(key=lambda c: (-fsum(c.time_ms), c.name or "", c.group_size or 0, c.bytes or 0))
     return out
 
 
-def _kernels(run: Run, sel: str) -> list[dict]:
-    rows = run.sql(_KERNELS.format(sel=sel, top=TOP_KERNELS)).fetchall()
-    n_ranks = max(len(run.ranks), 1)
-    by: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
-    for _rank, step, name, ns in rows:
-        by[name][step] += ns
+def _kernels(run: Run, windows: str, n_ranks: int, names: list[str] | None) -> list[SampleKernel]:
+    per = K.kernel_time(run, windows)
+    if names is None:
+        names = K.top_names(per)
     out = []
-    for name, per in by.items():
-        steps = sorted(per)
+    for name in names:
+        cells = per.get(name, {})
+        steps = sorted({wid for _, wid in cells})
         out.append(
-            {
-                "name": name,
-                "step": steps,
-                "time_ms": [_r(per[s] / n_ranks / 1e6) for s in steps],
-            }
+            SampleKernel(
+                name=name,
+                step=steps,
+                time_ms=[
+                    _r(fsum(ns for (_, w), (ns, _n) in cells.items() if w == s) / n_ranks / 1e6)
+                    for s in steps
+                ],
+            )
         )
-    out.sort(key=lambda k: -sum(k["time_ms"]))
     return out

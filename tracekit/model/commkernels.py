@@ -21,7 +21,6 @@ changing them ingests the run again.
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,26 +177,16 @@ def classify(name: str, user: Iterable[re.Pattern] = ()) -> Classified | None:
     return None
 
 
-def pyproject_patterns(root: Path, cwd: Path | None = None) -> list[str]:
-    """`[tool.tracekit].comm_kernels` of the run folder's pyproject.toml, else the cwd's."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        import tomli as tomllib
-    for folder in (root, cwd or Path.cwd()):
-        f = Path(folder) / "pyproject.toml"
-        if not f.is_file():
-            continue
-        try:
-            data = tomllib.loads(f.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise TracekitError(f"{f}: not readable TOML ({exc}); fix it") from exc
-        value = data.get("tool", {}).get("tracekit", {}).get("comm_kernels", [])
-        if not isinstance(value, list):
-            raise TracekitError(f"{f}: [tool.tracekit] comm_kernels must be a list of regexes")
-        compile_patterns(value, str(f))
-        return list(value)
-    return []
+def pyproject_patterns(root: Path) -> list[str]:
+    """`[tool.tracekit].comm_kernels` of the project's pyproject.toml (`tracekit.config`)."""
+    from tracekit import config
+
+    f = config.pyproject_for(root)
+    value = config.tracekit_table(f).get("comm_kernels", [])
+    if not isinstance(value, list):
+        raise TracekitError(f"{f}: [tool.tracekit] comm_kernels must be a list of regexes")
+    compile_patterns(value, str(f))
+    return list(value)
 
 
 def user_patterns(root: Path, cli: Iterable[str] = (), manifest_patterns: Iterable[str] = ()):

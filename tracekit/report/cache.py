@@ -9,8 +9,9 @@ and `diagnosers`, so an edited or upgraded tracekit never reads an old answer. A
 computes the report and stores it (an atomic write); the folder keeps the newest `KEEP`
 reports.
 
-The stored report is the JSON the user would get (`tracekit.report.to_json`), so a hit
-renders exactly what a miss does.
+The code includes the rules plugins add (`tracekit.rules` entry points: name, target and
+their distribution's version). The stored report is the JSON the user would get
+(`tracekit.report.schema.encode`), so a hit renders exactly what a miss does.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracekit.atomic import write_text
+from tracekit.report.schema import Report, decode, encode
 
 if TYPE_CHECKING:
     from tracekit.store.run import Run
@@ -33,17 +35,24 @@ FOLDER = "reports"
 
 @cache
 def _code_stamp() -> str:
-    """Size and mtime of every module the report is computed by."""
-    import diagnosers
-    import tracekit
+    """Size and mtime of every module the report is computed by (the engine and the
+    diagnosers, found without importing them), and the plugin rules installed."""
+    from importlib.metadata import entry_points
+    from importlib.util import find_spec
 
     h = hashlib.sha256()
-    for pkg in (tracekit, diagnosers):
-        root = Path(pkg.__file__).parent
+    for name in ("tracekit", "diagnosers"):
+        spec = find_spec(name)
+        if spec is None or not spec.origin:
+            continue
+        root = Path(spec.origin).parent
         for p in sorted(root.rglob("*")):
             if p.suffix in (".py", ".sql") and "__pycache__" not in p.parts:
                 st = p.stat()
-                h.update(f"{p.relative_to(root)}:{st.st_size}:{st.st_mtime_ns};".encode())
+                h.update(f"{name}/{p.relative_to(root)}:{st.st_size}:{st.st_mtime_ns};".encode())
+    for ep in sorted(entry_points(group="tracekit.rules"), key=lambda e: e.name):
+        version = ep.dist.version if ep.dist else ""
+        h.update(f"rule:{ep.name}={ep.value}@{version};".encode())
     return h.hexdigest()
 
 
@@ -57,24 +66,22 @@ def key(run: Run, options: dict[str, Any]) -> str:
     return h.hexdigest()[:32]
 
 
-def cached(run: Run, options: dict[str, Any], compute: Callable[[], dict]) -> dict:
+def cached(run: Run, options: dict[str, Any], compute: Callable[[], Report]) -> Report:
     """The report for `options`: read back when this exact one was computed before."""
     folder = run.cache_dir / FOLDER
     path = folder / f"{key(run, options)}.json"
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        return decode(path.read_bytes())
+    except (OSError, ValueError):  # none yet, or unreadable (msgspec's errors are ValueErrors)
         pass
-    from tracekit.report.render import to_json
-
-    text = to_json(compute())
+    text = encode(compute())
     try:
         folder.mkdir(exist_ok=True)
         write_text(path, text)
         _prune(folder)
     except OSError:  # a cache we cannot write only costs the next analyze its time
         pass
-    return json.loads(text)
+    return decode(text)  # what a hit returns, exactly
 
 
 def _prune(folder: Path) -> None:

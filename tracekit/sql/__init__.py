@@ -49,6 +49,51 @@ def module(name: str) -> str:
     return node.joinpath(f"{leaf}.sql").read_text()
 
 
+def _fill(label: str, text: str, parts: dict[str, str]) -> str:
+    lines = text.splitlines()
+    code = [i for i, line in enumerate(lines) if not line.lstrip().startswith("--")]
+    for key, part in parts.items():
+        marker = "{" + key + "}"
+        hit = False
+        for i in code:
+            if marker in lines[i]:
+                lines[i] = lines[i].replace(marker, part)
+                hit = True
+        if not hit:
+            raise KeyError(f"SQL {label} has no {marker}")
+    return "\n".join(lines)
+
+
+def fill(name: str, **parts: str) -> str:
+    """Module `name` with its `{placeholders}` replaced by SQL `parts` (subqueries, table
+    names, predicates built by Python). Only the named placeholders, and only outside
+    comments, are touched, so SQL braces and the docs stay as written. Values never go
+    in here: bind them (`$name` parameters)."""
+    return _fill(f"module {name}", module(name), parts)
+
+
+@cache
+def _queries(name: str) -> dict[str, str]:
+    out: dict[str, list[str]] = {}
+    cur: list[str] | None = None
+    for line in module(name).splitlines():
+        if m := _HEAD.match(line):
+            cur = out.setdefault(m.group(2), []) if m.group(1) == "query" else None
+        if cur is not None:
+            cur.append(line)
+    return {k: "\n".join(v) for k, v in out.items()}
+
+
+def query(name: str, query_name: str, **parts: str) -> str:
+    """The `-- @query query_name` block of module `name` (a module may hold several named
+    queries of one topic), placeholders filled as `fill` does."""
+    try:
+        text = _queries(name)[query_name]
+    except KeyError:
+        raise KeyError(f"SQL module {name} has no query {query_name!r}") from None
+    return _fill(f"{name}:{query_name}", text, parts)
+
+
 def table_name(name: str) -> str:
     """The table a rank/run module creates: its last dotted part."""
     return name.rsplit(".", 1)[-1]

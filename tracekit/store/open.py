@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from tracekit.errors import TracekitError
 from tracekit.ingest import runner as loader
 from tracekit.ingest.discover import find_trace_files
+from tracekit.options import OpenOptions
 from tracekit.store.run import Run
 
 if TYPE_CHECKING:
@@ -17,17 +18,9 @@ if TYPE_CHECKING:
     from tracekit.ingest import ranksel
 
 
-def open_run(
-    *inputs: str | Path,
-    workers: int | None = None,
-    comm_kernels: tuple[str, ...] | list = (),
-    strict: bool = False,
-    allow_mixed: bool = False,
-    cluster: str | None = None,
-    ranks: str | list[int] | None = None,
-    sample_ranks: int | None = None,
-) -> Run:
-    """Open a run folder (or trace files), ingesting what the cache lacks.
+def open_run(*inputs: str | Path, options: OpenOptions | None = None, **kwargs) -> Run:
+    """Open a run folder (or trace files), ingesting what the cache lacks. `options` (an
+    `OpenOptions`), or its fields as keywords:
 
     `comm_kernels`: extra regexes of communication kernels (`--comm-kernel`), added to
     those of the run's job.json and pyproject.toml (`tracekit.model.commkernels.user_patterns`).
@@ -38,6 +31,9 @@ def open_run(
     `ranks` (`"0-7,64"` or a list) or `sample_ranks` (N ranks spread evenly): open only
     those ranks, without ingesting the other traces (`tracekit.ingest.ranksel`); the selection
     is `run.rank_selection`."""
+    o = options or OpenOptions(**kwargs)
+    workers, strict, allow_mixed, cluster = o.workers, o.strict, o.allow_mixed, o.cluster
+    ranks, sample_ranks, comm_kernels = o.ranks, o.sample_ranks, o.comm_kernels
     from tracekit import manifest
     from tracekit.model.commkernels import user_patterns
     from tracekit.store import health as validate

@@ -25,19 +25,19 @@
 
 from __future__ import annotations
 
-from diagnosers.base import LevelResult, mean, pct, severity
-from diagnosers.context import Context
-from diagnosers.findings import Finding
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from diagnosers.base import mean
+from tracekit import sql
+from tracekit.metrics import windows as W
 from tracekit.metrics.breakdown import host_bound_sql
 from tracekit.model.flops import transformer_flops_per_token
 from tracekit.model.hardware import dtype_class
 from tracekit.sql.text import sql_str
 
-LOW_MFU, VERY_LOW_MFU = 0.25, 0.10
-SLOW_GEMMS = 0.40  # GEMM efficiency under which low MFU is the kernels' fault
-HOST_WARN, HOST_CRIT = 0.10, 0.25
-IDLE_WARN = 0.25
-GOOD_GEMM_EFFICIENCY = 0.6  # what well-shaped bf16 GEMMs reach; the impact estimate's target
+if TYPE_CHECKING:
+    from diagnosers.context import Context
 
 
 def _op_class(ctx: Context, dtype: str | None, tf32: bool) -> str | None:
@@ -52,6 +52,7 @@ def peaks(ctx: Context, classes) -> tuple[dict[str, float], str, dict[str, str]]
     """Peak FLOP/s per dtype class, where they came from, and why a class has none."""
     out: dict[str, float] = {}
     missing: dict[str, str] = {}
+    classes = sorted(classes, key=lambda c: (c is None, str(c)))  # one order, one report
     if ctx.overrides.peak_tflops:
         return {c: ctx.overrides.peak_tflops * 1e12 for c in classes}, "override", {}
     if ctx.cpu:
@@ -80,10 +81,9 @@ def peaks(ctx: Context, classes) -> tuple[dict[str, float], str, dict[str, str]]
 
 def _host_bound(ctx: Context) -> dict[int, dict]:
     rows = ctx.run.sql(f"""
-        WITH w AS {ctx.window_sql()}
+        WITH w AS ({ctx.windows})
         SELECT h.rank, w.n, h.host_bound_ns, h.host_gaps, h.gap_ns, h.median_kernel_ns
-        FROM {host_bound_sql("SELECT rank, 0 AS wid, start_ns, end_ns FROM w")} h
-        JOIN w USING (rank)""").fetchall()
+        FROM ({host_bound_sql("SELECT * FROM w")}) h JOIN w USING (rank)""").fetchall()
     return {
         r: {"host_bound_ns": hb, "host_gaps": g, "gap_ns": gap, "steps": n, "median_kernel_ns": mk}
         for r, n, hb, g, gap, mk in rows
@@ -93,32 +93,20 @@ def _host_bound(ctx: Context) -> dict[int, dict]:
 def _op_groups(ctx: Context) -> tuple[list[dict], dict, str, dict]:
     """Counted ops in each rank's window, grouped by (rank, name, dtype, tf32, phase, and
     whether the op ran faster than its dtype's peak — a suspect count); the peaks."""
-    win = ctx.window_sql()
-    kinds = ctx.run.sql(f"""
-        WITH w AS {win}
-        SELECT DISTINCT f.dtype, f.tf32 FROM op_flops f JOIN w ON f.rank = w.rank
-        WHERE f.ts_ns >= w.start_ns AND f.ts_ns < w.end_ns""").fetchall()
+    ops = W.starting_in("SELECT * FROM op_flops", ctx.windows)
+    kinds = ctx.run.sql(sql.query("levels.compute", "op_dtypes", ops=ops)).fetchall()
     cls = {(d, bool(t)): _op_class(ctx, d, bool(t)) for d, t in kinds}
     peak, src, missing = peaks(ctx, set(cls.values()))
     values = ", ".join(
         f"({sql_str(d) if d is not None else 'NULL'}, {bool(t)}, {peak.get(c) or 'NULL'}::DOUBLE)"
         for (d, t), c in cls.items()
     )
-    p = f"(SELECT * FROM (VALUES {values}) AS p(dtype, tf32, peak))" if values else None
-    rows = ctx.run.sql(f"""
-        WITH w AS {win}, p AS {p or "(SELECT NULL AS dtype, false AS tf32, NULL AS peak)"}
-        SELECT f.rank, f.name, f.dtype, f.tf32, f.phase,
-               coalesce(f.achieved_flops_per_s > p.peak, false) AS suspect, count(*),
-               count(*) FILTER (f.flops IS NULL), sum(f.flops),
-               sum(f.flops) FILTER (f.device_ns > 0), sum(f.device_ns) FILTER (f.flops IS NOT NULL),
-               sum(f.device_ns) FILTER (f.flops IS NULL), min(f.flops_note),
-               max(f.achieved_flops_per_s / p.peak)
-        FROM op_flops f JOIN w ON f.rank = w.rank
-        LEFT JOIN p ON p.dtype IS NOT DISTINCT FROM f.dtype AND p.tf32 = coalesce(f.tf32, false)
-        WHERE f.ts_ns >= w.start_ns AND f.ts_ns < w.end_ns
-        GROUP BY ALL
-        ORDER BY ALL  -- the sums below then add in one order: the same report every time
-        """).fetchall()
+    p = (
+        f"SELECT * FROM (VALUES {values}) AS p(dtype, tf32, peak)"
+        if values
+        else "SELECT NULL AS dtype, false AS tf32, NULL AS peak"
+    )
+    rows = ctx.run.sql(sql.query("levels.compute", "op_groups", ops=ops, peaks=p)).fetchall()
     keys = ("rank", "name", "dtype", "tf32", "phase", "suspect", "n", "n_null", "flops")
     keys += ("timed_flops", "device_ns", "null_device_ns", "note", "max_peak_ratio")
     groups = [dict(zip(keys, r, strict=True)) for r in rows]
@@ -175,7 +163,7 @@ def _at_peak(flops_by_class: dict, peak: dict) -> float:
     return sum(fl / peak[c] for c, fl in flops_by_class.items() if peak.get(c))
 
 
-def top_ops(ctx: Context, groups: list[dict], peak: dict, limit: int = 10) -> list[dict]:
+def top_ops(groups: list[dict], peak: dict, limit: int = 10) -> list[dict]:
     agg: dict[str, dict] = {}
     for g in groups:
         a = agg.setdefault(
@@ -226,17 +214,64 @@ def predicted_flops_per_step(ctx: Context) -> tuple[float | None, str | None]:
     return tokens * per_token, None
 
 
-def diagnose(ctx: Context) -> LevelResult:
-    res = LevelResult("compute")
+def _sanity_notes(suspects, peak: dict, per_rank, no_peak: dict, calibrated: bool) -> list[str]:
+    """An efficiency above 100% is a counting bug (or, against a measured calibration, a
+    peak measured too low): never a figure, always a note naming the op."""
+    notes = []
+    for (name, cls), ratio in sorted(suspects.items()):
+        why = (
+            "the calibration's matmul measured this machine's peak too low"
+            if calibrated
+            else "its FLOP count is suspect (shapes or arguments misread, or kernels "
+            "missing from the trace)"
+        )
+        notes.append(
+            f"{name} ({cls}) runs at up to {ratio:.0%} of the {peak[cls] / 1e12:.2f} TFLOP/s "
+            f"{cls} peak: {why}; left out of GEMM efficiency"
+        )
+    over = sorted({k for r in per_rank for k in r.get("_over_peak", [])})
+    if over:
+        notes.append(f"{', '.join(over)} above 100% on some rank: a counting bug, shown as unknown")
+    counted = {c for r in per_rank for c, v in (r.get("flops_by_dtype") or {}).items() if v}
+    for cls, why in sorted(no_peak.items()):
+        if cls in counted:
+            notes.append(f"MFU leaves out {cls} FLOPs: {why}")
+    return notes
+
+
+@dataclass
+class ComputeFacts:
+    ranks: list[dict[str, Any]]  # per rank: mfu, hfu, gemm_efficiency, FLOPs, host-bound …
+    top_ops: list[dict[str, Any]]
+    peak_flops_by_dtype: dict[str, float]
+    peak_source: str
+    mfu: float | None
+    hfu: float | None
+    gemm_efficiency: float | None
+    flops_per_step: float | None  # all ranks
+    model_flops_per_step: float | None  # all ranks
+    flops_by_dtype: dict[str, float]
+    uncounted_ops_per_step: float | None
+    idle_fraction: float | None
+    host_bound_fraction: float | None
+    predicted_flops_per_step: float | None
+    predicted_why: str | None
+    counted_over_predicted: float | None
+    notes: list[str] = field(default_factory=list)
+    null_reasons: dict[str, str] = field(default_factory=dict)
+
+
+def facts(ctx: Context) -> ComputeFacts:
+    """The compute facts (`ctx.compute` caches them)."""
     groups, peak, peak_src, no_peak = _op_groups(ctx)
     suspects = _suspects(groups)
     flops = _rank_flops(groups, peak)
     hb = {} if ctx.cpu else _host_bound(ctx)
     per_rank = []
     for r in ctx.ranks:
-        rank, win_s = r["rank"], r["window_ms"] * 1e-3
+        rank, win_s = r.rank, r.window_ms * 1e-3
         f = flops.get(rank)
-        steps = max(r["steps"], 1)
+        steps = max(r.steps, 1)
         row: dict = {"rank": rank}
         if f:
             model = {c: 3 * v for c, v in f["fwd"].items()} if f["bwd"] else f["fwd"]
@@ -263,8 +298,8 @@ def diagnose(ctx: Context) -> LevelResult:
         h = hb.get(rank, {})
         win_ns = win_s * 1e9
         row |= {
-            "idle_fraction": r["idle_fraction"],
-            "compute_fraction": r["compute_fraction"],
+            "idle_fraction": r.idle_fraction,
+            "compute_fraction": r.compute_fraction,
             "host_bound_fraction": (
                 h.get("host_bound_ns", 0) / win_ns if win_ns and h else (None if ctx.cpu else 0)
             ),
@@ -273,25 +308,23 @@ def diagnose(ctx: Context) -> LevelResult:
             "median_kernel_us": (h.get("median_kernel_ns") or 0) / 1e3 if h else None,
         }
         per_rank.append(row)
-    _sanity_notes(res, suspects, peak, per_rank, no_peak, calibrated=ctx.cpu)
+    notes = _sanity_notes(suspects, peak, per_rank, no_peak, calibrated=ctx.cpu)
     for row in per_rank:
         row.pop("_over_peak", None)
-    res.metrics["ranks"] = per_rank
-    res.metrics["top_ops"] = top_ops(ctx, groups, peak)
-    res.metrics["peak_flops_by_dtype"] = {str(c): v for c, v in peak.items()}
     mfu = mean(r.get("mfu") for r in per_rank)
     eff = mean(r.get("gemm_efficiency") for r in per_rank)
+    reasons: dict[str, str] = {}
     if mfu is None:
         counted = any(g["flops"] for g in groups)
         why = peak_src if counted else "no FLOPs counted: profile with record_shapes=True"
-        res.notes.append(f"MFU unknown: {why}")
-    nsteps = max(max((r["steps"] for r in ctx.ranks), default=1), 1)
+        notes.append(f"MFU unknown: {why}")
+    nsteps = max(max((r.steps for r in ctx.ranks), default=1), 1)
 
     def run_total(key):  # per step, all ranks
         vals = [
-            r[key] * max(x["steps"], 1)
-            for r, x in zip(per_rank, ctx.ranks, strict=True)
-            if key in r
+            row[key] * max(x.steps, 1)
+            for row, x in zip(per_rank, ctx.ranks, strict=True)
+            if key in row
         ]
         return sum(vals) / nsteps if vals else None
 
@@ -299,151 +332,42 @@ def diagnose(ctx: Context) -> LevelResult:
     for r in per_rank:
         for c, v in (r.get("flops_by_dtype") or {}).items():
             by_dtype[c] = by_dtype.get(c, 0.0) + v
-    pred, why = predicted_flops_per_step(ctx)
+    pred, pred_why = predicted_flops_per_step(ctx)
     model_total = run_total("model_flops_per_step")
-    res.measured = {
-        "mfu": mfu,
-        "hfu": mean(r.get("hfu") for r in per_rank),
-        "gemm_efficiency": eff,
-        "peak_source": peak_src,
-        "flops_per_step": run_total("flops_per_step") or None,
-        "model_flops_per_step": model_total or None,
-        "flops_by_dtype": by_dtype,
-        "uncounted_ops_per_step": run_total("uncounted_ops_per_step"),
-        "idle_fraction": mean(r["idle_fraction"] for r in ctx.ranks),
-        "host_bound_fraction": mean(r["host_bound_fraction"] for r in per_rank),
-    }
-    res.predicted = {"model_flops_per_step": pred}
-    ctx.metrics["compute"] = {"mfu": mfu, "gemm_efficiency": eff, "ranks": per_rank}
     uncounted = run_total("uncounted_ops_per_step")
     if uncounted:
         names = sorted({(g["name"], g["note"]) for g in groups if g["n_null"]})
-        res.notes.append(
+        notes.append(
             f"{uncounted:.0f} ops per step not counted (FLOPs unknown from the trace): "
             + "; ".join(f"{n}: {why}" for n, why in names[:4])
         )
-    if why:
-        res.notes.append(f"predicted FLOPs unknown: {why}")
+    ratio = None
+    if pred_why:
+        notes.append(f"predicted FLOPs unknown: {pred_why}")
     elif model_total and pred:
         ratio = model_total / pred
-        res.metrics["counted_over_predicted_flops"] = ratio
         if abs(ratio - 1) > 0.2:
-            res.notes.append(
+            notes.append(
                 f"model FLOPs counted are {ratio:.2f}× the 6N + 12LHQT model: "
                 "non-transformer work, or ops without recorded shapes explain the difference"
             )
-    _low_mfu(res, ctx, mfu, eff, per_rank)
-    _host_bound_finding(res, ctx, per_rank)
-    _idle_finding(res, ctx, per_rank)
-    return res
-
-
-def _sanity_notes(
-    res: LevelResult, suspects, peak: dict, per_rank, no_peak: dict, calibrated: bool
-) -> None:
-    """An efficiency above 100% is a counting bug (or, against a measured calibration, a
-    peak measured too low): never a figure, always a note naming the op."""
-    for (name, cls), ratio in sorted(suspects.items()):
-        why = (
-            "the calibration's matmul measured this machine's peak too low"
-            if calibrated
-            else "its FLOP count is suspect (shapes or arguments misread, or kernels "
-            "missing from the trace)"
-        )
-        res.notes.append(
-            f"{name} ({cls}) runs at up to {ratio:.0%} of the {peak[cls] / 1e12:.2f} TFLOP/s "
-            f"{cls} peak: {why}; left out of GEMM efficiency"
-        )
-    over = sorted({k for r in per_rank for k in r.get("_over_peak", [])})
-    if over:
-        res.notes.append(
-            f"{', '.join(over)} above 100% on some rank: a counting bug, shown as unknown"
-        )
-    counted = {c for r in per_rank for c, v in (r.get("flops_by_dtype") or {}).items() if v}
-    for cls, why in sorted(no_peak.items()):
-        if cls in counted:
-            res.notes.append(f"MFU leaves out {cls} FLOPs: {why}")
-
-
-def _idle_finding(res: LevelResult, ctx: Context, per_rank) -> None:
-    from diagnosers.pipeline import detect_pipeline
-
-    if detect_pipeline(ctx) is not None:
-        return  # a pipeline's idle time is its bubble (scaling.pipeline_bubble)
-    flagged = []
-    for r in per_rank:
-        unexplained = (r["idle_fraction"] or 0) - (r["host_bound_fraction"] or 0)
-        if unexplained >= IDLE_WARN:
-            flagged.append((r, unexplained))
-    if not flagged:
-        return
-    frac = sum(u for _, u in flagged) / len(flagged)
-    step_ms = ctx.step_ms or 0
-    res.findings.append(
-        Finding(
-            "compute.idle",
-            "critical" if frac >= 0.5 else "warning",
-            f"the device is idle {pct(frac)} of the step for reasons other than kernel launches",
-            ranks=[r["rank"] for r, _ in flagged],
-            measured={"idle_fraction": frac},
-            predicted={"idle_fraction": 0.0},
-            impact_ms=frac * step_ms,
-            remedy="look in the timeline for waits on the data loader, host synchronizations, "
-            "checkpointing or evaluation inside the step",
-        )
-    )
-
-
-def _low_mfu(res: LevelResult, ctx: Context, mfu, eff, per_rank) -> None:
-    if mfu is None or mfu >= LOW_MFU or eff is None or eff >= SLOW_GEMMS:
-        return  # high MFU, or low MFU that idle / communication explains (their findings)
-    sev = "critical" if mfu < VERY_LOW_MFU else "warning"
-    lost = 0.0
-    for r in per_rank:  # the kernels' time now, against the time at a good efficiency
-        if r.get("gemm_efficiency") and r.get("at_peak_ms_per_step"):
-            at_peak = r["at_peak_ms_per_step"]
-            lost += max(0.0, at_peak / r["gemm_efficiency"] - at_peak / GOOD_GEMM_EFFICIENCY)
-    impact = lost / max(len(per_rank), 1)
-    peaks = res.metrics.get("peak_flops_by_dtype", {})
-    peak_txt = ", ".join(f"{c} {p / 1e12:.0f}" for c, p in peaks.items()) or "—"
-    res.findings.append(
-        Finding(
-            "compute.low_mfu",
-            sev,
-            f"MFU {pct(mfu)}: the counted GEMM/attention work runs at {pct(eff)} of its "
-            f"dtype's peak (TFLOP/s: {peak_txt})",
-            ranks=[r["rank"] for r in per_rank if r.get("mfu") is not None and r["mfu"] < LOW_MFU],
-            measured={"mfu": mfu, "gemm_efficiency": eff},
-            predicted={"gemm_efficiency": GOOD_GEMM_EFFICIENCY},
-            impact_ms=impact,
-            remedy="bf16 autocast or TF32 for fp32 GEMMs, matmul shapes that are multiples of 64, "
-            "flash/fused attention, torch.compile; confirm tensor-core kernels in the top ops",
-            details={"top_ops": res.metrics["top_ops"][:5]},
-        )
-    )
-
-
-def _host_bound_finding(res: LevelResult, ctx: Context, per_rank) -> None:
-    if ctx.cpu:
-        return
-    flagged = [r for r in per_rank if severity(r["host_bound_fraction"] or 0, HOST_WARN, HOST_CRIT)]
-    if not flagged:
-        return
-    frac = mean(r["host_bound_fraction"] for r in flagged)
-    ms = mean(r["host_bound_ms_per_step"] for r in flagged)
-    gaps = mean(r["host_gaps_per_step"] for r in flagged)
-    res.findings.append(
-        Finding(
-            "compute.host_bound",
-            severity(frac, HOST_WARN, HOST_CRIT) or "warning",
-            f"the device waits for kernel launches {pct(frac)} of each step ({ms:.1f} ms, "
-            f"{gaps:.0f} gaps per step)",
-            ranks=[r["rank"] for r in flagged],
-            measured={"host_bound_fraction": frac},
-            predicted={"host_bound_fraction": 0.0},
-            impact_ms=ms,
-            remedy=f"median kernel {flagged[0]['median_kernel_us'] or 0:.0f} µs: CUDA graphs "
-            "(torch.compile mode='reduce-overhead'), fuse small ops, a larger batch per launch, "
-            "and no host syncs (.item(), .cpu(), cudaStreamSynchronize) inside the step",
-        )
+    return ComputeFacts(
+        ranks=per_rank,
+        top_ops=top_ops(groups, peak),
+        peak_flops_by_dtype={str(c): v for c, v in peak.items()},
+        peak_source=peak_src,
+        mfu=mfu,
+        hfu=mean(r.get("hfu") for r in per_rank),
+        gemm_efficiency=eff,
+        flops_per_step=run_total("flops_per_step") or None,
+        model_flops_per_step=model_total or None,
+        flops_by_dtype=by_dtype,
+        uncounted_ops_per_step=uncounted,
+        idle_fraction=mean(r.idle_fraction for r in ctx.ranks),
+        host_bound_fraction=mean(r["host_bound_fraction"] for r in per_rank),
+        predicted_flops_per_step=pred,
+        predicted_why=pred_why,
+        counted_over_predicted=ratio,
+        notes=notes,
+        null_reasons=reasons,
     )

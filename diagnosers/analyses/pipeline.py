@@ -25,9 +25,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from statistics import median
+from typing import TYPE_CHECKING
 
-from diagnosers.context import Context
+from tracekit import sql
+from tracekit.metrics import windows as W
 from tracekit.metrics.breakdown import hidden_by_compute_sql
+
+if TYPE_CHECKING:
+    from diagnosers.context import Context
 
 _PP = re.compile(r"^PP:(\d+)([FBIW])(\d+)$")
 _GPIPE = re.compile(r"^(Forward|Backward) (\d+)$")
@@ -42,29 +47,20 @@ class Pipeline:
     source: str
 
 
-def detect_pipeline(ctx: Context) -> Pipeline | None:
-    if "pipeline" in ctx.metrics:
-        return ctx.metrics["pipeline"]["info"]
-    info = _detect(ctx)
-    ctx.metrics["pipeline"] = {"info": info}
-    return info
+def detect(ctx: Context) -> Pipeline | None:
+    """The pipeline of the run, or None (`ctx.pipeline` caches it)."""
+    return _detect(ctx)
 
 
 def _pp_group_size(ctx: Context) -> int | None:
-    return ctx.run.sql(
-        "SELECT max(pg_size) FROM process_groups WHERE pg_desc = 'mesh_pp'"
-    ).fetchall()[0][0]
+    return ctx.run.sql(sql.query("levels.pipeline", "pp_group_size")).fetchall()[0][0]
 
 
 def _detect(ctx: Context) -> Pipeline | None:
     m = ctx.manifest
     if m is not None and m.mesh.pp > 1:
         return Pipeline(m.mesh.pp, m.microbatches, m.virtual_stages or 1, m.schedule, "job.json")
-    rows = ctx.run.sql("""
-        SELECT rank, name::VARCHAR FROM events
-        WHERE kind IN ('user_annotation', 'gpu_annotation')
-          AND (starts_with(name::VARCHAR, 'PP:') OR starts_with(name::VARCHAR, 'Forward ')
-               OR starts_with(name::VARCHAR, 'Backward '))""").fetchall()
+    rows = ctx.run.sql(sql.query("levels.pipeline", "stage_labels")).fetchall()
     stages: dict[int, set[int]] = {}
     mbs: set[int] = set()
     gpipe = False
@@ -90,22 +86,21 @@ def _detect(ctx: Context) -> Pipeline | None:
 
 def _from_send_recv(ctx: Context, pp_group: int | None) -> Pipeline | None:
     """1F1B / GPipe from the point-to-point pattern alone (no labels, no job.json)."""
-    rows = ctx.run.sql(f"""
-        WITH w AS {ctx.window_sql()}
-        SELECT c.rank, c.name, c.ts_ns FROM collectives c JOIN w ON c.rank = w.rank
-        WHERE c.ts_ns >= w.start_ns AND c.ts_ns < w.end_ns
-          AND c.name IN ('send', 'recv')
-        ORDER BY c.rank, c.ts_ns""").fetchall()
-    others = ctx.run.sql(
-        "SELECT count(*) FROM collectives WHERE name NOT IN ('send', 'recv', 'barrier')"
-    ).fetchall()[0][0]
+    rows = ctx.run.sql(
+        sql.query(
+            "levels.pipeline",
+            "p2p_in_windows",
+            rows=W.starting_in("SELECT * FROM collectives", ctx.windows),
+        )
+    ).fetchall()
+    others = ctx.run.sql(sql.query("levels.pipeline", "non_p2p_count")).fetchall()[0][0]
     if not rows:
         return None
-    steps = {r["rank"]: max(r["steps"], 1) for r in ctx.ranks}
+    steps = {r.rank: max(r.steps, 1) for r in ctx.ranks}
     seq: dict[int, list[str]] = {}
     for rank, name, _ts in rows:
         seq.setdefault(rank, []).append(name)
-    ranks = sorted(r["rank"] for r in ctx.ranks)
+    ranks = sorted(r.rank for r in ctx.ranks)
     if set(seq) != set(ranks) or len(ranks) < 2:
         return None
     per_step = {}
@@ -149,20 +144,11 @@ class Measured:
 
 
 def measure(ctx: Context, pipe: Pipeline) -> Measured | None:
-    rows = ctx.run.sql(f"""
-        WITH w AS {ctx.window_sql()},
-        lab AS (
-            SELECT e.rank, e.name::VARCHAR AS name, e.ts_ns AS s, e.ts_ns + e.dur_ns AS e
-            FROM events e JOIN w ON e.rank = w.rank
-            WHERE e.kind IN ('user_annotation', 'gpu_annotation')
-              AND e.ts_ns >= w.start_ns AND e.ts_ns < w.end_ns
-              AND (regexp_matches(e.name::VARCHAR, '^PP:[0-9]+[FBIW][0-9]+$')
-                   OR regexp_matches(e.name::VARCHAR, '^(Forward|Backward) [0-9]+$'))
-        ),
-        inside AS {hidden_by_compute_sql("(SELECT * FROM lab)", ctx.window_sql())}
-        SELECT i.rank, i.name, i.s, i.e, i.hidden AS comp_ns, st.step
-        FROM inside i JOIN steps st ON st.rank = i.rank AND i.s >= st.ts_ns AND i.s < st.end_ns
-        ORDER BY i.s""").fetchall()
+    labels = W.starting_in("SELECT * FROM events", ctx.windows)
+    hidden = hidden_by_compute_sql("SELECT * FROM lab", ctx.windows)
+    rows = ctx.run.sql(
+        sql.query("levels.pipeline", "stage_operations", labels=labels, hidden=hidden)
+    ).fetchall()
     if not rows:
         return None
     ranks = sorted({r for r, *_ in rows})

@@ -19,8 +19,10 @@ and a smaller one is taken to sit in one node (how TP and expert groups are plac
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from diagnosers.context import Context
+if TYPE_CHECKING:
+    from diagnosers.context import Context
 
 
 @dataclass(frozen=True)
@@ -45,9 +47,7 @@ class Topology:
 
 
 def topology(ctx: Context) -> Topology:
-    cached = ctx.metrics.get("topology")
-    if cached:
-        return cached["info"]
+    """The run's topology (`ctx.topology` caches it)."""
     rows = ctx.run.sql("SELECT rank, host_name, world_size FROM rank_info").fetchall()
     world = max([w for _, _, w in rows if w] + [len(rows), 1])
     hosts = {r: h for r, h, _ in rows if h}
@@ -63,5 +63,4 @@ def topology(ctx: Context) -> Topology:
         topo = Topology(max(per_host.values()), hosts, world, "trace host names")
     else:
         topo = Topology(default, {}, world, "device table")
-    ctx.metrics["topology"] = {"info": topo}
     return topo

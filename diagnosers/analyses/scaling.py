@@ -1,0 +1,195 @@
+"""Level 4, scaling: does it improve with more devices?
+
+- Pipeline bubble per stage, measured as the share of the step the stage does not
+  compute (1 − compute fraction), beside (P−1)/(M+P−1) or (P−1)/(V·M+P−1), and beside
+  the modeled bubble: the schedule run with the measured stage times, hops and host
+  time, plus the time outside the pipeline (`tracekit.model.pipeline.simulate`).
+- Projection: step time and weak-scaling efficiency at 2× and 8× the world size —
+  compute per rank stays, each data-parallel collective's time follows the α-β model
+  to the new group size (in a node, then between nodes past `gpus_per_node`), and the
+  communication that compute hides today stays hidden up to the same amount.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from diagnosers.analyses.communication import predict_seconds
+from diagnosers.analyses.pipeline import Pipeline, measure
+from diagnosers.base import mean, pct
+from tracekit.model.pipeline import bubble_fraction, simulate
+
+if TYPE_CHECKING:
+    from diagnosers.context import Context
+
+NOT_A_PIPELINE = (
+    "not a pipeline-parallel run (no job.json pp, PP labels, mesh_pp or send/recv pipeline pattern)"
+)
+
+
+def pct1(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+@dataclass
+class BubbleFacts:
+    pipe: Pipeline
+    measured: float | None  # mean over stages of 1 − compute fraction
+    predicted: float | None  # the schedule's formula
+    model: dict[str, Any] | None  # the schedule run with the measured stage times
+    per_stage: list[dict[str, Any]]  # rank → its bubble fraction
+    notes: list[str] = field(default_factory=list)
+
+    def metrics(self) -> dict[str, Any]:
+        p = self.pipe
+        return {
+            "stages": p.stages,
+            "microbatches": p.microbatches,
+            "virtual_stages": p.virtual,
+            "schedule": p.schedule,
+            "source": p.source,
+            "per_rank": self.per_stage,
+            "model": self.model,
+        }
+
+
+def bubble(ctx: Context) -> BubbleFacts | None:
+    """The pipeline bubble (`ctx.bubble` caches it); None when the run has no pipeline."""
+    pipe = ctx.pipeline
+    if pipe is None:
+        return None
+    per_stage = [
+        {"rank": r.rank, "bubble_fraction": 1 - r.compute_fraction}
+        for r in ctx.ranks
+        if r.compute_fraction is not None
+    ]
+    measured = sum(s["bubble_fraction"] for s in per_stage) / len(per_stage) if per_stage else None
+    pred = (
+        bubble_fraction(pipe.stages, pipe.microbatches, pipe.virtual) if pipe.microbatches else None
+    )
+    model = _model(ctx, pipe, pred)
+    notes = []
+    if model is None:
+        notes.append(
+            "modeled pipeline bubble unknown: no per-microbatch stage labels (PP:… or "
+            "Forward i / Backward i) to time each stage's forward and backward"
+        )
+    elif measured is not None and pred is not None:
+        parts = model["parts"]
+        notes.append(
+            f"pipeline bubble: measured {pct1(measured)}, formula {pct1(pred)}, modeled "
+            f"{pct1(model['modeled'])} (the {pipe.schedule} schedule run with the measured "
+            "stage times, plus the time outside it). Of the "
+            f"{100 * (measured - pred):+.1f} points between measured and formula: stage "
+            f"imbalance {100 * parts['imbalance']:+.1f}, host time between microbatch "
+            f"operations {100 * parts['host_between_ops']:+.1f}, transfers between stages "
+            f"{100 * parts['transfer']:+.1f}, time outside the pipeline (optimizer, loss, "
+            f"data: {model['outside_ms']:.1f} ms per step) {100 * parts['outside']:+.1f}, "
+            "time inside microbatch operations that is not compute (host work; waiting, where "
+            f"the labels wrap the receive) {100 * parts['in_microbatch_non_compute']:+.1f}, "
+            f"unexplained {100 * (measured - model['modeled']):+.1f}"
+        )
+    return BubbleFacts(pipe, measured, pred, model, per_stage, notes)
+
+
+def _model(ctx: Context, pipe: Pipeline, pred: float | None) -> dict | None:
+    """The schedule fed with the measured stage times, and the bubble's parts."""
+    meas = measure(ctx, pipe)
+    if meas is None or not meas.duration:
+        return None
+    with_host = {op: d + meas.overhead_ms.get(op, 0.0) for op, d in meas.duration.items()}
+    try:
+        bare = simulate(meas.orders, meas.duration, meas.stage_rank, 0.0)
+        no_hop = simulate(meas.orders, with_host, meas.stage_rank, 0.0)
+        sim = simulate(
+            meas.orders, with_host, meas.stage_rank, meas.hop_ms, default_latency=meas.latency_ms
+        )
+    except ValueError:
+        return None
+    ranks = [r for r in ctx.ranks if r.compute_fraction is not None]
+    if not ranks or not sim.makespan:
+        return None
+    step = {r.rank: r.step_time_ms or r.window_ms for r in ranks}
+    compute = {r.rank: r.compute_fraction * step[r.rank] for r in ranks}
+    mean_step = sum(step.values()) / len(step)
+    outside = max(mean_step - meas.span_ms, 0.0)
+    occ = [meas.occupied_ms.get(r, 0.0) for r in compute]
+    comp_in = [meas.compute_in_ops_ms.get(r, 0.0) for r in compute]
+    mocc = sum(occ) / len(occ)
+    b_imb = 1 - mocc / bare.makespan
+    b_host = 1 - mocc / no_hop.makespan
+    b_pipe = 1 - mocc / sim.makespan
+    total = sim.makespan + outside
+    # busy time: the operations, plus compute outside them
+    out_comp = [compute[r] - c for r, c in zip(compute, comp_in, strict=True)]
+    b_out = 1 - sum(o + x for o, x in zip(occ, out_comp, strict=True)) / len(occ) / total
+    modeled = 1 - sum(compute.values()) / len(compute) / total
+    base = pred if pred is not None else b_imb
+    per_stage: dict[int, float] = {}
+    for (_k, s, _i), d in meas.duration.items():
+        per_stage[s] = per_stage.get(s, 0.0) + d
+    return {
+        "modeled": min(max(modeled, 0.0), 1.0),
+        "span_ms": meas.span_ms,
+        "simulated_span_ms": sim.makespan,
+        "outside_ms": outside,
+        "hop_latency_ms": meas.latency_ms,
+        "stage_ms": {str(k): v for k, v in sorted(per_stage.items())},
+        "slowest_stage": max(per_stage, key=per_stage.get) if per_stage else None,
+        "parts": {
+            "schedule": base,
+            "imbalance": b_imb - base,
+            "host_between_ops": b_host - b_imb,
+            "transfer": b_pipe - b_host,
+            "outside": b_out - b_pipe,
+            "in_microbatch_non_compute": modeled - b_out,
+        },
+    }
+
+
+def _per_step_ms(ctx: Context, key: str) -> float:
+    """Mean over ranks of a per-rank fraction, in ms of that rank's step."""
+    return (
+        mean(r.per_step_ms(getattr(r, key)) for r in ctx.ranks if getattr(r, key) is not None)
+        or 0.0
+    )
+
+
+def projection(ctx: Context) -> dict | None:
+    """Step time and efficiency at 2× and 8× the world size (`ctx.projection` caches it)."""
+    coll = ctx.collectives.table
+    world = len(ctx.ranks)
+    step_ms = ctx.step_ms
+    if not step_ms or world < 1:
+        return None
+    comm_ms = _per_step_ms(ctx, "comm_fraction")
+    exposed_ms = _per_step_ms(ctx, "exposed_comm_fraction")
+    hidden_ms = max(comm_ms - exposed_ms, 0.0)
+    proj = {}
+    for mult in (2, 8):
+        new_comm = 0.0
+        for c in coll:
+            g = c["group_size"] or world
+            scales = g >= world and c["name"] in (
+                "all_reduce",
+                "all_gather",
+                "reduce_scatter",
+                "all_to_all",
+            )
+            now = predict_seconds(ctx, c["name"], g, c["bytes"] or 0)
+            later = predict_seconds(ctx, c["name"], g * mult, c["bytes"] or 0) if scales else now
+            ratio = later / now if now and later else 1.0
+            new_comm += c["time_ms_per_step"] * ratio
+        other_comm = max(comm_ms - sum(c["time_ms_per_step"] for c in coll), 0.0)
+        new_comm += other_comm
+        new_step = step_ms - exposed_ms + max(new_comm - hidden_ms, 0.0)
+        proj[f"{mult}x"] = {
+            "world_size": world * mult,
+            "step_time_ms": new_step,
+            "efficiency": step_ms / new_step if new_step else None,
+        }
+    return proj
+
+
+__all__ = ["NOT_A_PIPELINE", "BubbleFacts", "bubble", "pct", "pct1", "projection"]

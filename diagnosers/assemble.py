@@ -1,0 +1,267 @@
+"""The one path that builds a report: `analyze(run, options)`.
+
+Every way of use calls it — `tracekit analyze`, the TUI, the gate (through the CLI,
+which hands the gate its reports), and `tracekit.analyze()` in a notebook — so nothing
+else computes a figure. In order: the per-rank breakdown over each rank's window
+(`tracekit.metrics`), the four levels laid out from the context's facts
+(`diagnosers.levels`), the selected rules' findings (`diagnosers.rules`), the tables
+(collectives, top ops, top kernels), the summary with a reason for every null, and the
+per-step samples — the same figures with each step as the window.
+
+`cached(run, options)` answers from the report cache when this exact report (sources,
+job.json, options, code) was computed before (`tracekit.report.cache`).
+"""
+
+from __future__ import annotations
+
+import traceback
+from math import fsum
+
+from diagnosers import levels as L
+from diagnosers.base import mean
+from diagnosers.context import Context
+from diagnosers.findings import SEVERITY_ORDER, Finding
+from diagnosers.rules import error_finding, run_rules, selected
+from tracekit import __version__
+from tracekit.metrics import kernels as K
+from tracekit.metrics.samples import per_step
+from tracekit.options import AnalysisOptions
+from tracekit.report import schema as S
+from tracekit.report.runinfo import run_info
+from tracekit.store.run import Run
+
+
+def cached(run: Run, options: AnalysisOptions | None = None, debug: bool = False) -> S.Report:
+    """`analyze`, read back from the run's report cache when this exact report was
+    computed before. `debug` always computes, so an error shows its traceback."""
+    from tracekit.report import cache
+
+    options = options or AnalysisOptions()
+    if debug:
+        return analyze(run, options, debug=True)
+    return cache.cached(run, options.key(), lambda: analyze(run, options))
+
+
+def analyze(run: Run, options: AnalysisOptions | None = None, debug: bool = False) -> S.Report:
+    """The report of `run` for `options` (`options.levels=False`: the breakdown alone)."""
+    options = options or AnalysisOptions()
+    rules = selected(options.select, options.ignore)  # an unknown code fails first
+    if options.levels:
+        run.materialize()
+    ctx = Context(run, options)
+    report = S.Report(
+        tracekit_version=__version__,
+        run=run_info(run),
+        window=S.Window(kind=options.window, steps=options.steps or "all"),
+        ranks=[S.RankRow(**_fields(r)) for r in ctx.ranks],
+    )
+    if not options.levels:
+        return report
+    levels, failed = [], set()
+    for name, build in L.BUILDERS.items():
+        try:
+            levels.append(build(ctx))
+        except Exception as exc:  # a level's figures fail: the report stands without them
+            if debug:
+                traceback.print_exc()
+            failed.add(name)
+            level = S.LEVEL_TYPES[name]()
+            level.notes.append(f"{name} figures are missing: computing them raised {exc!r}")
+            ctx.raised.append(error_finding(f"the {name} level", exc, name))
+            levels.append(level)
+    findings = run_rules(ctx, [r for r in rules if r.level not in failed], debug=debug)
+    for level in levels:
+        sev = {f.severity for f in findings if f.verdict_level == level.level}
+        level.verdict = "critical" if "critical" in sev else "warning" if "warning" in sev else "ok"
+    # the largest win first; ties keep rule order
+    findings.sort(key=lambda f: (-(f.impact_ms or 0), SEVERITY_ORDER[f.severity]))
+    by = {lv.level: lv for lv in levels}
+    _rank_figures(ctx, report, failed)
+    report.levels = levels
+    report.collectives = (
+        [S.CollectiveRow(**c) for c in ctx.collectives.table]
+        if "communication" not in failed
+        else []
+    )
+    report.top_ops = (
+        [
+            S.OpRow(op_peak_fraction=o.pop("peak_fraction"), **o)
+            for o in _copies(ctx.compute.top_ops)
+        ]
+        if "compute" not in failed
+        else []
+    )
+    report.top_kernels = top_kernels(ctx)
+    report.findings = [_row(f) for f in findings]
+    report.summary = _summary(ctx, report, by)
+    report.samples = per_step(
+        run,
+        steps=options.steps,
+        pipeline=report.summary.bubble_fraction is not None,
+        ranks=[r.rank for r in ctx.ranks],
+        busbw_null={
+            (c.name, c.group_size, c.bytes) for c in report.collectives if c.busbw_GBps is None
+        },
+        kernels=[k.name for k in report.top_kernels],
+    )
+    return report
+
+
+def _fields(struct) -> dict:
+    return {f: getattr(struct, f) for f in struct.__struct_fields__}
+
+
+def _copies(rows: list[dict]) -> list[dict]:
+    return [dict(r) for r in rows]
+
+
+def _row(f: Finding) -> S.FindingRow:
+    return S.FindingRow(
+        kind=f.kind,
+        code=f.code,
+        level=f.level,
+        severity=f.severity,
+        title=f.title,
+        ranks=list(f.ranks),
+        measured=f.measured,
+        predicted=f.predicted,
+        impact_ms=f.impact_ms,
+        remedy=f.remedy,
+        details=f.details,
+    )
+
+
+def top_kernels(ctx: Context, limit: int = K.TOP_KERNELS) -> list[S.KernelRow]:
+    """The compute kernels with the most device time over each rank's window: per step,
+    mean over the report's ranks (the samples' kernel series, over the whole window)."""
+    per = {
+        name: {rank: v for (rank, _wid), v in cells.items()}
+        for name, cells in K.kernel_time(ctx.run, ctx.windows).items()
+    }
+    steps = {r.rank: max(r.steps, 1) for r in ctx.ranks}
+    n = max(len(ctx.ranks), 1)
+    rows = []
+    for name in K.top_names(per, limit):
+        cells = per[name]
+        rows.append(
+            S.KernelRow(
+                name=name,
+                count_per_step=fsum(c / steps.get(r, 1) for r, (_ns, c) in cells.items()) / n,
+                time_ms_per_step=fsum(ns / steps.get(r, 1) for r, (ns, _c) in cells.items())
+                / n
+                / 1e6,
+            )
+        )
+    return rows
+
+
+def _rank_figures(ctx: Context, report: S.Report, failed: set[str]) -> None:
+    """The per-rank figures the levels add to `ranks[]`."""
+    comp = {r["rank"]: r for r in ctx.compute.ranks} if "compute" not in failed else {}
+    mem = {r.rank: r for r in ctx.memory.ranks} if "memory" not in failed else {}
+    comm = {r.rank: r for r in ctx.communication.ranks} if "communication" not in failed else {}
+    for row in report.ranks:
+        c, m, n = comp.get(row.rank, {}), mem.get(row.rank), comm.get(row.rank)
+        row.mfu = c.get("mfu")
+        row.hfu = c.get("hfu")
+        row.host_bound_fraction = c.get("host_bound_fraction")
+        row.peak_memory_fraction = m.fraction if m else None
+        row.peak_reserved_bytes = m.peak_reserved_bytes if m else None
+        row.exposed_slow_fraction = n.exposed_slow_fraction if n else None
+
+
+def _summary(ctx: Context, report: S.Report, by: dict[str, S.Level]) -> S.Summary:
+    comp, comm, scal, mem = by["compute"], by["communication"], by["scaling"], by["memory"]
+    ranks = report.ranks
+    proj = scal.predicted.projection or {}
+    summary = S.Summary(
+        step_time_ms=ctx.step_ms,
+        mfu=comp.measured.mfu,
+        hfu=comp.measured.hfu,
+        gemm_efficiency=comp.measured.gemm_efficiency,
+        peak_flops_source=comp.measured.peak_flops_source,
+        peak_flops_by_dtype=comp.metrics.get("peak_flops_by_dtype"),
+        flops_per_step=comp.measured.flops_per_step,
+        model_flops_per_step=comp.measured.model_flops_per_step,
+        predicted_flops_per_step=comp.predicted.predicted_flops_per_step,
+        flops_by_dtype=comp.measured.flops_by_dtype,
+        uncounted_ops_per_step=comp.measured.uncounted_ops_per_step,
+        idle_fraction=mean(r.idle_fraction for r in ranks),
+        host_bound_fraction=comp.measured.host_bound_fraction,
+        comm_fraction=mean(r.comm_fraction for r in ranks),
+        compute_fraction=mean(r.compute_fraction for r in ranks),
+        non_compute_fraction=mean(r.non_compute_fraction for r in ranks),
+        comm_overlap_fraction=mean(r.comm_overlap_fraction for r in ranks),
+        exposed_comm_fraction=mean(r.exposed_comm_fraction for r in ranks),
+        exposed_transfer_fraction=mean(r.exposed_transfer_fraction for r in ranks),
+        comm_wait_fraction=mean(r.comm_wait_fraction for r in ranks),
+        exposed_slow_fraction=mean(r.exposed_slow_fraction for r in ranks),
+        unexplained_exposed_fraction=comm.measured.unexplained_exposed_fraction,
+        bubble_fraction=scal.measured.bubble_fraction,
+        predicted_bubble_fraction=scal.predicted.predicted_bubble_fraction,
+        modeled_bubble_fraction=scal.predicted.modeled_bubble_fraction,
+        straggler_ranks=scal.measured.straggler_ranks,
+        # the summary of a per-rank key is its mean over ranks; the worst rank has its own key
+        peak_memory_fraction=mean(r.peak_memory_fraction for r in ranks),
+        max_peak_memory_fraction=mem.measured.max_peak_memory_fraction,
+        peak_memory_bytes=mem.measured.peak_memory_bytes,
+        predicted_memory_bytes=mem.predicted.predicted_memory_bytes,
+        projected_efficiency_2x=(proj.get("2x") or {}).get("efficiency"),
+        projected_efficiency_8x=(proj.get("8x") or {}).get("efficiency"),
+        device_spec=ctx.spec.name if ctx.spec else None,
+        manifest=bool(ctx.manifest),
+    )
+    summary.null_reasons = null_reasons(ctx, summary, by)
+    return summary
+
+
+NOT_MEASURABLE = "not measurable"
+
+
+def null_reasons(ctx: Context, summary: S.Summary, by: dict[str, S.Level]) -> dict[str, str]:
+    """Why each null figure of the summary is null, from the fact that made it so."""
+    out: dict[str, str] = {}
+    nulls = [f for f in summary.__struct_fields__ if getattr(summary, f) is None]
+    for level in by.values():  # a level whose figures failed: its notes say why
+        for note in level.notes:
+            if note.startswith(f"{level.level} figures are missing"):
+                return {k: note for k in nulls}
+
+    def reason(key: str) -> str:
+        c = ctx.compute
+        if key in ("mfu", "hfu", "gemm_efficiency", "model_flops_per_step", "flops_per_step",
+                   "peak_flops_source"):  # fmt: skip
+            if c.mfu is None:
+                return next(n for n in c.notes if n.startswith("MFU unknown"))
+            return next((n for n in c.notes if "above 100%" in n), NOT_MEASURABLE)
+        if key == "predicted_flops_per_step":
+            return f"predicted FLOPs unknown: {c.predicted_why}" if c.predicted_why else ""
+        if key in ("bubble_fraction", "predicted_bubble_fraction", "modeled_bubble_fraction"):
+            b = ctx.bubble
+            if b is None:
+                return by["scaling"].notes[0]
+            if key == "modeled_bubble_fraction" and b.notes:
+                return b.notes[0]
+            if key == "predicted_bubble_fraction":
+                return "the pipeline's microbatch count M is unknown"
+            return NOT_MEASURABLE
+        m = ctx.memory
+        if key in ("peak_memory_fraction", "max_peak_memory_fraction", "peak_memory_bytes"):
+            if not m.ranks:
+                return m.notes[0]
+            if ctx.cpu:
+                return "CPU run: host memory has no device capacity to compare with"
+            return "device memory capacity unknown: pass --device-memory-GB"
+        if key == "predicted_memory_bytes":
+            return f"predicted memory unknown: {m.predicted_why}"
+        if key == "host_bound_fraction" and ctx.cpu:
+            return "CPU run: host-bound launch gaps need device kernels and their launches"
+        if key == "device_spec":
+            return "CPU run: no device" if ctx.cpu else "device not in the spec table"
+        if key == "comm_overlap_fraction":
+            return "no communication in the analysed windows"
+        return NOT_MEASURABLE
+
+    for key in nulls:
+        out[key] = reason(key) or NOT_MEASURABLE
+    return out

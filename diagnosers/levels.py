@@ -1,0 +1,158 @@
+"""The four levels of the report — memory → compute → communication → scaling — each
+figure measured beside predicted, from the context's facts. No figure is computed here:
+a level only lays out facts (`diagnosers/analyses/`) in the report's typed blocks
+(`tracekit.report.schema`) and gathers their notes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from diagnosers.analyses.scaling import NOT_A_PIPELINE
+from diagnosers.base import mean
+from diagnosers.context import Context
+from tracekit.report import schema as S
+
+
+def memory(ctx: Context) -> S.MemoryLevel:
+    m = ctx.memory
+    pred = m.predicted
+    level = S.MemoryLevel(
+        measured=S.MemoryMeasured(
+            peak_allocated_bytes=m.peak_allocated_bytes,
+            peak_reserved_bytes=m.peak_reserved_bytes,
+            peak_memory_bytes=m.peak_bytes,
+            capacity_bytes=m.worst.capacity_bytes if m.worst else None,
+            max_peak_memory_fraction=m.worst.fraction if m.worst else None,
+        ),
+        predicted=(
+            S.MemoryPredicted(
+                states_bytes=pred["states_bytes"],
+                activations_bytes=pred["activations_bytes"],
+                predicted_memory_bytes=pred["total_bytes"],
+                zero=pred["zero"],
+                sequence_parallel=pred["sequence_parallel"],
+            )
+            if pred
+            else S.MemoryPredicted()
+        ),
+        metrics={
+            "ranks": [
+                {
+                    "rank": r.rank,
+                    "peak_allocated_bytes": r.peak_allocated_bytes,
+                    "peak_reserved_bytes": r.peak_reserved_bytes,
+                    "capacity_bytes": r.capacity_bytes,
+                    "fraction": r.fraction,
+                }
+                for r in m.ranks
+            ]
+        },
+        notes=list(m.notes),
+    )
+    if pred and m.peak_allocated_bytes and not ctx.cpu:
+        level.metrics["measured_over_predicted"] = m.measured_over_predicted
+    return level
+
+
+def compute(ctx: Context) -> S.ComputeLevel:
+    c = ctx.compute
+    metrics = {"ranks": c.ranks, "top_ops": c.top_ops, "peak_flops_by_dtype": c.peak_flops_by_dtype}
+    if c.counted_over_predicted is not None:
+        metrics["counted_over_predicted_flops"] = c.counted_over_predicted
+    return S.ComputeLevel(
+        measured=S.ComputeMeasured(
+            mfu=c.mfu,
+            hfu=c.hfu,
+            gemm_efficiency=c.gemm_efficiency,
+            peak_flops_source=c.peak_source,
+            flops_per_step=c.flops_per_step,
+            model_flops_per_step=c.model_flops_per_step,
+            flops_by_dtype=c.flops_by_dtype,
+            uncounted_ops_per_step=c.uncounted_ops_per_step,
+            idle_fraction=c.idle_fraction,
+            host_bound_fraction=c.host_bound_fraction,
+        ),
+        predicted=S.ComputePredicted(predicted_flops_per_step=c.predicted_flops_per_step),
+        metrics=metrics,
+        notes=list(c.notes),
+    )
+
+
+def communication(ctx: Context) -> S.CommunicationLevel:
+    comm = ctx.communication
+    table = ctx.collectives.table
+    ranks = ctx.ranks
+    return S.CommunicationLevel(
+        measured=S.CommunicationMeasured(
+            exposed_comm_fraction=mean(r.exposed_comm_fraction for r in ranks),
+            exposed_transfer_fraction=mean(r.exposed_transfer_fraction for r in ranks),
+            comm_wait_fraction=mean(r.comm_wait_fraction for r in ranks),
+            exposed_slow_fraction=mean(r.exposed_slow_fraction for r in comm.ranks),
+            comm_fraction=mean(r.comm_fraction for r in ranks),
+            comm_overlap_fraction=mean(r.comm_overlap_fraction for r in ranks),
+            busbw_by_collective={_key(r["name"]): r["busbw_GBps"] for r in table[:5]},
+            straggler_wait_fraction=comm.straggler_wait_fraction,
+            exposed_pipeline_fraction=comm.exposed_pipeline_fraction,
+            unexplained_exposed_fraction=comm.unexplained_exposed_fraction,
+        ),
+        predicted=S.CommunicationPredicted(
+            predicted_busbw_by_collective={
+                _key(r["name"]): r["predicted_busbw_GBps"] for r in table[:5]
+            },
+            predicted_exposed_comm_fraction=0.0,
+        ),
+        metrics={
+            "collectives": table,
+            "ranks": [vars(r).copy() for r in comm.ranks],
+            "attribution": comm.attribution(),
+        },
+        notes=list(comm.notes),
+    )
+
+
+def scaling(ctx: Context) -> S.ScalingLevel:
+    b = ctx.bubble
+    level = S.ScalingLevel(
+        measured=S.ScalingMeasured(
+            bubble_fraction=b.measured if b else None,
+            straggler_ranks=[f.rank for f in ctx.stragglers.found],
+        ),
+        predicted=S.ScalingPredicted(
+            predicted_bubble_fraction=b.predicted if b else None,
+            modeled_bubble_fraction=b.model["modeled"] if b and b.model else None,
+        ),
+        notes=list(b.notes) if b else [NOT_A_PIPELINE],
+    )
+    if b:
+        level.metrics["pipeline"] = b.metrics()
+    rows = ctx.run.sql(_LAST_ARRIVALS).fetchall()
+    level.metrics["last_arrivals"] = [
+        {"rank": r, "instances": n, "skew_ms": s / 1e6} for r, n, s in rows
+    ]
+    imposed = ctx.stragglers.imposed_ms
+    level.metrics["imposed_wait_ms"] = {str(k): v for k, v in sorted(imposed.items())}
+    if ctx.projection is not None:
+        level.predicted.projection = ctx.projection
+    return level
+
+
+def _last_arrivals() -> str:
+    from tracekit import sql
+
+    return sql.query("levels.stragglers", "last_arrivals")
+
+
+_LAST_ARRIVALS = _last_arrivals()
+
+BUILDERS: dict[str, Callable[[Context], S.Level]] = {
+    "memory": memory,
+    "compute": compute,
+    "communication": communication,
+    "scaling": scaling,
+}
+
+
+def _key(name: str | None) -> str:
+    """A collective's name as a JSON key: an unknown kind (RCCL's generic kernel without
+    metadata) is "null", as the report has always written it."""
+    return "null" if name is None else name

@@ -1,0 +1,138 @@
+"""TK-N301 exposed-communication."""
+
+from __future__ import annotations
+
+from diagnosers.analyses.communication import P2P, bare_counts, most_exposed
+from diagnosers.base import mean, pct
+from diagnosers.findings import severity
+from diagnosers.rules import Rule
+
+
+class ExposedCommunication(Rule):
+    """What it detects
+    Exposed communication (exposed_comm_fraction: the union of communication, and on CPU
+    runs host waits for it, that no compute hides) that no other finding accounts for —
+    less the wait a straggler imposes (scaling.straggler), the excess of slow collectives
+    (communication.slow_collective) and a pipeline's send/recv (scaling.pipeline_bubble)
+    — at 10% of the step or more (critical at 25%). Waiting for peers that no single rank
+    causes stays here.
+
+    Why it matters
+    Exposed communication adds straight to the step time and grows with scale.
+
+    Example
+    communication is exposed 24% of the step, mostly all_reduce; 24% (88 ms) is not
+    explained by a straggler, a slow collective or a pipeline.
+
+    Fix
+    DDP: smaller bucket_cap_mb so buckets start during backward, check
+    find_unused_parameters; FSDP: forward/backward prefetch; TP: sequence parallelism or
+    async TP; fewer, larger collectives.
+    """
+
+    code = "TK-N301"
+    kind = "communication.exposed"
+    name = "exposed-communication"
+    level = "communication"
+    warn = 0.10  # of the step
+    critical = 0.25
+    mostly_wait = 0.5  # of the unexplained time: the remedy is about ranks arriving late
+    raised_when = (
+        "exposed communication no straggler, slow collective or pipeline explains ≥ "
+        "{warn:.0%} of the step (critical ≥ {critical:.0%}); impact: that time"
+    )
+
+    def check(self, ctx):
+        comm = ctx.communication
+        per_rank = comm.ranks
+        resid = comm.unexplained_exposed_fraction
+        if resid is None or resid < self.warn:
+            return
+        flagged = [r for r in per_rank if (r.residual_fraction or 0) >= self.warn]
+        tops = [r.top_collective for r in flagged if r.top_collective]
+        top = max(tops, key=tops.count) if tops else None
+        ms = mean(r.residual_ms for r in per_rank) or 0.0
+        wait_ms = mean(r.unexplained_wait_ms for r in per_rank) or 0.0
+        exposed = mean(r.exposed_comm_fraction for r in ctx.ranks)
+        blind = min(mean(r.unmatched_ms for r in per_rank) or 0.0, max(ms - wait_ms, 0.0))
+        parts = []
+        if ms - wait_ms - blind >= 0.05 * ms:
+            parts.append(f"{ms - wait_ms - blind:.1f} ms transfer compute could hide")
+        if blind >= 0.05 * ms:
+            parts.append(
+                f"{blind:.1f} ms in collectives not matched across ranks (point-to-point, or "
+                "peers missing from the run), where transfer and waiting cannot be told apart"
+            )
+        if wait_ms >= 0.05 * ms:
+            parts.append(f"{wait_ms:.1f} ms waiting for peers that no single rank delays")
+        yield self.finding(
+            severity(resid, self.warn, self.critical),
+            f"communication is exposed {pct(exposed)} of the step"
+            + (f", mostly {top}" if top else "")
+            + f"; {pct(resid)} ({ms:.1f} ms) is not explained by a straggler, a slow "
+            f"collective or a pipeline: {', '.join(parts)}",
+            ranks=[r.rank for r in flagged],
+            measured={
+                "exposed_comm_fraction": exposed,
+                "exposed_transfer_fraction": mean(r.exposed_transfer_fraction for r in ctx.ranks),
+                "comm_wait_fraction": mean(r.comm_wait_fraction for r in ctx.ranks),
+                "unexplained_exposed_fraction": resid,
+            },
+            predicted={"exposed_comm_fraction": 0.0},
+            impact_ms=ms,
+            remedy=self.remedy(ctx, top, wait_ms > self.mostly_wait * ms),
+            details={
+                "ranks": comm.attribution(),
+                "collectives": most_exposed(ctx.collectives.table),
+            },
+        )
+
+    @staticmethod
+    def remedy(ctx, top: str | None, mostly_wait: bool) -> str:
+        strategy = ctx.manifest.strategy if ctx.manifest else None
+        if mostly_wait:
+            return (
+                "ranks arrive at collectives at different times, each late in turn: look for "
+                "uneven work between ranks (data, sequence lengths), host jitter (data loader, "
+                "garbage collection, oversubscribed cores) and synchronizations inside the step"
+            )
+        if top == "all_reduce" and strategy in (None, "ddp", "custom"):
+            bare, n = bare_counts(ctx, "all_reduce")
+            lead = (
+                f"{bare:.0f} of {n:.0f} all-reduce buckets per step run with no compute "
+                "beside them: "
+                if n
+                else ""
+            )
+            return (
+                lead + "start reduction during backward with smaller DDP buckets "
+                "(bucket_cap_mb), check find_unused_parameters=False and that no hook or "
+                "sync holds the buckets until backward ends"
+            )
+        if top == "all_reduce" and strategy in ("tp", "hybrid"):
+            return (
+                "tensor parallelism: its all-reduces sit on the critical path of every layer — "
+                "sequence parallelism (reduce-scatter + all-gather) or async TP to overlap them "
+                "with the matmuls, and keep the TP group inside a node"
+            )
+        if top in ("all_gather", "reduce_scatter"):
+            if ctx.manifest and ctx.manifest.fsdp_prefetch:
+                return (
+                    "FSDP prefetch is already on: reshard_after_forward=False for the last "
+                    "layers, larger FSDP units (fewer, bigger all-gathers), or hybrid sharding "
+                    "within a node"
+                )
+            return (
+                "FSDP: enable forward/backward prefetch (set_modules_to_forward_prefetch, "
+                "set_modules_to_backward_prefetch), reshard_after_forward=False for the last "
+                "layers, or hybrid sharding within a node"
+            )
+        if top == "all_to_all":
+            return "MoE: overlap dispatch/combine with expert compute, or capacity-factor tuning"
+        if top in P2P:
+            # not a pipeline (a pipeline's send/recv is the bubble's): point-to-point exchange
+            return (
+                "point-to-point transfers run with nothing beside them: post them earlier "
+                "(isend/irecv) and overlap them with independent compute, or batch them"
+            )
+        return "overlap the collective with independent compute, or issue fewer, larger ones"

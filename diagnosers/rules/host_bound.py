@@ -1,0 +1,63 @@
+"""TK-C202 host-bound-launch-gaps."""
+
+from __future__ import annotations
+
+from diagnosers.base import mean, pct
+from diagnosers.findings import severity
+from diagnosers.rules import Rule
+
+
+class HostBound(Rule):
+    """What it detects
+    Device idle time caused by the host: gaps in device activity where the next kernel was
+    launched only after the previous work had finished — 10% of the step or more
+    (critical at 25%).
+
+    Why it matters
+    The GPU waits for Python, the dispatcher or a synchronization; buying faster GPUs
+    changes nothing.
+
+    Example
+    18% of each step (41 ms) the GPU waits for launches: 2,310 gaps, median kernel 12 µs
+    against a median launch interval of 31 µs.
+
+    Fix
+    CUDA graphs (torch.compile mode='reduce-overhead'), fusing small ops, a larger batch
+    per launch, removing host syncs (.item(), .cpu(), cudaStreamSynchronize) from the
+    step, faster data loading.
+    """
+
+    code = "TK-C202"
+    kind = "compute.host_bound"
+    name = "host-bound-launch-gaps"
+    level = "compute"
+    warn = 0.10  # of the step
+    critical = 0.25
+    raised_when = "host-bound gaps ≥ {warn:.0%} of the step (critical ≥ {critical:.0%})"
+
+    def check(self, ctx):
+        if ctx.cpu:
+            return
+        per_rank = ctx.compute.ranks
+        flagged = [
+            r for r in per_rank
+            if severity(r["host_bound_fraction"] or 0, self.warn, self.critical)
+        ]  # fmt: skip
+        if not flagged:
+            return
+        frac = mean(r["host_bound_fraction"] for r in flagged)
+        ms = mean(r["host_bound_ms_per_step"] for r in flagged)
+        gaps = mean(r["host_gaps_per_step"] for r in flagged)
+        yield self.finding(
+            severity(frac, self.warn, self.critical) or "warning",
+            f"the device waits for kernel launches {pct(frac)} of each step ({ms:.1f} ms, "
+            f"{gaps:.0f} gaps per step)",
+            ranks=[r["rank"] for r in flagged],
+            measured={"host_bound_fraction": frac},
+            predicted={"host_bound_fraction": 0.0},
+            impact_ms=ms,
+            remedy=f"median kernel {flagged[0]['median_kernel_us'] or 0:.0f} µs: CUDA graphs "
+            "(torch.compile mode='reduce-overhead'), fuse small ops, a larger batch per "
+            "launch, and no host syncs (.item(), .cpu(), cudaStreamSynchronize) inside the "
+            "step",
+        )

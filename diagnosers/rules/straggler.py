@@ -1,0 +1,117 @@
+"""TK-S402 straggler-rank."""
+
+from __future__ import annotations
+
+from diagnosers.analyses import stragglers
+from diagnosers.base import pct
+from diagnosers.rules import Rule
+
+
+class Straggler(Rule):
+    """What it detects
+    One rank is charged at least 60% of all the time ranks wait for late peers at matched
+    collectives (each wait charged to the last arrival; only waiting no compute hides),
+    and that wait costs the others at least 2% of the step. Back-to-back collectives queue
+    behind the first, so a rank late once per step is found by the wait it causes, not by
+    how often it arrives last.
+
+    Why it matters
+    Collectives run at the pace of the slowest rank: one straggler slows the whole job.
+
+    Example
+    rank 7 makes the others wait 4.9 ms per step (76% of all waiting for peers); it issues
+    its costliest collective 4.7 ms after the median rank (its host is late).
+
+    Fix
+    Check that rank's GPU (clocks, throttling, ECC), its data (sequence lengths, loader),
+    and the balance of the work assigned to it.
+    """
+
+    code = "TK-S402"
+    kind = "scaling.straggler"
+    name = "straggler-rank"
+    level = "scaling"
+    share = stragglers.SHARE  # of all imposed wait
+    cost = stragglers.COST  # of the step
+    critical = 0.10  # of the step: a critical straggler
+    explains = 0.25  # of the wait it imposes: a lateness that explains it
+    raised_when = (
+        "one rank charged ≥ {share:.0%} of the wait for late peers, costing the others ≥ "
+        "{cost:.0%} of the step, the worst in more than half of the steps; impact: the wait "
+        "it imposes"
+    )
+
+    def check(self, ctx):
+        step_ms = ctx.step_ms or 0
+        for f in ctx.stragglers.found:
+            cost_ms = f.imposed_ms_per_step
+            why, remedy = self._why(f, cost_ms)
+            n, worst = f.steps, f.steps_worst
+            every = (
+                "one step in the window: whether it is late every step is unknown"
+                if n == 1
+                else f"it is the worst in every one of {n} steps"
+                if n and worst == n
+                else f"it is the worst in {worst} of {n} steps (by step: "
+                + ", ".join(map(str, f.worst_by_step))
+                + ")"
+            )
+            yield self.finding(
+                "critical" if cost_ms >= self.critical * step_ms else "warning",
+                f"rank {f.rank} makes the others wait {cost_ms:.1f} ms per step "
+                f"({pct(f.share)} of all waiting for peers); {why}; {every}",
+                ranks=[f.rank],
+                measured={
+                    "imposed_wait_ms_per_step": cost_ms,
+                    "wait_share": f.share,
+                    "compute_excess_ms": f.compute_excess_ms,
+                    "host_late_ms": f.host_late_ms,
+                    "device_late_ms": f.device_late_ms,
+                    "step_start_late_ms": f.step_start_late_ms,
+                    "steps_worst": worst,
+                    "steps": n,
+                },
+                predicted={"imposed_wait_ms_per_step": 0.0},
+                impact_ms=cost_ms,
+                remedy=remedy,
+            )
+
+    def _why(self, f, cost_ms: float) -> tuple[str, str]:
+        comp_x, host, dev = f.compute_excess_ms, f.host_late_ms, f.device_late_ms
+        start = f.step_start_late_ms
+        enough = self.explains * cost_ms
+        if dev is not None and host is not None and dev > host and dev >= enough:
+            return (
+                f"at its costliest collective its device starts {dev:.1f} ms later than the "
+                "median rank's once issued (its device is busy: compute"
+                + (f", {comp_x:.1f} ms more per step" if comp_x and comp_x > 0 else "")
+                + ")",
+                "its device works longer: check that rank's GPU (clocks, throttling, ECC "
+                "errors) and the work assigned to it (uneven sharding, sequence lengths, "
+                "pipeline stage balance)",
+            )
+        if host is not None and host >= enough:
+            return (
+                f"it issues its costliest collective {host:.1f} ms after the median rank "
+                "(its host is late: data loading, Python, garbage collection, logging)"
+                + (
+                    f"; its step starts {start:.1f} ms after theirs"
+                    if start is not None and start >= enough
+                    else ""
+                ),
+                "its host is late: more data-loader workers or prefetching on that rank, "
+                "look for host syncs, logging or checkpointing on it alone, and give its "
+                "process its own cores",
+            )
+        if comp_x is not None and comp_x >= enough:
+            return (
+                f"its compute takes {comp_x:.1f} ms longer per step than the median rank's",
+                "its compute is slower: check that rank's GPU (clocks, throttling, ECC "
+                "errors) and the work assigned to it (uneven sharding, sequence lengths, "
+                "pipeline stage balance)",
+            )
+        return (
+            "neither its host nor its compute is visibly later: look at a slower link or NIC "
+            "on that rank",
+            "check that rank's links (nvidia-smi topo -m, NIC counters) and its GPU",
+        )

@@ -1,0 +1,32 @@
+"""Compute kernels (CPU ops on CPU runs) by device time over windows: the report's
+`top_kernels` (each rank's window) and the samples' kernel series (each step), from one
+query (`tracekit/sql/metrics/kernel_time.sql`). Time is a plain sum of the kernels'
+clipped durations: two streams running one kernel name at once count twice, as
+"device time" does in every profiler's table."""
+
+from __future__ import annotations
+
+from math import fsum
+
+from tracekit import sql
+from tracekit.metrics import windows as W
+from tracekit.store.run import Run
+
+TOP_KERNELS = 10
+
+
+def kernel_time(run: Run, windows: str) -> dict[str, dict[tuple[int, int], tuple[int, int]]]:
+    """name → (rank, wid) → (device ns in the window, instances starting in it)."""
+    clipped = W.overlapping("SELECT * FROM device_activity WHERE category = 'compute'", windows)
+    out: dict[str, dict[tuple[int, int], tuple[int, int]]] = {}
+    for rank, wid, name, ns, n in run.sql(
+        sql.fill("metrics.kernel_time", clipped=clipped)
+    ).fetchall():
+        out.setdefault(name, {})[(rank, wid)] = (ns, n)
+    return out
+
+
+def top_names(per: dict[str, dict], limit: int = TOP_KERNELS) -> list[str]:
+    """The `limit` names with the most device time (ties by name: deterministic)."""
+    totals = {name: fsum(ns for ns, _ in cells.values()) for name, cells in per.items()}
+    return sorted(totals, key=lambda n: (-totals[n], n))[:limit]

@@ -1,0 +1,121 @@
+"""Analysis windows, and clipping to them — written once for every figure.
+
+A window is (rank, wid, start_ns, end_ns). The report uses one window per rank (its
+analysed window: `--window steps|trace|hta`); the per-step samples use each selected
+ProfilerStep as its own window (wid = the step number). Every figure over windows takes
+such a query, so a figure and its samples share one definition.
+
+Two ways an interval belongs to a window, each written here only:
+- `overlapping`: the interval meets the window, clipped to it (`s`, `e`): time figures;
+- `starting_in`: the interval starts inside the window: counts of instances and ops.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tracekit import sql
+from tracekit.errors import TracekitError
+from tracekit.options import WINDOWS
+from tracekit.store.run import Run
+
+
+@dataclass(frozen=True)
+class StepSelection:
+    """Which ProfilerSteps to analyse: all, one, or an inclusive range of step numbers."""
+
+    first: int | None = None
+    last: int | None = None
+
+    @classmethod
+    def parse(cls, spec: str | None) -> StepSelection:
+        if spec is None or spec.strip().lower() in ("", "all"):
+            return cls()
+        m = re.fullmatch(r"\s*(\d+)\s*(?:[-:]\s*(\d+)\s*)?", spec)
+        if not m:
+            raise TracekitError(
+                f"--steps {spec!r} is not a step selection; use all, N or A-B (step numbers)"
+            )
+        a = int(m.group(1))
+        b = int(m.group(2)) if m.group(2) else a
+        if b < a:
+            raise TracekitError(f"--steps {spec!r}: the range ends before it starts")
+        return cls(a, b)
+
+    def sql(self) -> str:
+        if self.first is None:
+            return "TRUE"
+        return f"step BETWEEN {int(self.first)} AND {int(self.last)}"
+
+
+@dataclass(frozen=True)
+class Window:
+    """One rank's analysed window."""
+
+    rank: int
+    start_ns: int
+    end_ns: int
+    n_steps: int  # ProfilerSteps in it (0: no steps, a trace window)
+    step_ns: float | None  # mean step duration
+
+
+def activity_table(window: str) -> str:
+    """The device activity a window kind reads: HTA's rounded events for `hta`."""
+    return "_hta_activity" if window == "hta" else "activity_islands"
+
+
+def rank_windows(run: Run, window: str = "steps", steps: str | None = None) -> list[Window]:
+    """Each rank's analysed window (`--window`, `--steps`)."""
+    if window not in WINDOWS:
+        raise TracekitError(f"--window {window!r}: use one of {', '.join(WINDOWS)}")
+    sel = StepSelection.parse(steps)
+    if window == "hta":
+        run.con.execute(sql.module("metrics.hta_activity"))
+    if window == "steps":
+        query = sql.fill("metrics.windows_steps", selection=sel.sql())
+    else:
+        query = sql.fill("metrics.windows_trace", activity=activity_table(window))
+    rows = run.sql(query + " ORDER BY rank").fetchall()
+    if sel.first is not None and not rows:
+        raise TracekitError(f"--steps {steps}: no ProfilerStep in that range on any rank")
+    return [Window(*r) for r in rows]
+
+
+def values(windows: list[Window]) -> str:
+    """SQL rows (rank, wid, start_ns, end_ns, n) of the windows (wid 0; n = steps, ≥ 1)."""
+    rows = [
+        f"({int(w.rank)}, 0, {int(w.start_ns)}, {int(w.end_ns)}, {max(int(w.n_steps), 1)})"
+        for w in windows
+        if w.start_ns is not None
+    ]
+    if not rows:
+        return (
+            "SELECT NULL::INT AS rank, 0 AS wid, 0::BIGINT AS start_ns, 0::BIGINT AS end_ns, "
+            "1 AS n WHERE false"
+        )
+    return f"SELECT * FROM (VALUES {', '.join(rows)}) AS w(rank, wid, start_ns, end_ns, n)"
+
+
+def step_windows(steps: str | None = None) -> str:
+    """SQL rows (rank, wid, start_ns, end_ns, n): each selected ProfilerStep a window."""
+    return sql.fill("metrics.step_windows", selection=StepSelection.parse(steps).sql())
+
+
+def overlapping(source: str, windows: str, *, start: str = "ts_ns", end: str = "end_ns") -> str:
+    """Rows of `source` that meet a window of `windows`, with the window's columns (`wid`,
+    `n` …, not its bounds) and the row clipped to it: `s`, `e` (one row per window met)."""
+    return f"""
+        SELECT src.*, w.* EXCLUDE (rank, start_ns, end_ns), greatest(src.{start}, w.start_ns) AS s,
+               least(src.{end}, w.end_ns) AS e
+        FROM ({source}) src JOIN ({windows}) w ON src.rank = w.rank
+        WHERE src.{end} > w.start_ns AND src.{start} < w.end_ns"""
+
+
+def starting_in(source: str, windows: str, *, start: str = "ts_ns") -> str:
+    """Rows of `source` that start inside a window of `windows`, with the window's columns
+    (`wid`, `n` …, not its bounds)."""
+    return f"""
+        SELECT src.*, w.* EXCLUDE (rank, start_ns, end_ns)
+        FROM ({source}) src JOIN ({windows}) w ON src.rank = w.rank
+        WHERE src.{start} >= w.start_ns AND src.{start} < w.end_ns"""

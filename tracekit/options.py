@@ -1,0 +1,99 @@
+"""The options every way of use passes the same way: how to open a run, and what to
+analyse in it. One bundle each instead of the same ten keywords in five signatures."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+from tracekit.errors import TracekitError
+
+WINDOWS = ("steps", "trace", "hta")
+
+
+@dataclass(frozen=True)
+class OpenOptions:
+    """How to open a run (`tracekit.store.open.open_run`): which traces, how to ingest."""
+
+    workers: int | None = None  # ingest processes (default: cores)
+    comm_kernels: tuple[str, ...] = ()  # extra communication-kernel regexes
+    strict: bool = False  # unreadable files, missing ranks, skipped events → exit 2
+    allow_mixed: bool = False  # analyze traces that look like several runs together
+    cluster: str | None = None  # ingest on a Dask cluster (`--cluster`)
+    ranks: str | list[int] | None = None  # `--ranks SPEC`
+    sample_ranks: int | None = None  # `--sample-ranks N`
+
+    def kwargs(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Figures the user states instead of the tables (`--peak-tflops` …, or a config)."""
+
+    peak_tflops: float | None = None
+    busbw_GBps: float | None = None
+    device_memory_GB: float | None = None
+    latency_us: float | None = None
+    gpus_per_node: int | None = None
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if v is not None and (not math.isfinite(v) or v <= 0):
+                flag = "--" + f.name.replace("_", "-")
+                raise TracekitError(f"{flag} {v!r} must be a finite number > 0")
+
+    @classmethod
+    def of(cls, values: dict[str, Any] | None) -> Overrides:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in (values or {}).items() if k in known and v is not None})
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    """What to analyse: the window, the steps, the user's figures and which rules run."""
+
+    window: str = "steps"
+    steps: str | None = None  # all, N or A-B (ProfilerStep numbers)
+    overrides: Overrides = field(default_factory=Overrides)
+    select: tuple[str, ...] = ()  # rule codes or prefixes to run (empty: all)
+    ignore: tuple[str, ...] = ()  # rule codes or prefixes to leave out
+    levels: bool = True  # False: the per-rank breakdown alone (`--breakdown-only`)
+
+    def __post_init__(self) -> None:
+        if self.window not in WINDOWS:
+            raise TracekitError(f"--window {self.window!r}: use one of {', '.join(WINDOWS)}")
+
+    def with_(self, **changes: Any) -> AnalysisOptions:
+        return replace(self, **changes)
+
+    def key(self) -> dict[str, Any]:
+        """What the report depends on, for the report cache's key."""
+        return {
+            "window": self.window,
+            "steps": self.steps,
+            "overrides": asdict(self.overrides),
+            "select": list(self.select),
+            "ignore": list(self.ignore),
+            "levels": self.levels,
+        }
+
+
+def rule_selection(
+    root: Any, select: tuple[str, ...] | None, ignore: tuple[str, ...] | None
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """`--select` / `--ignore` (comma-separated or repeated), else `select` / `ignore` in
+    `[tool.tracekit]` of the project's pyproject.toml (`tracekit.config`): a flag given
+    on the command line replaces the file's value."""
+    from tracekit import config
+
+    def split(values: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(t.strip() for v in values for t in v.split(",") if t.strip())
+
+    path = config.pyproject_for(root)
+    table = config.tracekit_table(path)
+    sel = split(select) if select else tuple(config.string_list(table, "select", path))
+    ign = split(ignore) if ignore else tuple(config.string_list(table, "ignore", path))
+    return sel, ign

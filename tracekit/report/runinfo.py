@@ -1,0 +1,39 @@
+"""The report's `run` block: which run, which ranks, and what the figures do not cover."""
+
+from __future__ import annotations
+
+from tracekit.report.schema import RankSelection, RunInfo
+from tracekit.store.run import Run
+
+
+def run_info(run: Run) -> RunInfo:
+    rows = run.sql(
+        "SELECT rank, world_size, backend, device_name, has_device_events FROM rank_info "
+        "ORDER BY rank"
+    ).fetchall()
+    worlds = {r[1] for r in rows if r[1]}
+    backends = {r[2] for r in rows if r[2]}
+    devices = {r[3] for r in rows if r[3]}
+    steps = [s for (s,) in run.sql("SELECT DISTINCT step FROM steps ORDER BY step").fetchall()]
+    sel = run.rank_selection
+    return RunInfo(
+        path=str(run.root),
+        # the traces' world size, else the number of ranks they hold (all, when chosen)
+        world_size=max(worlds) if worlds else len(sel.found if sel else rows),
+        ranks=[r[0] for r in rows],
+        backend=backends.pop() if len(backends) == 1 else (sorted(backends) or None),
+        device=(
+            devices.pop()
+            if len(devices) == 1
+            else (sorted(devices) if devices else ("cpu" if not any(r[4] for r in rows) else None))
+        ),
+        steps=steps,
+        # health (tracekit.store.health): what the figures do not cover
+        unreadable=run.unreadable,
+        missing_ranks=run.missing_ranks,
+        skipped_events=run.skipped_events,
+        mixed=run.mixed,
+        clock_offsets_ns={str(r): ns for r, ns in run.clock_offsets_ns.items()},
+        # --ranks / --sample-ranks: the report covers these ranks on purpose (else null)
+        rank_selection=RankSelection(**sel.to_dict()) if sel else None,
+    )

@@ -1,0 +1,39 @@
+-- @query host_bound
+-- Per window of {windows} (rank, wid, start_ns, end_ns) the host-bound time: a device gap
+-- (no kernel, memcpy or memset on any stream) that ends with a kernel launched only after
+-- the previous work had ended (`device_activity.launch_ns`): the device waited for the
+-- host. A gap across the start of a ProfilerStep is left out: that is the previous step's
+-- tail (waiting on other ranks, a pipeline's cooldown), not launch overhead. GPU runs.
+-- @column rank: global rank
+-- @column wid: the window's id
+-- @column host_bound_ns: host-bound gap time
+-- @column host_gaps: host-bound gaps
+-- @column gap_ns: all device gaps between kernels
+-- @column median_kernel_ns: median kernel duration
+WITH sw AS ({windows}),
+d AS (
+    SELECT a.rank, sw.wid, a.ts_ns, a.end_ns, a.launch_ns
+    FROM device_activity a JOIN sw ON a.rank = sw.rank
+    WHERE a.kind IN ('kernel', 'memcpy', 'memset')
+      AND a.ts_ns >= sw.start_ns AND a.ts_ns < sw.end_ns
+),
+l0 AS (
+    SELECT *, max(end_ns) OVER (PARTITION BY rank, wid ORDER BY ts_ns, end_ns
+              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+    FROM d
+),
+boundary AS (
+    SELECT DISTINCT l0.rank, l0.wid, l0.ts_ns FROM l0 JOIN steps s
+      ON s.rank = l0.rank AND s.ts_ns > l0.prev_end AND s.ts_ns <= l0.launch_ns
+),
+l AS (
+    SELECT l0.* FROM l0 ANTI JOIN boundary b
+    ON b.rank = l0.rank AND b.wid = l0.wid AND b.ts_ns = l0.ts_ns
+)
+SELECT rank, wid,
+       coalesce(sum(ts_ns - prev_end) FILTER (ts_ns > prev_end AND launch_ns >= prev_end),
+                0) AS host_bound_ns,
+       count(*) FILTER (ts_ns > prev_end AND launch_ns >= prev_end) AS host_gaps,
+       coalesce(sum(ts_ns - prev_end) FILTER (ts_ns > prev_end), 0) AS gap_ns,
+       median(end_ns - ts_ns) AS median_kernel_ns
+FROM l GROUP BY rank, wid

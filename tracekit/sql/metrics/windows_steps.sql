@@ -1,0 +1,18 @@
+-- @query windows_steps
+-- The analysed window of each rank with ProfilerSteps: the first selected step's start to
+-- the last one's end; ranks without steps fall back to their device activity (`trace`).
+-- Placeholder {selection}: a predicate on `steps.step` (TRUE for all).
+-- @column rank: global rank
+-- @column start_ns: window start, ns since the epoch
+-- @column end_ns: window end, ns since the epoch
+-- @column n_steps: ProfilerSteps in the window (0 for a rank without steps)
+-- @column step_ns: mean step duration, ns (null without steps)
+WITH s AS (SELECT * FROM steps WHERE {selection}),
+sw AS (SELECT rank, min(ts_ns) AS start_ns, max(end_ns) AS end_ns,
+              count(*) AS n_steps, avg(dur_ns) AS step_ns
+       FROM s GROUP BY rank)
+SELECT * FROM sw
+UNION ALL
+SELECT rank, min(ts_ns), max(end_ns), 0, NULL::DOUBLE FROM activity_islands
+WHERE rank NOT IN (SELECT rank FROM steps)
+GROUP BY rank
