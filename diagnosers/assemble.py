@@ -22,13 +22,13 @@ from diagnosers.base import mean
 from diagnosers.context import Context
 from diagnosers.findings import SEVERITY_ORDER, Finding
 from diagnosers.rules import error_finding, run_rules, selected
-from tracekit import __version__
 from tracekit.metrics import kernels as K
 from tracekit.metrics.samples import per_step
 from tracekit.options import AnalysisOptions
 from tracekit.report import schema as S
 from tracekit.report.runinfo import run_info
 from tracekit.store.run import Run
+from tracekit.version import __version__
 
 
 def cached(run: Run, options: AnalysisOptions | None = None, debug: bool = False) -> S.Report:

@@ -28,7 +28,6 @@ from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from tracekit import manifest as manifest_mod
 from tracekit.manifest import JobManifest
 from tracekit.metrics import windows as W
 from tracekit.metrics.breakdown import RankBreakdown, per_rank, windows_of
@@ -66,9 +65,10 @@ class Context:
         self.raised: list[Finding] = []
 
     # ------------------------------------------------------------ the run's givens
-    @cached_property
+    @property
     def manifest(self) -> JobManifest | None:
-        return manifest_mod.load(self.run.root)
+        """The run's job.json, read once when the run was opened."""
+        return self.run.manifest
 
     @cached_property
     def _device(self) -> tuple[str | None, int | None, bool]:
@@ -166,3 +166,15 @@ class Context:
         from diagnosers.analyses.scaling import projection
 
         return projection(self)
+
+    def key_ms(self, row: dict, rank: int, field: str) -> float:
+        """A collective's exposure figure (`field` of `tracekit.metrics.collectives.Exposure`)
+        on one rank, in ms per step of that rank."""
+        cells = self.collectives.exposure.get((row["name"], row["group_size"], row["bytes"]), {})
+        v = cells.get(rank)
+        return getattr(v, field) / self.steps_of.get(rank, 1) / 1e6 if v else 0.0
+
+    @cached_property
+    def steps_of(self) -> dict[int, int]:
+        """rank → steps in its window (at least 1: a window without steps is one)."""
+        return {r.rank: max(r.steps, 1) for r in self.ranks}

@@ -4,8 +4,6 @@ is partial."""
 
 from __future__ import annotations
 
-from tracekit.options import OpenOptions
-
 import gzip
 import json
 import shutil
@@ -21,6 +19,7 @@ from tests.conftest import ROOT
 from tests.tracegen import ddp_like_rank
 from tracekit.cli import main
 from tracekit.ingest import cache, ranksel
+from tracekit.options import OpenOptions
 
 RANK_LOCAL = (  # per-rank figures that depend on that rank's trace alone
     "steps",

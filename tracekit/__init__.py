@@ -7,12 +7,7 @@ The Python doors, beside the command line:
   with its tables as polars or pandas frames and a rich display in Jupyter
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("tracekit")
-except PackageNotFoundError:  # running from a source tree without install
-    __version__ = "0.0.0+src"
+from tracekit.version import __version__
 
 
 def open(*inputs, **options):

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import click
 
-from tracekit import __version__
 from tracekit.errors import ExitCode, TracekitError
 from tracekit.options import AnalysisOptions, OpenOptions, Overrides
+from tracekit.version import __version__
 
 
 class _Group(click.Group):
@@ -333,8 +333,7 @@ def analyze(
 @click.argument("code", required=False)
 def explain(code):
     """Explain a finding: tracekit explain TK-N301 (or a kind, or a name); no CODE lists all."""
-    from diagnosers.findings import lookup
-    from diagnosers.rules import registry
+    from diagnosers.rules import lookup, registry
 
     if not code:
         for k in registry():

@@ -207,13 +207,6 @@ class CommunicationFacts:
         return [{k: getattr(r, k) for k in keys} for r in self.ranks]
 
 
-def key_ms(ctx: Context, row: dict, rank: int, field: str) -> float:
-    """A collective's figure on one rank, ms per step of that rank."""
-    v = ctx.collectives.exposure.get((row["name"], row["group_size"], row["bytes"]), {}).get(rank)
-    steps = next((max(r.steps, 1) for r in ctx.ranks if r.rank == rank), 1)
-    return getattr(v, field) / steps / 1e6 if v else 0.0
-
-
 def slow_collectives(ctx: Context, share: float, min_share: float) -> tuple[list[dict], float]:
     """Matched collectives whose bus bandwidth is under `share` of the prediction (on a CPU
     run half that: gloo's threads share the cores with the ranks' compute, which the
@@ -249,19 +242,17 @@ def facts(ctx: Context) -> CommunicationFacts:
         slow_ms = 0.0
         for row in slow:
             excess = max(0.0, row["transfer_ms"] - (row["predicted_ms"] or 0))
-            own = key_ms(ctx, row, rank, "exposed_ns") - key_ms(ctx, row, rank, "wait_exposed_ns")
+            own = ctx.key_ms(row, rank, "exposed_ns") - ctx.key_ms(row, rank, "wait_exposed_ns")
             slow_ms += min(excess * row["count_per_step"], max(own, 0.0))
         slow_ms = min(slow_ms, transfer)
         p2p_ms = 0.0
         if pipe:
-            p2p_ms = sum(
-                key_ms(ctx, row, rank, "exposed_ns") for row in table if row["name"] in P2P
-            )
+            p2p_ms = sum(ctx.key_ms(row, rank, "exposed_ns") for row in table if row["name"] in P2P)
             p2p_ms = min(p2p_ms, exposed - slow_ms)
-        unmatched = sum(key_ms(ctx, row, rank, "exposed_ns") for row in table if not row["matched"])
+        unmatched = sum(ctx.key_ms(row, rank, "exposed_ns") for row in table if not row["matched"])
         names: dict[str, float] = {}
         for row in table:
-            names[row["name"]] = names.get(row["name"], 0) + key_ms(ctx, row, rank, "exposed_ns")
+            names[row["name"]] = names.get(row["name"], 0) + ctx.key_ms(row, rank, "exposed_ns")
         per_rank.append(
             RankExposure(
                 rank=rank,

@@ -22,23 +22,22 @@ loaded is charged the same way.
 
 from __future__ import annotations
 
-import re
-import textwrap
 import traceback
 from collections.abc import Iterable
 from functools import cache
 from importlib import import_module
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 from diagnosers.findings import Finding
+from diagnosers.rules.base import Rule
+from diagnosers.rules.rule_error import error_finding
 from tracekit.errors import TracekitError
 
 if TYPE_CHECKING:
     from diagnosers.context import Context
 
 ENTRY_POINTS = "tracekit.rules"
-SECTIONS = ("What it detects", "Why it matters", "Example", "Fix")
 
 # module:class of every built-in rule, in the order they run (memory → scaling); the
 # error rule last
@@ -55,50 +54,6 @@ BUILTIN = (
     "poor_projection:PoorProjection",
     "rule_error:RuleError",
 )
-
-
-class Rule:
-    """One finding kind. Subclasses set the class attributes and write `check`."""
-
-    code: ClassVar[str]
-    kind: ClassVar[str]
-    name: ClassVar[str]
-    level: ClassVar[str]
-    raised_when: ClassVar[str] = ""  # a format string over the rule's attributes
-    status: ClassVar[str] = "stable"
-    since: ClassVar[str] = "0.1.0"
-
-    def check(self, ctx: Context) -> Iterable[Finding]:
-        raise NotImplementedError
-
-    @classmethod
-    def docs(cls) -> dict[str, str]:
-        """The four sections of the docstring, each as one paragraph of text."""
-        text = textwrap.dedent(cls.__doc__ or "")
-        out: dict[str, str] = {}
-        names = "|".join(re.escape(s) for s in SECTIONS)
-        parts = re.split(rf"^({names})\s*$", text, flags=re.M)
-        for head, body in zip(parts[1::2], parts[2::2], strict=False):
-            out[head] = " ".join(body.split())
-        return out
-
-    @classmethod
-    def when(cls) -> str:
-        """When it is raised, with its thresholds (the README table's last column)."""
-        values = {k: getattr(cls, k) for k in dir(cls) if not k.startswith("_")}
-        return cls.raised_when.format(**values)
-
-    @classmethod
-    def explain(cls) -> str:
-        d = cls.docs()
-        return (
-            f"{cls.code} {cls.name} ({cls.kind}) — {cls.status}, since {cls.since}\n\n"
-            + "\n\n".join(f"{s}\n  {d.get(s, '')}" for s in SECTIONS)
-            + f"\n\nRaised when\n  {cls.when()}\n"
-        )
-
-    def finding(self, severity: str, title: str, **kw) -> Finding:
-        return Finding(self.kind, severity, title, **kw)
 
 
 class PluginLoadError(Exception):
@@ -144,6 +99,22 @@ def registry() -> tuple[type[Rule], ...]:
     return tuple(rules)
 
 
+def kinds() -> dict[str, type[Rule]]:
+    """kind → its rule, built-in and plugin rules alike."""
+    return {rule.kind: rule for rule in registry()}
+
+
+def lookup(code_or_kind: str) -> type[Rule] | None:
+    """The rule of a code (`TK-N301`), a kind (`communication.exposed`) or a name."""
+    key = code_or_kind.strip()
+    rules = registry()
+    return (
+        next((r for r in rules if r.code == key.upper()), None)
+        or kinds().get(key)
+        or next((r for r in rules if r.name == key), None)
+    )
+
+
 def _matches(rule: type[Rule], token: str) -> bool:
     t = token.strip()
     return rule.code.startswith(t.upper()) or t in (rule.kind, rule.name)
@@ -180,13 +151,20 @@ def run_rules(ctx: Context, rules: list[type[Rule]], debug: bool = False) -> lis
     return list(ctx.raised)
 
 
-def error_finding(what: str, exc: BaseException, level: str | None = None) -> Finding:
-    """TK-E001 for `what` that raised `exc`, setting `level`'s verdict."""
-    return Finding(
-        "diagnoser.error",
-        "warning",
-        f"{what} failed: {type(exc).__name__}: {exc}",
-        ranks=[],
-        remedy="rerun with tracekit --debug analyze and report the traceback",
-        charged_to=level,
-    )
+def markdown_table() -> str:
+    """The README's table of rules: code, kind, when raised — written from the rules."""
+    rows = ["| code | kind | raised when |", "|---|---|---|"]
+    rows += [f"| {r.code} | `{r.kind}` | {r.when()} |" for r in registry()]
+    return "\n".join(rows) + "\n"
+
+
+__all__ = [
+    "Rule",
+    "error_finding",
+    "kinds",
+    "lookup",
+    "markdown_table",
+    "registry",
+    "run_rules",
+    "selected",
+]

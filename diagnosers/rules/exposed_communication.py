@@ -5,7 +5,7 @@ from __future__ import annotations
 from diagnosers.analyses.communication import P2P, bare_counts, most_exposed
 from diagnosers.base import mean, pct
 from diagnosers.findings import severity
-from diagnosers.rules import Rule
+from diagnosers.rules.base import Rule
 
 
 class ExposedCommunication(Rule):

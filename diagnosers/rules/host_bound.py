@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from diagnosers.base import mean, pct
 from diagnosers.findings import severity
-from diagnosers.rules import Rule
+from diagnosers.rules.base import Rule
 
 
 class HostBound(Rule):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from diagnosers.base import gb
-from diagnosers.rules import Rule
+from diagnosers.rules.base import Rule
 
 
 class MemoryAboveModel(Rule):
@@ -29,10 +29,8 @@ class MemoryAboveModel(Rule):
     name = "memory-above-model"
     level = "memory"
     ratio = 1.5  # measured ÷ predicted
-    beyond_bytes = 2e9
-    raised_when = (
-        "peak allocated > {ratio:g}× the memory equation and {beyond_bytes:.0e} bytes beyond it"
-    )
+    beyond_gb = 2.0  # and this far beyond it
+    raised_when = "peak allocated > {ratio:g}× the memory equation and {beyond_gb:g} GB beyond it"
 
     def check(self, ctx):
         mem = ctx.memory
@@ -40,7 +38,7 @@ class MemoryAboveModel(Rule):
         if not (over and over > self.ratio):
             return
         peak = mem.peak_allocated_bytes
-        if peak - pred["total_bytes"] <= self.beyond_bytes:
+        if peak - pred["total_bytes"] <= self.beyond_gb * 1e9:
             return
         yield self.finding(
             "warning",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from diagnosers.base import pct
 from diagnosers.findings import severity
-from diagnosers.rules import Rule
+from diagnosers.rules.base import Rule
 from tracekit.model.pipeline import bubble_fraction, microbatches_for
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from diagnosers.base import pct
-from diagnosers.rules import Rule
+from diagnosers.rules.base import Rule
 
 
 class PoorProjection(Rule):

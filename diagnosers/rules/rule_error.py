@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from diagnosers.rules import Rule
+from diagnosers.findings import Finding
+from diagnosers.rules.base import Rule
 
 
 class RuleError(Rule):
@@ -28,3 +29,15 @@ class RuleError(Rule):
 
     def check(self, ctx):
         return ()
+
+
+def error_finding(what: str, exc: BaseException, level: str | None = None) -> Finding:
+    """TK-E001 for `what` that raised `exc`, setting `level`'s verdict."""
+    return Finding(
+        RuleError,
+        "warning",
+        f"{what} failed: {type(exc).__name__}: {exc}",
+        ranks=[],
+        remedy="rerun with tracekit --debug analyze and report the traceback",
+        charged_to=level,
+    )

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from diagnosers.analyses.communication import key_ms
 from diagnosers.base import mean, pct
-from diagnosers.rules import Rule
+from diagnosers.rules.base import Rule
 
 
 class SlowCollective(Rule):
@@ -56,8 +55,8 @@ class SlowCollective(Rule):
                 min(
                     excess_ms,
                     sum(
-                        key_ms(ctx, x, pr.rank, "exposed_ns")
-                        - key_ms(ctx, x, pr.rank, "wait_exposed_ns")
+                        ctx.key_ms(x, pr.rank, "exposed_ns")
+                        - ctx.key_ms(x, pr.rank, "wait_exposed_ns")
                         for x in rows
                     ),
                 )

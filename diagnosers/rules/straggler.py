@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from diagnosers.analyses import stragglers
 from diagnosers.base import pct
-from diagnosers.rules import Rule
+from diagnosers.rules.base import Rule
 
 
 class Straggler(Rule):

@@ -17,8 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from tracekit import __version__
 from tracekit.errors import TracekitError
+from tracekit.version import __version__
 
 BASELINE_SCHEMA = 1
 REPORT_SCHEMA = 1

@@ -99,7 +99,7 @@ class Comparison:
         return {k: sum(v.verdict == k for v in self.verdicts) for k in VERDICTS}
 
     def to_dict(self) -> dict[str, Any]:
-        from tracekit import __version__
+        from tracekit.version import __version__
 
         return {
             "schema": 1,
@@ -436,7 +436,8 @@ def _collective_verdicts(
             ("collective_time", "time_ms_per_step", "time_ms"),
             ("busbw", "busbw_GBps", "busbw_GBps"),
         ):
-            label_f, unit, worse, _, _ = M.FAMILIES[fam]
+            f = M.FAMILIES[fam]
+            label_f, unit, worse = f.label, f.unit, f.worse
             bs = _full_series(bc, sam_key, bsteps) if bc else None
             ns = _full_series(nc, sam_key, nsteps) if nc else None
             # the report's figure; the samples' mean only for a collective the report's

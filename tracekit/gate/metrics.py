@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from tracekit.errors import TracekitError
+from tracekit.model import figures as F
 
 HIGHER_IS_WORSE, LOWER_IS_WORSE = 1, -1
 
@@ -48,70 +49,95 @@ class Threshold:
 
 @dataclass(frozen=True)
 class Metric:
-    """One gated figure of the report.
+    """One gated figure of the report: its label, unit, direction and definition are the
+    figure's (`tracekit.model.figures`), so the gate names a figure as the report does.
 
-    `summary` is its key in `report["summary"]` (or, with `rank_key`, the mean of that
-    key over `report["ranks"]` when the summary lacks it); `sample` its key in
-    `samples.ranks[]` (per step, averaged over ranks); `test_from` borrows another
-    metric's samples (MFU = FLOPs ÷ step time ÷ peak, the FLOPs the same every step);
-    `exact` marks figures with no step-to-step noise (peak memory)."""
+    `figure` is its key in `report["summary"]`; `per_rank` reads it, when the summary
+    lacks it, as the mean of the same key over `report["ranks"]`; `sampled` says its
+    per-step samples are that key in `samples.ranks[]` (per step, averaged over ranks);
+    `test_from` borrows another metric's samples (MFU = FLOPs ÷ step time ÷ peak, the
+    FLOPs the same every step); `exact` marks figures with no step-to-step noise (peak
+    memory)."""
 
     key: str
-    label: str
-    unit: str  # "ms", "fraction", "bytes", "GB/s", "ratio"
-    worse: int
+    figure: F.Figure
     threshold: str
-    summary: str | None = None
-    rank_key: str | None = None
-    sample: str | None = None
+    per_rank: bool = False
+    sampled: bool = False
     test_from: str | None = None
     exact: bool = False
-    doc: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.figure.label
+
+    @property
+    def unit(self) -> str:
+        return self.figure.unit
+
+    @property
+    def worse(self) -> int:
+        return LOWER_IS_WORSE if self.figure.better == F.HIGHER else HIGHER_IS_WORSE
+
+    @property
+    def doc(self) -> str:
+        return self.figure.doc
+
+    @property
+    def summary(self) -> str:
+        return self.figure.key
+
+    @property
+    def rank_key(self) -> str | None:
+        return self.figure.key if self.per_rank else None
+
+    @property
+    def sample(self) -> str | None:
+        return self.figure.key if self.sampled else None
 
 
 # The run-level metrics, in the order they are shown.
-# fmt: off
 RUN_METRICS: tuple[Metric, ...] = (
-    Metric("step_time", "step time", "ms", HIGHER_IS_WORSE, "5%", summary="step_time_ms",
-           rank_key="step_time_ms", sample="step_time_ms", doc="mean ProfilerStep duration"),
-    Metric("mfu", "MFU", "fraction", LOWER_IS_WORSE, "5%", summary="mfu", rank_key="mfu",
-           test_from="step_time", doc="model FLOPs utilization"),
+    Metric("step_time", F.STEP_TIME_MS, "5%", per_rank=True, sampled=True),
+    Metric("mfu", F.MFU, "5%", per_rank=True, test_from="step_time"),
     # hfu moves with mfu, the exposure's parts with exposed_comm: shown, and gated only
     # when given a threshold, so one cause fails one metric
-    Metric("hfu", "HFU", "fraction", LOWER_IS_WORSE, "off", summary="hfu", rank_key="hfu",
-           test_from="step_time", doc="hardware FLOPs utilization"),
-    Metric("exposed_comm", "exposed communication", "fraction", HIGHER_IS_WORSE, "2pt",
-           summary="exposed_comm_fraction", rank_key="exposed_comm_fraction",
-           sample="exposed_comm_fraction", doc="communication not overlapped by compute"),
-    Metric("exposed_transfer", "exposed transfer", "fraction", HIGHER_IS_WORSE, "off",
-           summary="exposed_transfer_fraction", rank_key="exposed_transfer_fraction",
-           sample="exposed_transfer_fraction",
-           doc="exposed communication less waiting for late peers"),
-    Metric("comm_wait", "communication wait", "fraction", HIGHER_IS_WORSE, "off",
-           summary="comm_wait_fraction", rank_key="comm_wait_fraction",
-           sample="comm_wait_fraction", doc="time spent waiting for late peers"),
-    Metric("idle", "idle", "fraction", HIGHER_IS_WORSE, "3pt", summary="idle_fraction",
-           rank_key="idle_fraction", sample="idle_fraction",
-           doc="step less the union of device activity"),
-    Metric("host_bound", "host-bound", "fraction", HIGHER_IS_WORSE, "2pt",
-           summary="host_bound_fraction", rank_key="host_bound_fraction",
-           sample="host_bound_fraction", doc="device gaps waiting for kernel launches"),
-    Metric("bubble", "pipeline bubble", "fraction", HIGHER_IS_WORSE, "3pt",
-           summary="bubble_fraction", sample="bubble_fraction",
-           doc="pipeline stages not computing"),
-    Metric("peak_memory", "peak memory", "bytes", HIGHER_IS_WORSE, "5%",
-           summary="peak_memory_bytes", exact=True,
-           doc="largest allocated or reserved bytes on any rank"),
+    Metric("hfu", F.HFU, "off", per_rank=True, test_from="step_time"),
+    Metric("exposed_comm", F.EXPOSED_COMM_FRACTION, "2pt", per_rank=True, sampled=True),
+    Metric("exposed_transfer", F.EXPOSED_TRANSFER_FRACTION, "off", per_rank=True, sampled=True),
+    Metric("comm_wait", F.COMM_WAIT_FRACTION, "off", per_rank=True, sampled=True),
+    Metric("idle", F.IDLE_FRACTION, "3pt", per_rank=True, sampled=True),
+    Metric("host_bound", F.HOST_BOUND_FRACTION, "2pt", per_rank=True, sampled=True),
+    Metric("bubble", F.BUBBLE_FRACTION, "3pt", sampled=True),
+    Metric("peak_memory", F.PEAK_MEMORY_BYTES, "5%", exact=True),
 )
-# fmt: on
 
-# Families: one metric per collective, per kernel, per rank.
-FAMILIES: dict[str, tuple[str, str, int, str, str]] = {
-    # key: (label, unit, worse, default threshold, doc)
-    "collective_time": ("time", "ms", HIGHER_IS_WORSE, "10%", "a collective's time per step"),
-    "busbw": ("bus bandwidth", "GB/s", LOWER_IS_WORSE, "10%", "nccl-tests bus bandwidth"),
-    "kernel_time": ("time", "ms", HIGHER_IS_WORSE, "10%", "a compute kernel's time per step"),
-    "rank_step_time": ("step time", "ms", HIGHER_IS_WORSE, "5%", "one rank's step time"),
+
+@dataclass(frozen=True)
+class Family:
+    """One metric per collective, per kernel, per rank: a figure of a report table."""
+
+    figure: F.Figure
+    threshold: str
+
+    @property
+    def label(self) -> str:
+        return self.figure.label
+
+    @property
+    def unit(self) -> str:
+        return self.figure.unit
+
+    @property
+    def worse(self) -> int:
+        return LOWER_IS_WORSE if self.figure.better == F.HIGHER else HIGHER_IS_WORSE
+
+
+FAMILIES: dict[str, Family] = {
+    "collective_time": Family(F.TIME_MS_PER_STEP, "10%"),  # collectives[].time_ms_per_step
+    "busbw": Family(F.BUSBW_GBPS, "10%"),  # collectives[].busbw_GBps
+    "kernel_time": Family(F.TIME_MS_PER_STEP, "10%"),  # top_kernels[].time_ms_per_step
+    "rank_step_time": Family(F.STEP_TIME_MS, "5%"),  # ranks[].step_time_ms
 }
 
 # A collective's or kernel's change must also be this share of the step to matter.
@@ -120,7 +146,7 @@ MATERIAL_SHARE = 0.01
 
 def defaults() -> dict[str, Threshold]:
     out = {m.key: Threshold.parse(m.threshold) for m in RUN_METRICS}
-    out.update({k: Threshold.parse(v[3]) for k, v in FAMILIES.items()})
+    out.update({k: Threshold.parse(f.threshold) for k, f in FAMILIES.items()})
     return out
 
 
@@ -130,7 +156,7 @@ def known_keys() -> list[str]:
 
 def unit_of(key: str) -> str:
     m = next((m for m in RUN_METRICS if m.key == key), None)
-    return m.unit if m else FAMILIES[key][1]
+    return m.unit if m else FAMILIES[key].unit
 
 
 def parse_spec(spec: str | dict | None, where: str = "--max-regression") -> dict[str, Threshold]:

@@ -8,6 +8,7 @@ import json
 from xml.etree import ElementTree as ET
 
 from tracekit.gate.compare import Comparison, Verdict
+from tracekit.report import units
 
 MARK = {
     "regressed": "✗",
@@ -22,17 +23,7 @@ _FAMILY_SHOWN = ("regressed", "inconclusive", "improved")
 
 
 def _val(v: float | None, unit: str) -> str:
-    if v is None:
-        return "—"
-    if unit == "fraction":
-        return f"{v * 100:.1f}%"
-    if unit == "bytes":
-        return f"{v / 1e9:.3g} GB"
-    if unit == "ms":
-        return f"{v:,.2f} ms"
-    if unit == "GB/s":
-        return f"{v:.3g} GB/s"
-    return f"{v:.3g}"
+    return units.fmt(v, unit)
 
 
 def _change(v: Verdict) -> str:

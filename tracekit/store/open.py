@@ -68,6 +68,7 @@ def open_run(*inputs: str | Path, options: OpenOptions | None = None, **kwargs) 
         cdir, sources, selection = _ingest_selected(files, request, ingest)
     run = Run(root, cdir, sources)
     run.comm_kernels = patterns
+    run.manifest = man
     run.rank_selection = selection
     try:
         validate.check(run, notes, allow_mixed=allow_mixed, strict=strict)

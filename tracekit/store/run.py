@@ -42,6 +42,7 @@ class Run:
         self.cache_dir = cache_dir
         self.sources = sources
         self.comm_kernels: tuple[str, ...] = ()  # the user's patterns this run was read with
+        self.manifest = None  # its job.json (tracekit.manifest.JobManifest), read once at open
         # health, set by tracekit.store.health.check
         self.unreadable: list[dict] = []
         self.missing_ranks: list[int] = []

@@ -17,7 +17,7 @@ from tui.screens.common import TkScreen
 
 
 def finding_text(f: dict) -> str:
-    from diagnosers.findings import lookup
+    from diagnosers.rules import lookup
 
     ev = evidence(f)
     lines = [

@@ -1,0 +1,62 @@
+"""The rule base class: what every finding kind declares (see `diagnosers.rules`)."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import textwrap
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, ClassVar
+
+from diagnosers.findings import Finding
+
+if TYPE_CHECKING:
+    from diagnosers.context import Context
+
+SECTIONS = ("What it detects", "Why it matters", "Example", "Fix")
+
+
+class Rule:
+    """One finding kind. Subclasses set the class attributes and write `check`."""
+
+    code: ClassVar[str]
+    kind: ClassVar[str]
+    name: ClassVar[str]
+    level: ClassVar[str]
+    raised_when: ClassVar[str] = ""  # a format string over the rule's attributes
+    status: ClassVar[str] = "stable"
+    since: ClassVar[str] = "0.1.0"
+
+    def check(self, ctx: Context) -> Iterable[Finding]:
+        raise NotImplementedError
+
+    @classmethod
+    def docs(cls) -> dict[str, str]:
+        """The four sections of the docstring, each as one paragraph of text."""
+        text = inspect.cleandoc(cls.__doc__ or "")
+        out: dict[str, str] = {}
+        names = "|".join(re.escape(s) for s in SECTIONS)
+        parts = re.split(rf"^({names})\s*$", text, flags=re.M)
+        for head, body in zip(parts[1::2], parts[2::2], strict=False):
+            out[head] = " ".join(body.split())
+        return out
+
+    @classmethod
+    def when(cls) -> str:
+        """When it is raised, with its thresholds (the README table's last column)."""
+        values = {k: getattr(cls, k) for k in dir(cls) if not k.startswith("_")}
+        return cls.raised_when.format(**values)
+
+    @classmethod
+    def explain(cls) -> str:
+        d = {**cls.docs(), "Raised when": cls.when()}
+
+        def para(text: str) -> str:
+            return textwrap.fill(text, 88, initial_indent="  ", subsequent_indent="  ")
+
+        head = f"{cls.code} {cls.name} ({cls.kind}) — {cls.status}, since {cls.since}"
+        body = "\n\n".join(f"{s}\n{para(d.get(s, ''))}" for s in (*SECTIONS, "Raised when"))
+        return f"{head}\n\n{body}\n"
+
+    def finding(self, severity: str, title: str, **kw) -> Finding:
+        return Finding(type(self), severity, title, **kw)

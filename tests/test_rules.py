@@ -1,0 +1,401 @@
+"""Findings as rules: each rule alone on typed facts (cases as data, at its thresholds),
+each rule alone on a run that must and must not raise it, --select / --ignore and
+[tool.tracekit], the README table written from the rules, and a plugin rule installed
+from its own package."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import textwrap
+from types import SimpleNamespace as NS
+
+import pytest
+from click.testing import CliRunner
+
+import tracekit
+from diagnosers.rules import lookup, markdown_table, registry, selected
+from diagnosers.rules.base import SECTIONS
+from tests.conftest import ROOT
+from tests.helpers import full_report
+from tests.synth import SCENARIOS, Scenario, generate
+from tracekit.cli import main
+from tracekit.errors import TracekitError
+
+# ---------------------------------------------------------------- the registry and docs
+
+
+def test_every_rule_is_documented_and_coded_once():
+    rules = registry()
+    assert len({r.code for r in rules}) == len(rules) == len({r.kind for r in rules})
+    for r in rules:
+        docs = r.docs()
+        assert set(docs) == set(SECTIONS), r.code
+        assert all(len(text) > 20 for text in docs.values()), r.code
+        assert r.code.startswith("TK-") and r.name == r.name.lower() and " " not in r.name
+        assert r.when() and "{" not in r.when()
+        assert r.level in ("memory", "compute", "communication", "scaling")
+
+
+def test_the_readme_table_is_the_rules():
+    text = (ROOT / "README.md").read_text()
+    assert markdown_table() in text
+
+
+def test_explain_prints_the_rule_with_its_thresholds():
+    res = CliRunner().invoke(main, ["explain", "TK-N301"])
+    assert res.exit_code == 0
+    for section in (*SECTIONS, "Raised when"):
+        assert section in res.output
+    assert "≥ 10% of the step (critical ≥ 25%)" in " ".join(res.output.split())
+    assert lookup("communication.exposed") is lookup("exposed-communication") is lookup("tk-n301")
+    res = CliRunner().invoke(main, ["explain"])
+    assert all(r.code in res.output for r in registry())
+
+
+# ---------------------------------------------------------------- each rule on typed facts
+
+
+def _run(code: str, ctx) -> list:
+    rule = lookup(code)
+    return list(rule().check(ctx))
+
+
+def _mem_rank(rank, fraction, reserved=70e9, allocated=69e9):
+    return NS(rank=rank, fraction=fraction, peak_reserved_bytes=reserved,
+              peak_allocated_bytes=allocated, capacity_bytes=80e9)  # fmt: skip
+
+
+def _mem(*ranks, over=None, peak=None, predicted=None):
+    return NS(memory=NS(ranks=list(ranks), predicted=predicted, measured_over_predicted=over,
+                        peak_allocated_bytes=peak))  # fmt: skip
+
+
+def _compute_rank(rank, **kw):
+    base = dict(rank=rank, mfu=0.4, gemm_efficiency=0.7, at_peak_ms_per_step=10.0,
+                host_bound_fraction=0.0, host_bound_ms_per_step=0.0, host_gaps_per_step=0,
+                median_kernel_us=20.0, idle_fraction=0.05)  # fmt: skip
+    return base | kw
+
+
+def _compute(ranks, mfu=0.4, eff=0.7, cpu=False, pipeline=None, step_ms=100.0):
+    return NS(
+        compute=NS(
+            ranks=ranks,
+            mfu=mfu,
+            gemm_efficiency=eff,
+            top_ops=[],
+            peak_flops_by_dtype={"bf16": 989e12},
+        ),
+        cpu=cpu,
+        pipeline=pipeline,
+        step_ms=step_ms,
+    )
+
+
+# (code, facts, expected severities) — at, above and below each threshold
+CASES = [
+    ("TK-M101", _mem(_mem_rank(0, 0.95)), ["warning"]),
+    ("TK-M101", _mem(_mem_rank(0, 0.89), _mem_rank(1, 0.97)), ["critical"]),
+    ("TK-M101", _mem(_mem_rank(0, 0.899)), []),
+    ("TK-M101", _mem(_mem_rank(0, None)), []),
+    ("TK-M102", _mem(over=1.6, peak=10e9, predicted={"total_bytes": 6e9}), ["warning"]),
+    ("TK-M102", _mem(over=1.6, peak=4e9, predicted={"total_bytes": 2.5e9}), []),  # < 2 GB
+    ("TK-M102", _mem(over=1.4, peak=14e9, predicted={"total_bytes": 10e9}), []),
+    (
+        "TK-C201",
+        _compute([_compute_rank(0, mfu=0.2, gemm_efficiency=0.3)], 0.2, 0.3),
+        ["warning"],
+    ),
+    (
+        "TK-C201",
+        _compute([_compute_rank(0, mfu=0.05, gemm_efficiency=0.1)], 0.05, 0.1),
+        ["critical"],
+    ),
+    ("TK-C201", _compute([_compute_rank(0)], 0.2, 0.45), []),  # idle explains it
+    ("TK-C201", _compute([_compute_rank(0)], 0.26, 0.3), []),
+    ("TK-C202", _compute([_compute_rank(0, host_bound_fraction=0.12)]), ["warning"]),
+    ("TK-C202", _compute([_compute_rank(0, host_bound_fraction=0.3)]), ["critical"]),
+    ("TK-C202", _compute([_compute_rank(0, host_bound_fraction=0.3)], cpu=True), []),
+    ("TK-C202", _compute([_compute_rank(0, host_bound_fraction=0.09)]), []),
+    ("TK-C203", _compute([_compute_rank(0, idle_fraction=0.3)]), ["warning"]),
+    ("TK-C203", _compute([_compute_rank(0, idle_fraction=0.6)]), ["critical"]),
+    ("TK-C203", _compute([_compute_rank(0, idle_fraction=0.3, host_bound_fraction=0.1)]), []),
+    ("TK-C203", _compute([_compute_rank(0, idle_fraction=0.6)], pipeline=object()), []),
+]
+
+
+def _exposure(resid: float, wait_ms: float = 0.0):
+    step = 100.0
+    rank = NS(rank=0, residual_fraction=resid, residual_ms=resid * step, top_collective="x",
+              unexplained_wait_ms=wait_ms, unmatched_ms=0.0, exposed_comm_fraction=resid,
+              exposed_transfer_fraction=resid, comm_wait_fraction=0.0)  # fmt: skip
+    comm = NS(ranks=[rank], unexplained_exposed_fraction=resid, attribution=lambda: [])
+    return NS(communication=comm, ranks=[rank], collectives=NS(table=[]), manifest=None)
+
+
+CASES += [
+    ("TK-N301", _exposure(0.10), ["warning"]),
+    ("TK-N301", _exposure(0.25), ["critical"]),
+    ("TK-N301", _exposure(0.099), []),
+]
+
+
+def _slow(ratio: float, cpu: bool = False, time_ms: float = 5.0):
+    limit = 0.25 if cpu else 0.5
+    row = dict(name="all_reduce", bytes=1e8, group_size=8, busbw_GBps=ratio * 400,
+               predicted_busbw_GBps=400.0, transfer_ms=2.0, predicted_ms=1.0,
+               count_per_step=1.0, time_ms_per_step=time_ms, inter_node=False)  # fmt: skip
+    slow = [row] if ratio < limit else []
+    return NS(communication=NS(slow=slow, slow_limit=limit, ranks=[NS(rank=0)]), cpu=cpu,
+              key_ms=lambda row, rank, field: 1.0 if field == "exposed_ns" else 0.0)  # fmt: skip
+
+
+CASES += [
+    ("TK-N302", _slow(0.4), ["warning"]),
+    ("TK-N302", _slow(0.2), ["critical"]),
+    ("TK-N302", _slow(0.2, cpu=True), ["warning"]),
+    ("TK-N302", _slow(0.6), []),
+]
+
+
+def _bubble(measured: float, m: int = 4, p: int = 4):
+    pipe = NS(stages=p, microbatches=m, virtual=1, schedule="1f1b")
+    pred = (p - 1) / (m + p - 1)
+    return NS(bubble=NS(pipe=pipe, measured=measured, predicted=pred, model=None,
+                        per_stage=[{"rank": 0, "bubble_fraction": measured}]),
+              step_ms=100.0)  # fmt: skip
+
+
+CASES += [
+    ("TK-S401", _bubble(0.2), ["warning"]),
+    ("TK-S401", _bubble(0.45), ["critical"]),
+    ("TK-S401", _bubble(0.19), []),
+    ("TK-S401", NS(bubble=None, step_ms=100.0), []),
+]
+
+
+def _straggler(cost_ms: float, host_ms: float = 5.0):
+    f = NS(rank=3, imposed_ms_per_step=cost_ms, share=0.8, steps=4, steps_worst=4,
+           worst_by_step=[3, 3, 3, 3], compute_excess_ms=0.0, host_late_ms=host_ms,
+           device_late_ms=0.0, step_start_late_ms=0.0)  # fmt: skip
+    return NS(stragglers=NS(found=[f]), step_ms=100.0)
+
+
+CASES += [
+    ("TK-S402", _straggler(5.0), ["warning"]),
+    ("TK-S402", _straggler(12.0), ["critical"]),
+    ("TK-S402", NS(stragglers=NS(found=[]), step_ms=100.0), []),
+]
+
+
+def _projection(eff2: float, raised=()):
+    proj = {"2x": {"world_size": 16, "step_time_ms": 100 / eff2, "efficiency": eff2},
+            "8x": {"world_size": 64, "step_time_ms": 300.0, "efficiency": 0.3}}  # fmt: skip
+    return NS(projection=proj, raised=list(raised), step_ms=100.0)
+
+
+CASES += [
+    ("TK-S403", _projection(0.5), ["info"]),
+    ("TK-S403", _projection(0.6), []),
+    ("TK-S403", _projection(0.5, raised=[NS(level="communication")]), []),
+]
+
+
+@pytest.mark.parametrize("code,ctx,expect", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_a_rule_alone_on_its_facts(code, ctx, expect):
+    found = _run(code, ctx)
+    assert [f.severity for f in found] == expect
+    for f in found:
+        assert f.code == code and f.title and f.remedy
+
+
+def test_every_rule_has_cases():
+    assert {c[0] for c in CASES} == {r.code for r in registry()} - {"TK-E001"}
+
+
+# ---------------------------------------------------------------- each rule alone on a run
+
+
+@pytest.fixture(scope="module")
+def synth_runs(tmp_path_factory):
+    out = {}
+    for name in ("exposed_allreduce", "straggler", "host_bound", "memory"):
+        d = tmp_path_factory.mktemp(name)
+        generate(SCENARIOS[name][0], d)
+        out[name] = d
+    return out
+
+
+@pytest.mark.parametrize(
+    "run,code,kind",
+    [
+        ("exposed_allreduce", "TK-N301", "communication.exposed"),
+        ("straggler", "TK-S402", "scaling.straggler"),
+        ("host_bound", "TK-C202", "compute.host_bound"),
+        ("memory", "TK-M101", "memory.near_capacity"),
+    ],
+)
+def test_select_runs_one_rule_and_ignore_leaves_it_out(synth_runs, run, code, kind):
+    with tracekit.open(synth_runs[run]) as r:
+        everything = full_report(r)
+        alone = full_report(r, select=(code,))
+        without = full_report(r, ignore=(code,))
+    assert kind in {f["kind"] for f in everything["findings"]}
+    assert {f["kind"] for f in alone["findings"]} == {kind}
+    assert kind not in {f["kind"] for f in without["findings"]}
+    # a rule left out changes no figure: only its finding and its level's verdict
+    for rep in (alone, without):
+        assert rep["summary"] == everything["summary"]
+        assert rep["collectives"] == everything["collectives"]
+        assert rep["samples"] == everything["samples"]
+
+
+def test_prefixes_kinds_and_names_select():
+    assert {r.code for r in selected(["TK-N"])} == {"TK-N301", "TK-N302"}
+    assert [r.code for r in selected(["scaling.straggler"])] == ["TK-S402"]
+    assert [r.code for r in selected(["pipeline-bubble"])] == ["TK-S401"]
+    assert "TK-C202" not in {r.code for r in selected(ignore=["TK-C202"])}
+    with pytest.raises(TracekitError, match="no rule matches 'TK-X999'"):
+        selected(["TK-X999"])
+
+
+def test_cli_select_ignore_and_pyproject(tmp_path):
+    run = tmp_path / "run"
+    generate(SCENARIOS["exposed_allreduce"][0], run)
+    cli = CliRunner()
+    res = cli.invoke(main, ["analyze", str(run), "--format", "json", "--select", "TK-S,TK-C"])
+    assert res.exit_code == 0, res.output
+    assert "communication.exposed" not in res.output
+    res = cli.invoke(main, ["analyze", str(run), "--select", "TK-Q1"])
+    assert res.exit_code == 2 and "no rule matches 'TK-Q1'" in res.output
+    (run / "pyproject.toml").write_text('[tool.tracekit]\nignore = ["TK-N301"]\n')
+    res = cli.invoke(main, ["analyze", str(run), "--format", "json"])
+    assert res.exit_code == 0 and "communication.exposed" not in res.output
+    # a flag on the command line replaces the file's value
+    res = cli.invoke(main, ["analyze", str(run), "--format", "json", "--ignore", "TK-S403"])
+    assert res.exit_code == 0 and "communication.exposed" in res.output
+    (run / "pyproject.toml").write_text('[tool.tracekit]\nignore = "TK-N301"\n')
+    res = cli.invoke(main, ["analyze", str(run)])
+    assert res.exit_code == 2 and "ignore must be a list of strings" in res.output
+
+
+# ---------------------------------------------------------------- a plugin, installed
+
+
+PLUGIN = {
+    "pyproject.toml": """
+        [build-system]
+        requires = ["setuptools>=68"]
+        build-backend = "setuptools.build_meta"
+
+        [project]
+        name = "tk-plugin-demo"
+        version = "0.1"
+
+        [project.entry-points."tracekit.rules"]
+        long-steps = "tk_plugin_demo:LongSteps"
+        broken = "tk_plugin_demo:Broken"
+
+        [tool.setuptools]
+        py-modules = ["tk_plugin_demo"]
+    """,
+    "tk_plugin_demo.py": '''
+        """A team's own rule: steps longer than 1 ms."""
+        from diagnosers.rules.base import Rule
+
+
+        class LongSteps(Rule):
+            """What it detects
+            A step longer than the team's budget of 1 ms on some rank.
+
+            Why it matters
+            Our job has a latency budget per step that this run exceeds.
+
+            Example
+            rank 0 takes 31.8 ms per step against a 1 ms budget.
+
+            Fix
+            Profile the step and cut what exceeds the budget.
+            """
+
+            code = "TK-X900"
+            kind = "team.long_steps"
+            name = "long-steps"
+            level = "compute"
+            budget_ms = 1.0
+            raised_when = "a rank's step ≥ {budget_ms:g} ms"
+
+            def check(self, ctx):
+                slow = [r.rank for r in ctx.ranks if (r.step_time_ms or 0) >= self.budget_ms]
+                if slow:
+                    yield self.finding("warning", f"steps over {self.budget_ms} ms",
+                                       ranks=slow, remedy="cut the step")
+
+
+        class Broken(Rule):
+            """What it detects
+            Nothing: it raises, to show a broken rule is charged, not fatal.
+
+            Why it matters
+            A plugin must never take the report down with it.
+
+            Example
+            ZeroDivisionError.
+
+            Fix
+            Fix the plugin.
+            """
+
+            code = "TK-X901"
+            kind = "team.broken"
+            name = "broken"
+            level = "scaling"
+
+            def check(self, ctx):
+                return [1 / 0]
+    ''',
+}
+
+
+@pytest.mark.slow
+def test_a_plugin_rule_from_its_own_package(tmp_path):
+    src = tmp_path / "plugin"
+    src.mkdir()
+    for name, text in PLUGIN.items():
+        (src / name).write_text(textwrap.dedent(text).lstrip())
+    site = tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+           "--no-index", "--target", str(site), str(src)]  # fmt: skip
+    res = subprocess.run(pip, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    run = shutil.copytree(
+        ROOT / "sample_traces" / "ddp", tmp_path / "run", ignore=shutil.ignore_patterns(".tracekit")
+    )
+    env = {**__import__("os").environ, "PYTHONPATH": f"{site}:{ROOT}"}
+    cmd = [sys.executable, "-m", "tracekit", "analyze", str(run), "--format", "json"]
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stderr
+    import json
+
+    rep = json.loads(res.stdout)
+    by = {f["code"]: f for f in rep["findings"]}
+    assert by["TK-X900"]["kind"] == "team.long_steps" and by["TK-X900"]["ranks"] == [0, 1]
+    assert by["TK-E001"]["title"].startswith("the TK-X901 rule (broken) failed: ZeroDivision")
+    compute = next(lv for lv in rep["levels"] if lv["level"] == "compute")
+    assert compute["verdict"] == "warning"
+    # selectable like a built-in one, and documented by `explain`
+    res = subprocess.run([*cmd, "--select", "TK-X900"], capture_output=True, text=True, env=env)
+    assert [f["code"] for f in json.loads(res.stdout)["findings"]] == ["TK-X900"]
+    res = subprocess.run(
+        [sys.executable, "-m", "tracekit", "explain", "TK-X900"], capture_output=True,
+        text=True, env=env,
+    )  # fmt: skip
+    assert "a rank's step ≥ 1 ms" in res.stdout
+
+
+def test_an_unknown_rule_in_scenario_is_exit_2(tmp_path):
+    generate(Scenario(world=2, steps=2), tmp_path)
+    res = CliRunner().invoke(main, ["analyze", str(tmp_path), "--ignore", "nonsense"])
+    assert res.exit_code == 2

@@ -1,0 +1,116 @@
+"""One definition per figure: the per-step samples are the report's own computation with
+each step as the window. On every sample run and on synthetic GPU runs, for every
+collective: the mean over steps of its time and exposed series is the report's
+`time_ms_per_step` / `exposed_ms`; where the report's bus bandwidth is null, every sample
+of it is null (and the gate does not judge it); per rank, the step-time series sums to
+the steps' total and the time series to the report's ms over the window."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+
+import pytest
+
+import tracekit
+from tests.conftest import ROOT
+from tests.helpers import full_report
+from tests.synth import Scenario, generate
+
+SAMPLES = sorted(p.name for p in (ROOT / "sample_traces").iterdir() if p.is_dir())
+SYNTH = {
+    "ddp": Scenario(world=4, steps=4, seed=21),
+    "exposed": Scenario(world=4, steps=4, seed=22, buckets_after_backward=True),
+    "straggler": Scenario(world=4, steps=4, seed=23, straggler=1),
+    "pp": Scenario(world=4, steps=3, seed=24, pipeline=(4, 4), tokens=2048),
+}
+
+
+def _gap_ms(run, rank: int) -> float:
+    """The part of a rank's steps window that no step covers (gaps between steps)."""
+    rows = run.sql(
+        "SELECT ts_ns, end_ns FROM steps WHERE rank = $r ORDER BY ts_ns", params={"r": rank}
+    ).fetchall()
+    return sum(max(b[0] - a[1], 0) for a, b in itertools.pairwise(rows)) / 1e6
+
+
+def check(run) -> dict:
+    rep = full_report(run)
+    s = rep["samples"]
+    n_steps = len(s["steps"])
+    assert n_steps >= 1
+    sam = {(c["name"], c["group_size"], c["bytes"]): c for c in s["collectives"]}
+    assert set(sam) == {(c["name"], c["group_size"], c["bytes"]) for c in rep["collectives"]}
+    ranks = {r["rank"]: r for r in rep["ranks"]}
+    gap = max(_gap_ms(run, r) for r in ranks)
+    for c in rep["collectives"]:
+        x = sam[(c["name"], c["group_size"], c["bytes"])]
+        # absent steps count 0, as the gate reads the series
+        mean_time = sum(x["time_ms"]) / n_steps
+        mean_exposed = sum(x["exposed_ms"]) / n_steps
+        assert mean_time == pytest.approx(c["time_ms_per_step"], rel=1e-4, abs=1e-5 + gap), c
+        assert mean_exposed == pytest.approx(c["exposed_ms"], rel=1e-4, abs=1e-5 + gap), c
+        if c["busbw_GBps"] is None:
+            assert all(v is None for v in x["busbw_GBps"]), c
+        else:
+            assert any(v is not None for v in x["busbw_GBps"])
+    for r in s["ranks"]:
+        want = ranks[r["rank"]]
+        total = sum(r["step_time_ms"])
+        assert total == pytest.approx(want["step_time_ms"] * want["steps"], rel=1e-6)
+        for key in ("compute_ms", "comm_ms", "exposed_comm_ms"):
+            assert sum(r[key]) == pytest.approx(want[key], abs=1e-5 + gap), key
+        for key in ("idle_fraction", "compute_fraction", "exposed_comm_fraction"):
+            # a fraction over the window is the step-weighted mean of the per-step ones
+            weighted = sum(v * t for v, t in zip(r[key], r["step_time_ms"], strict=True))
+            assert weighted / total == pytest.approx(want[key], abs=1e-5 + gap / total), key
+        if "host_bound_ms" in r:
+            assert sum(r["host_bound_ms"]) / total == pytest.approx(
+                want["host_bound_fraction"], abs=1e-5 + gap / total
+            )
+    for k in rep["top_kernels"]:
+        x = next(y for y in s["kernels"] if y["name"] == k["name"])
+        assert sum(x["time_ms"]) / n_steps == pytest.approx(k["time_ms_per_step"], rel=1e-4)
+    return rep
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_samples_are_the_report_per_step_on_sample_runs(name, tmp_path):
+    run = shutil.copytree(
+        ROOT / "sample_traces" / name, tmp_path / name, ignore=shutil.ignore_patterns(".tracekit")
+    )
+    with tracekit.open(run) as r:
+        check(r)
+
+
+@pytest.mark.parametrize("name", sorted(SYNTH))
+def test_samples_are_the_report_per_step_on_synthetic_gpu_runs(name, tmp_path):
+    generate(SYNTH[name], tmp_path)
+    with tracekit.open(tmp_path) as r:
+        rep = check(r)
+    if name == "pp":  # point-to-point is never matched: no bandwidth, in report or samples
+        assert all(c["busbw_GBps"] is None for c in rep["collectives"] if c["name"] == "send")
+
+
+def test_the_gate_does_not_judge_a_null_bandwidth(tmp_path):
+    """The report says a bus bandwidth cannot be known: the gate leaves it uncompared,
+    whatever older samples might hold."""
+    from tracekit.gate.baseline import Side
+    from tracekit.gate.compare import run_compare
+
+    run = shutil.copytree(
+        ROOT / "sample_traces" / "hybrid",
+        tmp_path / "h",
+        ignore=shutil.ignore_patterns(".tracekit"),
+    )
+    with tracekit.open(run) as r:
+        rep = full_report(r)
+    nulls = [c for c in rep["collectives"] if c["busbw_GBps"] is None]
+    assert nulls
+    for c in rep["samples"]["collectives"]:  # an older report's samples held numbers
+        c["busbw_GBps"] = [1.0 for _ in c["busbw_GBps"]]
+    cmp = run_compare(Side("a", "report", rep), Side("b", "report", rep))
+    for c in nulls:
+        label = f"busbw[{c['name']}"
+        v = [v for v in cmp.verdicts if v.metric.startswith(label)]
+        assert v and all(x.verdict == "not compared" for x in v)
