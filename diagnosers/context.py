@@ -28,6 +28,7 @@ from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from tracekit import sql
 from tracekit.manifest import JobManifest
 from tracekit.metrics import windows as W
 from tracekit.metrics.breakdown import RankBreakdown, per_rank, windows_of
@@ -72,10 +73,7 @@ class Context:
 
     @cached_property
     def _device(self) -> tuple[str | None, int | None, bool]:
-        rows = self.run.sql(
-            "SELECT device_name, max(device_memory_bytes), bool_or(has_device_events) "
-            "FROM rank_info GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1"
-        ).fetchall()
+        rows = self.run.sql(sql.query("levels.run", "device")).fetchall()
         return rows[0] if rows else (None, None, False)
 
     @property

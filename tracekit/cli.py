@@ -459,13 +459,9 @@ def ingest(run, ranks, sample_ranks, workers, cluster, comm_kernels, strict, all
     """Ingest (or refresh) the Parquet cache of a run and print what it holds."""
     opts = OpenOptions(workers, comm_kernels, strict, allow_mixed, cluster, ranks, sample_ranks)
     with _open(run, opts) as r:
-        rows = r.sql(
-            "SELECT rank, rank_source, event_count, backend, coalesce(device_name, "
-            "CASE WHEN has_device_events THEN 'unknown device' ELSE 'cpu' END), "
-            "(SELECT count(*) FROM steps s WHERE s.rank = i.rank), "
-            "(SELECT count(*) FROM collectives c WHERE c.rank = i.rank), source "
-            "FROM rank_info i ORDER BY rank"
-        ).fetchall()
+        from tracekit import sql
+
+        rows = r.sql(sql.query("report.run_info", "ingest_listing")).fetchall()
         click.echo(f"cache {r.cache_dir}")
         for rank, src, n, be, dev, st, co, path in rows:
             click.echo(

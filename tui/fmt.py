@@ -1,27 +1,78 @@
-"""Formatting of report values for the screens: the unit is read from the key's name
-(`_fraction` → %, `_bytes` → GB, `_ms` → ms …), so keys the report gains later show up
-formatted without a change here. No Textual import: the tests use it alone."""
+"""Formatting of report values for the screens, through the report's own figures and
+units: a key that is a report figure (`tracekit.model.figures`) takes its label and unit
+from it — also where a level block names it differently (`peak_fraction` is the worst
+rank's peak memory) — and every value is written by `tracekit.report.units`, as text,
+Markdown and the gate write it. Keys that are not figures (the levels' supporting tables)
+take their unit from their name (`_fraction` → %, `_bytes` → bytes, `_ms` → ms …), so
+keys the report gains later show up formatted. No Textual import: the tests use it alone.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import cache
 from typing import Any
+
+from tracekit.model import figures as F
+from tracekit.report import units
 
 PERCENT_KEYS = ("mfu", "hfu", "gemm_efficiency", "efficiency")
 
 
-def _is_num(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
+@cache
+def _level_figures() -> dict[tuple[str, str, str], F.Figure]:
+    """(level, "measured" | "predicted", JSON key) → the figure that key is."""
+    import msgspec
+
+    from tracekit.report import schema as S
+
+    out = {}
+    for level, cls in S.LEVEL_TYPES.items():
+        for side in ("measured", "predicted"):
+            block = next(f for f in msgspec.structs.fields(cls) if f.name == side).type
+            for f in msgspec.structs.fields(block):
+                fig = _figure_of(f.type)
+                if fig is not None:
+                    out[(level, side, f.encode_name)] = fig
+    return out
+
+
+def _figure_of(tp: Any) -> F.Figure | None:
+    """The figure an annotated schema type carries (`Figure.type`), if any."""
+    for arg in getattr(tp, "__metadata__", ()) or ():
+        extra = getattr(arg, "extra", None) or {}
+        if "fig" in extra:
+            return extra["fig"]
+    for inner in getattr(tp, "__args__", ()) or ():
+        fig = _figure_of(inner)
+        if fig is not None:
+            return fig
+    return None
+
+
+def figure(path: tuple[str, ...], level: str | None = None, side: str | None = None):
+    """The report figure a key path names, if it is one."""
+    if level and side and len(path) == 1:
+        fig = _level_figures().get((level, side, path[0]))
+        if fig is not None:
+            return fig
+    return F.get(path[0]) if len(path) == 1 else None
 
 
 def unit_of(path: tuple[str, ...]) -> str:
-    """The unit of a (possibly nested) key path: the innermost key naming one wins."""
+    """The unit of a (possibly nested) key path: a figure's own, else the innermost key
+    whose name says one."""
+    fig = F.get(path[-1]) if path else None
+    if fig is not None and fig.unit != "map":
+        return fig.unit
+    if fig is not None and fig.unit == "map":
+        return fig.of or ""
     for key in reversed(path):
         k = key.lower()
         if k.endswith("_fraction") or k == "fraction" or k in PERCENT_KEYS:
-            return "pct"
+            return "fraction"
         if k.endswith("efficiency"):
-            return "pct"
+            return "fraction"
         if k.endswith("_bytes") or k == "bytes":
             return "bytes"
         if k.endswith("_gbps"):
@@ -44,59 +95,21 @@ def unit_of(path: tuple[str, ...]) -> str:
 
 
 def fmt(v: Any, unit: str = "") -> str:
-    """One value as the screens show it ("—" for a null)."""
-    if v is None:
-        return "—"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, list | tuple):
-        if not v:
-            return "none"
-        if all(not isinstance(x, dict | list) for x in v):
-            return ", ".join(fmt(x, unit) for x in v)
+    """One value as the screens show it ("—" for a null), written by the units module."""
+    if isinstance(v, list | tuple) and v and not all(not isinstance(x, dict | list) for x in v):
         return f"{len(v)} entries"
-    if isinstance(v, dict):
-        return ", ".join(f"{k} {fmt(x, unit)}" for k, x in v.items() if not isinstance(x, dict))
-    if not _is_num(v):
-        return str(v)
-    if unit == "pct":
-        return f"{100 * v:.1f}%"
-    if unit == "bytes":
-        return _si(v, "B")
-    if unit == "GBps":
-        return f"{v:,.2f} GB/s"
-    if unit == "tflops":
-        return f"{v:,.2f} TFLOP/s"
-    if unit == "flops_per_s":
-        return _si(v, "FLOP/s")
-    if unit == "flops":
-        return _si(v, "FLOP")
-    if unit == "ms":
-        return f"{v:,.2f} ms"
-    if unit == "ns":
-        return f"{v / 1e6:,.3f} ms"
-    if unit == "us":
-        return f"{v:,.1f} µs"
-    if unit == "s":
-        return f"{v:,.3g} s"
-    if isinstance(v, int):
-        return f"{v:,}"
-    return f"{v:.3g}"
-
-
-def _si(v: float, unit: str) -> str:
-    a = abs(v)
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if a >= scale:
-            return f"{v / scale:.3g} {prefix}{unit}"
-    return f"{v:.3g} {unit}"
+    return units.fmt(v, unit or None, of=unit or None)
 
 
 def fmt_key(key: str, v: Any) -> str:
     return fmt(v, unit_of((key,)))
 
 
-def label(path: tuple[str, ...]) -> str:
+def label(path: tuple[str, ...], level: str | None = None, side: str | None = None) -> str:
+    """A key path in words: the figure's label where the path is one."""
+    fig = figure(path, level, side)
+    if fig is not None:
+        return fig.label
     return " · ".join(p.replace("_", " ") for p in path)
 
 
@@ -111,29 +124,26 @@ def leaves(d: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...]
 
 def gap(measured: Any, predicted: Any, unit: str) -> str:
     """Measured beside predicted: points for fractions, a ratio otherwise."""
-    if not (_is_num(measured) and _is_num(predicted)):
-        return ""
-    if unit == "pct":
-        return f"{100 * (measured - predicted):+.1f} pt"
-    if predicted == 0:
-        return ""
-    return f"×{measured / predicted:.2f}"
+    return units.gap(measured, predicted, "fraction" if unit in ("fraction", "pct") else unit)
 
 
 def level_rows(level: dict) -> list[dict]:
     """One row per figure of a level: the measured keys in report order, then the predicted
     ones that have no measured twin. Each row keeps the raw values beside the text."""
+    name = level.get("level", "")
     measured = dict(leaves(level.get("measured") or {}))
     predicted = dict(leaves(level.get("predicted") or {}))
     rows = []
     for path in [*measured, *(p for p in predicted if p not in measured)]:
         m, p = measured.get(path), predicted.get(path)
-        unit = unit_of(path)
+        side = "measured" if path in measured else "predicted"
+        fig = figure(path[:1], name, side)
+        unit = unit_of(path) if fig is None else (fig.of or "") if fig.unit == "map" else fig.unit
         rows.append(
             {
-                "level": level.get("level", ""),
+                "level": name,
                 "path": path,
-                "label": label(path),
+                "label": label(path, name, side) if len(path) == 1 else label(path),
                 "measured": m,
                 "predicted": p,
                 "has_measured": path in measured,
@@ -147,4 +157,4 @@ def level_rows(level: dict) -> list[dict]:
 
 
 def ms(ns: int | float | None) -> str:
-    return "—" if ns is None else f"{ns / 1e6:,.3f} ms"
+    return units.fmt(ns, "ns")

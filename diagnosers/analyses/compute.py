@@ -80,10 +80,13 @@ def peaks(ctx: Context, classes) -> tuple[dict[str, float], str, dict[str, str]]
 
 
 def _host_bound(ctx: Context) -> dict[int, dict]:
-    rows = ctx.run.sql(f"""
-        WITH w AS ({ctx.windows})
-        SELECT h.rank, w.n, h.host_bound_ns, h.host_gaps, h.gap_ns, h.median_kernel_ns
-        FROM ({host_bound_sql("SELECT * FROM w")}) h JOIN w USING (rank)""").fetchall()
+    query = sql.query(
+        "levels.compute",
+        "host_bound_by_rank",
+        windows=ctx.windows,
+        host_bound=host_bound_sql("SELECT * FROM w"),
+    )
+    rows = ctx.run.sql(query).fetchall()
     return {
         r: {"host_bound_ns": hb, "host_gaps": g, "gap_ns": gap, "steps": n, "median_kernel_ns": mk}
         for r, n, hb, g, gap, mk in rows

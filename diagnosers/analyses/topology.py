@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tracekit import sql
+
 if TYPE_CHECKING:
     from diagnosers.context import Context
 
@@ -48,7 +50,7 @@ class Topology:
 
 def topology(ctx: Context) -> Topology:
     """The run's topology (`ctx.topology` caches it)."""
-    rows = ctx.run.sql("SELECT rank, host_name, world_size FROM rank_info").fetchall()
+    rows = ctx.run.sql(sql.query("levels.run", "hosts")).fetchall()
     world = max([w for _, _, w in rows if w] + [len(rows), 1])
     hosts = {r: h for r, h, _ in rows if h}
     default = ctx.spec.gpus_per_node if ctx.spec else 8

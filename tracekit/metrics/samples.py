@@ -42,6 +42,7 @@ from math import fsum
 
 import msgspec
 
+from tracekit import sql
 from tracekit.metrics import collectives as C
 from tracekit.metrics import kernels as K
 from tracekit.metrics import windows as W
@@ -129,14 +130,13 @@ def per_step(
 
 
 def _ranks(run: Run, windows: str, pipeline: bool) -> list[SampleRank]:
-    rows = run.sql(
-        f"""WITH w AS ({windows}), p AS ({sweep_sql("SELECT * FROM w")})
-        SELECT w.rank, w.wid, w.end_ns - w.start_ns,
-               coalesce(p.busy_ns, 0), coalesce(p.compute_ns, 0),
-               coalesce(p.comm_ns, 0), coalesce(p.overlap_ns, 0), coalesce(p.wait_ns, 0)
-        FROM w LEFT JOIN p ON p.rank = w.rank AND p.wid = w.wid
-        ORDER BY w.rank, w.wid"""
-    ).fetchall()
+    query = sql.query(
+        "metrics.step_windows",
+        "window_breakdown",
+        windows=windows,
+        sweep=sweep_sql("SELECT * FROM w"),
+    )
+    rows = run.sql(query).fetchall()
     series: dict[int, dict[str, list]] = {}
     for rank, step, win, busy, comp, comm, ovl, wait in rows:
         d = series.setdefault(rank, defaultdict(list))

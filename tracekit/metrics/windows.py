@@ -99,7 +99,9 @@ def values(windows: list[Window]) -> str:
 
 def step_windows(steps: str | None = None) -> str:
     """SQL rows (rank, wid, start_ns, end_ns, n): each selected ProfilerStep a window."""
-    return sql.fill("metrics.step_windows", selection=StepSelection.parse(steps).sql())
+    return sql.query(
+        "metrics.step_windows", "step_windows", selection=StepSelection.parse(steps).sql()
+    )
 
 
 def overlapping(source: str, windows: str, *, start: str = "ts_ns", end: str = "end_ns") -> str:

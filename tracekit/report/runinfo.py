@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
+from tracekit import sql
 from tracekit.report.schema import RankSelection, RunInfo
 from tracekit.store.run import Run
 
 
 def run_info(run: Run) -> RunInfo:
-    rows = run.sql(
-        "SELECT rank, world_size, backend, device_name, has_device_events FROM rank_info "
-        "ORDER BY rank"
-    ).fetchall()
+    rows = run.sql(sql.query("report.run_info", "ranks")).fetchall()
     worlds = {r[1] for r in rows if r[1]}
     backends = {r[2] for r in rows if r[2]}
     devices = {r[3] for r in rows if r[3]}
-    steps = [s for (s,) in run.sql("SELECT DISTINCT step FROM steps ORDER BY step").fetchall()]
+    steps = [s for (s,) in run.sql(sql.query("report.run_info", "steps")).fetchall()]
     sel = run.rank_selection
     return RunInfo(
         path=str(run.root),

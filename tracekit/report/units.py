@@ -23,13 +23,20 @@ def sig(x: float, digits: int = 3) -> str:
     return f"{x:,.{decimals}f}"
 
 
+def _g(x: float) -> str:
+    """Three significant digits, trailing zeros dropped (2.5, 14.6, 3, 0.0123)."""
+    text = sig(x)
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def _si(x: float, unit: str) -> str:
+    """A size with an SI prefix: 14.6 MB, 2.21 GFLOP, 3 TFLOP/s."""
     a = abs(x)
     for scale, prefix in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"),
                           (1e3, "k")):  # fmt: skip
         if a >= scale:
-            return f"{sig(x / scale)} {prefix}{unit}"
-    return f"{sig(x)} {unit}"
+            return f"{_g(x / scale)} {prefix}{unit}"
+    return f"{_g(x)} {unit}"
 
 
 def ranks(values: list[int] | tuple[int, ...] | set[int] | None) -> str:

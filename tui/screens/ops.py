@@ -11,6 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Static
 
+from tracekit.report import units
 from tui import fmt
 from tui.screens.common import TkScreen
 from tui.widgets import SortableTable
@@ -21,11 +22,11 @@ def cell(key: str, v: Any, row: dict) -> Any:
         return Text(str(v))
     if v is None:
         return Text("—", justify="right")
-    unit = fmt.unit_of((key,))
-    if key == "peak_fraction":
-        return Text(f"{100 * v:.1f}%", justify="right")
-    if unit in ("ms", "tflops"):
-        return Text(f"{v:,.2f}", justify="right")
+    unit = "fraction" if key == "peak_fraction" else fmt.unit_of((key,))
+    if unit == "ms":  # the column header carries the unit
+        return Text(units.fmt(v, unit, bare=True), justify="right")
+    if unit == "tflops":
+        return Text(f"{v:,.2f}", justify="right")  # the header says TFLOP/s
     return Text(fmt.fmt(v, unit), justify="right")
 
 

@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Footer, Static
 
+from tracekit.report import units
 from tui import fmt
 from tui.screens.common import TkScreen
 from tui.widgets import SortableTable
@@ -50,10 +51,8 @@ def rank_cell(key: str, v: Any, row: dict) -> Any:
     if key == "rank":
         return Text(str(v), style="bold")
     unit = fmt.unit_of((key,))
-    if unit == "pct" and v is not None:
-        return Text(f"{100 * v:.1f}", justify="right")
-    if unit == "ms" and v is not None:
-        return Text(f"{v:,.2f}", justify="right")
+    if unit in ("fraction", "ms"):  # the column header carries the unit
+        return Text(units.fmt(v, unit, bare=True), justify="right")
     return Text(fmt.fmt(v, unit), justify="right")
 
 

@@ -36,3 +36,16 @@ SELECT f.rank, f.name, f.dtype, f.tf32, f.phase,
 FROM f LEFT JOIN p ON p.dtype IS NOT DISTINCT FROM f.dtype AND p.tf32 = coalesce(f.tf32, false)
 GROUP BY ALL
 ORDER BY ALL  -- the sums then add in one order: the same report every time
+
+-- @query host_bound_by_rank
+-- Each rank's host-bound gaps over its analysed window. Placeholders {windows}: the
+-- windows (rank, wid, start_ns, end_ns, n); {host_bound}: `metrics.host_bound` over them.
+-- @column rank: global rank
+-- @column n: steps in the window
+-- @column host_bound_ns: host-bound gap time
+-- @column host_gaps: host-bound gaps
+-- @column gap_ns: all device gaps between kernels
+-- @column median_kernel_ns: median kernel duration
+WITH w AS ({windows})
+SELECT h.rank, w.n, h.host_bound_ns, h.host_gaps, h.gap_ns, h.median_kernel_ns
+FROM ({host_bound}) h JOIN w USING (rank)
