@@ -27,3 +27,22 @@ def test_python_api_example_runs(tmp_path, monkeypatch):
     assert scope["df"].height == 4  # the trace holds ProfilerSteps 2 and 3
     assert scope["n"] == [(4,)]
     assert scope["run"].missing_ranks == [] and scope["run"].unreadable == []
+
+
+def test_the_analyze_example_is_what_analyze_prints(tmp_path):
+    """The README's `tracekit analyze sample_traces/ddp` output, as the command prints it
+    today (the sample run is committed: its figures are fixed)."""
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+
+    text = (ROOT / "README.md").read_text()
+    start = text.index("```\nrun /…/sample_traces/ddp") + 4
+    want = text[start : text.index("```", start)]
+    run = shutil.copytree(
+        ROOT / "sample_traces" / "ddp", tmp_path / "ddp", ignore=shutil.ignore_patterns(".tracekit")
+    )
+    res = CliRunner().invoke(main, ["analyze", str(run)])
+    assert res.exit_code == 0, res.output
+    got = res.output.replace(str(run), "/…/sample_traces/ddp")
+    assert [line.rstrip() for line in got.splitlines()] == want.rstrip("\n").splitlines()
