@@ -244,7 +244,7 @@ def null_reasons(ctx: Context, summary: S.Summary, by: dict[str, S.Level]) -> di
                 return b.notes[0]
             if key == "predicted_bubble_fraction":
                 return "the pipeline's microbatch count M is unknown"
-            return NOT_MEASURABLE
+            return "no rank has a compute fraction in the analysed window"
         m = ctx.memory
         if key in ("peak_memory_fraction", "max_peak_memory_fraction", "peak_memory_bytes"):
             if not m.ranks:
