@@ -185,15 +185,28 @@ def test_two_analyzes_at_once_give_the_same_answer(tmp_path):
     assert after == before  # inputs are never modified
 
 
-def test_shared_traces_are_never_written(_user_cache):
-    """../shared/traces is read-only by mode: opening a trace there, even as root, writes
-    its cache under the user cache dir and leaves the folder as it was."""
+def test_a_read_only_run_folder_is_never_written(_user_cache, tmp_path):
+    """A run folder that is not ours to write (its mode has no write bit, as a shared data
+    folder's): opening it, even as root, writes the cache under the user cache dir and
+    leaves the folder as it was. The test makes its own read-only copy of a shared trace
+    (../shared itself may be writable; no test writes there)."""
+    import shutil
+    import stat
+
     from tests.conftest import SHARED_TRACES
 
-    folder = SHARED_TRACES / "cpu_gloo_rank34"
-    if not folder.is_dir():
-        pytest.skip(f"{folder} not present")
-    before = sorted((str(p), p.stat().st_mtime_ns) for p in folder.rglob("*"))
-    with tracekit.open(folder) as r:
-        assert str(r.cache_dir).startswith(str(_user_cache))
-    assert sorted((str(p), p.stat().st_mtime_ns) for p in folder.rglob("*")) == before
+    src = SHARED_TRACES / "cpu_gloo_rank34"
+    if not src.is_dir():
+        pytest.skip(f"{src} not present")
+    folder = shutil.copytree(src, tmp_path / "ro", ignore=shutil.ignore_patterns(".tracekit"))
+    paths = [folder, *folder.rglob("*")]
+    for p in paths:
+        p.chmod(0o555 if p.is_dir() else 0o444)
+    try:
+        before = sorted((str(p), p.stat().st_mtime_ns) for p in folder.rglob("*"))
+        with tracekit.open(folder) as r:
+            assert str(r.cache_dir).startswith(str(_user_cache))
+        assert sorted((str(p), p.stat().st_mtime_ns) for p in folder.rglob("*")) == before
+    finally:
+        for p in paths:
+            p.chmod(p.stat().st_mode | stat.S_IWUSR)
