@@ -158,3 +158,66 @@ def level_rows(level: dict) -> list[dict]:
 
 def ms(ns: int | float | None) -> str:
     return units.fmt(ns, "ns")
+
+
+# ---------------------------------------------------------------- the overview's panels
+
+# Each level's key figures on the overview, as (measured figure, predicted figure): the
+# figures' keys (`tracekit.model.figures`), paired as the text report's levels table pairs
+# them (`tracekit.report.render.LEVEL_ROWS`); the level's page shows every figure.
+KEY_FIGURES: dict[str, tuple[tuple[str | None, str | None], ...]] = {
+    "memory": (
+        ("max_peak_memory_fraction", None),
+        ("peak_memory_bytes", "predicted_memory_bytes"),
+        ("capacity_bytes", None),
+    ),
+    "compute": (
+        ("mfu", None),
+        ("model_flops_per_step", "predicted_flops_per_step"),
+        ("idle_fraction", None),
+    ),
+    "communication": (
+        ("exposed_comm_fraction", "predicted_exposed_comm_fraction"),
+        ("comm_wait_fraction", None),
+        ("comm_overlap_fraction", None),
+    ),
+    "scaling": (
+        ("bubble_fraction", "predicted_bubble_fraction"),
+        (None, "modeled_bubble_fraction"),
+        ("straggler_ranks", None),
+    ),
+}
+LEVEL_ORDER = tuple(KEY_FIGURES)
+
+
+@cache
+def _json_keys() -> dict[tuple[str, str, str], str]:
+    """(level, side, figure key) → the JSON key the level block writes it under."""
+    return {(lv, side, fig.key): key for (lv, side, key), fig in _level_figures().items()}
+
+
+def key_rows(level: dict) -> list[dict]:
+    """A level's key figures, measured beside predicted, labelled and written as the report
+    writes them. A figure the block lacks (an older report) shows as null."""
+    name = level.get("level", "")
+    rows = []
+    for mkey, pkey in KEY_FIGURES.get(name, ()):
+        row: dict[str, Any] = {"level": name, "measured_text": "", "predicted_text": ""}
+        for side, key in (("measured", mkey), ("predicted", pkey)):
+            if key is None:
+                continue
+            fig = F.get(key)
+            json_key = _json_keys().get((name, side, key), key)
+            value = (level.get(side) or {}).get(json_key)
+            unit = (fig.of or "") if fig.unit == "map" else fig.unit
+            row[side] = value
+            row[f"{side}_key"] = json_key
+            row[f"{side}_text"] = fmt(value, unit)
+            row.setdefault("label", fig.label)
+        rows.append(row)
+    return rows
+
+
+def verdict_word(verdict: str | None) -> str:
+    """A level's verdict as the overview shows it: OK, WARNING, CRITICAL."""
+    return (verdict or "—").upper()
