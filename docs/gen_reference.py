@@ -49,10 +49,9 @@ def cli_page() -> str:
     ]
 
     def walk(cmd: click.Command, path: list[str], parent: click.Context | None) -> None:
-        ctx = click.Context(
-            cmd, info_name=path[-1], parent=parent, terminal_width=WIDTH,
-            max_content_width=WIDTH,
-        )  # fmt: skip
+        # the command's own settings (the group's -h / --help), as click builds a context
+        settings = {"terminal_width": WIDTH, "max_content_width": WIDTH, **cmd.context_settings}
+        ctx = click.Context(cmd, info_name=path[-1], parent=parent, **settings)
         out.extend([f"## `{' '.join(path)}`", "", "```text", cmd.get_help(ctx), "```", ""])
         if isinstance(cmd, click.Group):
             for name in sorted(cmd.list_commands(ctx)):

@@ -148,3 +148,57 @@ def test_mkdocs_build_strict(tmp_path):
     )  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
     assert (tmp_path / "site" / "reference" / "cli" / "index.html").exists()
+
+
+def _doc_commands() -> list[tuple[str, list[str]]]:
+    """(page, argv) of every `tracekit …` line in a bash block of the README and docs."""
+    import shlex
+
+    out = []
+    for page in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        for block in _bash_blocks(page.read_text()):
+            for line in block.splitlines():
+                line = line.split("  #")[0].strip()
+                if line.startswith("tracekit "):
+                    out.append((page.name, shlex.split(line)[1:]))
+    return out
+
+
+def test_every_documented_command_and_option_exists():
+    import click
+
+    from tracekit.cli import main
+
+    cmds = _doc_commands()
+    assert len(cmds) >= 10
+    for page, argv in cmds:
+        cmd: click.Command = main
+        args = list(argv)
+        while isinstance(cmd, click.Group):
+            name = args.pop(0)
+            assert name in cmd.commands, (page, argv)
+            cmd = cmd.commands[name]
+        opts = {o for p in cmd.params for o in p.opts}
+        for a in args:
+            if a.startswith("-"):
+                assert a.split("=")[0] in opts, (page, argv, a)
+
+
+def test_the_query_page_examples_run(tmp_path, monkeypatch):
+    """docs/query.md's commands, on a copy of the DDP sample as run/."""
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+
+    shutil.copytree(ROOT / "sample_traces" / "ddp", tmp_path / "run",
+                    ignore=shutil.ignore_patterns(".tracekit"))  # fmt: skip
+    cmds = [argv for page, argv in _doc_commands() if page == "query.md"]
+    assert len(cmds) == 3
+    monkeypatch.chdir(tmp_path)
+    for argv in cmds:
+        res = CliRunner().invoke(main, argv)
+        assert res.exit_code == 0, (argv, res.output)
+        if "--describe" in argv:
+            assert "instance_key" in res.output
+        elif argv[0] == "query":
+            assert "all_reduce" in res.output

@@ -143,7 +143,7 @@ def level_rows(level: dict) -> list[dict]:
             {
                 "level": name,
                 "path": path,
-                "label": label(path, name, side) if len(path) == 1 else label(path),
+                "label": label(path, name, side) if len(path) == 1 else _nested_label(path, fig),
                 "measured": m,
                 "predicted": p,
                 "has_measured": path in measured,
@@ -154,6 +154,14 @@ def level_rows(level: dict) -> list[dict]:
             }
         )
     return rows
+
+
+def _nested_label(path: tuple[str, ...], fig: F.Figure | None) -> str:
+    """A key inside a figure's mapping (`flops_by_dtype` → `fp32`): the figure's label,
+    then the key ("FLOPs / step by dtype · fp32")."""
+    if fig is None:
+        return label(path)
+    return " · ".join([fig.label, *path[1:]])
 
 
 def ms(ns: int | float | None) -> str:

@@ -60,11 +60,15 @@ class LevelsScreen(TkScreen):
             self.level_notes.append(notes)
             for row in fmt.level_rows(lv):
                 self.level_rows.append(row)
+                # a value in words longer than its column (the peak's source) wraps
+                # onto more lines instead of being cut
+                long = max(len(row["measured_text"]), len(row["predicted_text"])) > val_w
                 table.add_row(
                     "  " + row["label"],
                     Text(row["measured_text"], justify=_justify(row["measured"])),
                     Text(row["predicted_text"], justify=_justify(row["predicted"])),
                     Text(row["gap"], justify="right"),
+                    height=None if long else 1,
                 )
                 self.level_notes.append(notes)
         if not self.level_rows:
