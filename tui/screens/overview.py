@@ -27,7 +27,9 @@ def run_facts(report: dict, display_path: str) -> str:
     be = r.get("backend")
     be = ", ".join(be) if isinstance(be, list) else (be or "—")
     steps = r.get("steps") or []
-    step_txt = f"{steps[0]}–{steps[-1]}" if steps else "none (whole trace)"
+    step_txt = "none (whole trace)"
+    if steps:
+        step_txt = f"{steps[0]}–{steps[-1]}" if len(steps) > 1 else str(steps[0])
     win = report.get("window", {})
     summ = report.get("summary", {})
     step_ms = summ.get("step_time_ms")
@@ -35,9 +37,9 @@ def run_facts(report: dict, display_path: str) -> str:
         vals = [x["step_time_ms"] for x in report["ranks"] if x.get("step_time_ms") is not None]
         step_ms = sum(vals) / len(vals) if vals else None
     facts = (
-        f"run {display_path} · step {fmt.fmt(step_ms, 'ms')}\n"
-        f"{len(r.get('ranks', []))} of {r.get('world_size')} ranks · backend {be} · "
-        f"device {dev} · ProfilerSteps {step_txt} · window {win.get('kind', '—')}"
+        f"run {display_path} · {len(r.get('ranks', []))} of {r.get('world_size')} ranks · "
+        f"step {fmt.fmt(step_ms, 'ms')}\n"
+        f"backend {be} · device {dev} · ProfilerSteps {step_txt} · window {win.get('kind', '—')}"
     )
     if r.get("rank_selection"):
         from tracekit.report.render import selection_line
