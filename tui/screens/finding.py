@@ -116,7 +116,7 @@ def detail_tables(
         out.append(
             {
                 "title": title,
-                "columns": [("key", "figure"), ("value", "value")],
+                "columns": [("key", "what"), ("value", "value")],
                 "rows": [[words(k), value_text(k, v, parents)] for k, v in plain.items()],
                 "raw": [{k: v} for k, v in plain.items()],
             }
