@@ -368,7 +368,7 @@ def big_target(big: dict) -> Target:
     )
 
 
-# ---------------------------------------------------------------- the README's table
+# ---------------------------------------------------------------- docs/benchmarks.md's tables
 
 LABELS = {
     "hta": "HTA `TraceAnalysis(trace_dir=…)`, load only",
@@ -382,7 +382,7 @@ LABELS = {
 
 
 def markdown(result: dict) -> str:
-    """The README's speed tables from `ingest.py --json`'s figures: every phase at each
+    """docs/benchmarks.md's speed tables from `ingest.py --json`'s figures: every phase at each
     rank count (seconds, peak RSS, × the floor of that rank count), then the targets."""
     runs = result["runs"]
     head = "| phase | " + " | ".join(f"{n} ranks | peak RSS | × floor" for n in runs) + " |"

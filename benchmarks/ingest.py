@@ -31,7 +31,7 @@ memory bounded by the work in flight.
 `--big` adds `benchmarks/bigtrace.py`: one trace of ≥ 1 GiB of JSON, analyzed cold.
 
 Prints each phase, then a "target / measured / met?" table for the issue's lines;
-`--json PATH` writes every figure, `--markdown PATH` the README's speed tables.
+`--json PATH` writes every figure, `--markdown PATH` the speed tables of docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -213,7 +213,7 @@ def main() -> None:
     ap.add_argument("--big", action="store_true", help="also the ≥ 1 GiB trace (bigtrace.py)")
     ap.add_argument("--keep", type=Path, help="build/keep the runs here (reused by reruns)")
     ap.add_argument("--json", type=Path, help="write every figure here")
-    ap.add_argument("--markdown", type=Path, help="write the README's tables here")
+    ap.add_argument("--markdown", type=Path, help="write docs/benchmarks.md's tables here")
     args = ap.parse_args()
     ranks = parse_ranks(args.ranks)
     if not args.source.exists():

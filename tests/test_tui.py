@@ -31,6 +31,7 @@ from tui.screens import (
     FindingScreen,
     InstancesScreen,
     KernelsScreen,
+    LevelsScreen,
     MemoryScreen,
     OverviewScreen,
     RanksScreen,
@@ -130,8 +131,9 @@ def test_engine_imports_no_textual():
 
 @sync
 async def test_overview_figures_are_analyze_json(runs):
-    """Every figure of every level of `analyze --format json` is on the overview, with the
-    same value, and nothing else is; findings in the same order."""
+    """The overview's four panels carry each level's verdict and key figures as
+    `analyze --format json` has them; every figure of every level is on the levels page
+    (`l`), with the same value, and nothing else is; findings in the same order."""
     path = runs["fsdp"]
     rep = analyze_json(path)
     app = make_app(path)
@@ -139,6 +141,21 @@ async def test_overview_figures_are_analyze_json(runs):
         await settle(pilot)
         scr = app.screen
         assert isinstance(scr, OverviewScreen)
+        panels = scr.shown_panels()
+        assert list(panels) == ["memory", "compute", "communication", "scaling"]
+        for lv in rep["levels"]:
+            shown_panel = panels[lv["level"]]
+            assert shown_panel["verdict"] == lv["verdict"]
+            assert 2 <= len(shown_panel["rows"]) <= 3
+            for row in shown_panel["rows"]:
+                for side in ("measured", "predicted"):
+                    if f"{side}_key" in row:
+                        assert row[side] == lv[side][row[f"{side}_key"]], (lv["level"], row)
+                assert "_" not in row["label"]  # words, not keys
+        overview = scr
+        await press(pilot, "l")
+        scr = app.screen
+        assert isinstance(scr, LevelsScreen)
         shown = {(r["level"], r["path"]): r for r in scr.shown_figures()}
         expected = {}
         for lv in rep["levels"]:
@@ -162,6 +179,9 @@ async def test_overview_figures_are_analyze_json(runs):
                 assert row[part] == v, (key, part)
                 assert row[f"{part}_text"] == fmt.fmt(v, fmt.unit_of(key[1]))
             assert row["label"] in texts
+        await press(pilot, "escape")
+        scr = overview
+        assert app.screen is scr
         facts = str(scr.query_one("#facts").render())
         assert f"{rep['summary']['step_time_ms']:,.2f} ms" in facts
         assert f"{len(rep['run']['ranks'])} of {rep['run']['world_size']} ranks" in facts
@@ -201,10 +221,16 @@ async def test_finding_page_jumps_to_the_exposed_collective(runs, sessions):
         await press(pilot, "enter")
         page = app.screen
         assert isinstance(page, FindingScreen)
-        text = str(page.query_one("#finding-text").render())
+        text = page.text()
         assert f["title"] in text and f["remedy"][:40] in text
         assert "What it detects" in text  # the explain text
+        assert "{" not in text and '"' not in text  # tables, not a JSON dump
         assert evidence(f)["collectives"], "N301 names its collective"
+        # the details' records are tables: a row per rank, labelled in words
+        per_rank = next(t for t in page.tables if t["title"] == "ranks")
+        assert [r["rank"] for r in per_rank["raw"]] == [r["rank"] for r in f["details"]["ranks"]]
+        assert ("exposed_ms", "exposed / step") in per_rank["columns"]
+        assert per_rank["rows"][0][1] == f"{f['details']['ranks'][0]['exposed_ms']:,.2f} ms"
         await press(pilot, "t")
         tl = app.screen
         assert isinstance(tl, TimelineScreen)
@@ -228,6 +254,48 @@ async def test_finding_page_jumps_to_the_exposed_collective(runs, sessions):
         assert t.selected["name"] == evidence(f)["collectives"][0]
         await press(pilot, "1", "escape")
         assert isinstance(app.screen, OverviewScreen)
+
+
+@sync
+async def test_finding_rows_jump_to_their_collective_and_rank(runs, sessions):
+    """Enter on a row of a finding's evidence tables goes where the row points."""
+    app = make_app(sessions["fsdp"])
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        f = app.screen.findings[0]
+        await press(pilot, "enter")
+        page = app.screen
+        i, table = next((i, t) for i, t in enumerate(page.tables) if t["title"] == "collectives")
+        want = table["raw"][1]["name"]
+        dt = page.query_one(f"#ev-details-{i}")
+        dt.focus()
+        dt.move_cursor(row=1)
+        await press(pilot, "enter")
+        assert isinstance(app.screen, CollectivesScreen)
+        assert app.screen.query_one(SortableTable).selected["name"] == want
+        await press(pilot, "1")  # back on the overview's stack: the finding's page
+        assert app.screen is page
+        where = page.query_one("#ev-where")
+        where.focus()
+        rank_row = [str(where.get_row_at(r)[0]) for r in range(where.row_count)].index("rank") + 1
+        where.move_cursor(row=rank_row)
+        await press(pilot, "enter")
+        assert isinstance(app.screen, TimelineScreen)
+        assert app.screen.query_one(Timeline).lane_key[0] == f["ranks"][1]
+
+
+def test_detail_tables_of_a_nested_finding():
+    """A pipeline finding's model (nested mappings) becomes one table per mapping."""
+    from tui.screens.finding import detail_tables, figure_rows
+
+    f = json.loads(FROZEN_PP.read_text())["findings"][0]
+    assert f["code"] == "TK-S401"
+    tables = {t["title"]: t for t in detail_tables(f["details"])}
+    assert list(tables) == ["model", "model · stage", "model · parts"]
+    stage = tables["model · stage"]
+    assert stage["rows"] == [["0", "18.30 ms"], ["1", "21.21 ms"]]
+    assert ["span", "29.00 ms"] in tables["model"]["rows"]
+    assert figure_rows(f)[0] == ("pipeline bubble", "43.6%", "20.0%", "+23.6 pt")
 
 
 # --- ranks ------------------------------------------------------------------------------
@@ -628,6 +696,12 @@ async def _opens(path: Path, size=(80, 24)) -> TracekitApp:
             await pilot.pause()
         await settle(pilot)
         assert isinstance(app.screen, SqlScreen)
+        # every finding's page draws its evidence as tables
+        for i, f in enumerate(app.session.report.get("findings", [])):
+            app.open_finding(i)
+            await settle(pilot)
+            assert isinstance(app.screen, FindingScreen)
+            assert f["code"] in app.screen.text()
         assert app.errors == []
     return app
 
@@ -650,7 +724,7 @@ async def test_opens_every_shared_trace(name, tmp_path):
 
 # --- snapshots ------------------------------------------------------------------------------
 
-SNAP_KEYS = {"overview": [], "ranks": ["2"], "timeline": ["3"], "collectives": ["4"], "sql": ["7"]}
+SNAP_KEYS = {"ranks": ["2"], "timeline": ["3"], "collectives": ["4"], "sql": ["7"]}
 # The snapshots pin the layout, so they draw a frozen report of sample_traces/ddp (what
 # `analyze --format json` printed when they were taken): keys the report gains later do
 # not move them. The live report is checked against the screen above.
@@ -676,18 +750,78 @@ def test_snapshot(screen, size, frozen_session, snap_compare):
     assert snap_compare(make_app(frozen_session), terminal_size=size, run_before=before)
 
 
+# The dashboard is drawn from a frozen report of sample_traces/pp_1f1b: a CRITICAL
+# pipeline bubble among four levels, one finding with nested evidence.
+FROZEN_PP = Path(__file__).with_name("tui_report_pp_1f1b.json")
+DASHBOARD_KEYS = {"dashboard": [], "levels": ["l"], "finding": ["enter"]}
+
+
+@pytest.fixture(scope="module")
+def frozen_pp_session(tmp_path_factory):
+    p = _copy(SAMPLES / "pp_1f1b", tmp_path_factory.mktemp("tui-pp") / "pp_1f1b")
+    s = Session([p], workers=1, display_path="sample_traces/pp_1f1b")
+    s.open()
+    s.report = json.loads(FROZEN_PP.read_text())
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+@pytest.mark.parametrize("screen", list(DASHBOARD_KEYS))
+def test_dashboard_snapshot(screen, size, frozen_pp_session, snap_compare):
+    async def before(pilot):
+        await settle(pilot)
+        await press(pilot, *DASHBOARD_KEYS[screen])
+
+    assert snap_compare(make_app(frozen_pp_session), terminal_size=size, run_before=before)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+@sync
+async def test_the_dashboard_fits(size, frozen_pp_session):
+    """At 80×24 and 120×40 every level's name, verdict and key figures, and the findings,
+    are on the screen as drawn: nothing below the fold, no label cut."""
+    app = make_app(frozen_pp_session)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        scr = app.screen
+        assert isinstance(scr, OverviewScreen)
+        assert scr.has_class("-compact") == (size[0] < 100)
+        lines = _screen_lines(app)
+        assert len(lines) == size[1]
+        body = lines[:-1]  # the footer's line left out
+        for panel in scr.panels().values():
+            r = panel.region
+            assert r.height > 0 and r.y + r.height <= size[1] - 1, panel.level
+            mine = "\n".join(line[r.x : r.x + r.width] for line in body[r.y : r.y + r.height])
+            assert panel.level in mine and panel.verdict.upper() in mine, mine
+            for row in panel.rows:
+                assert row["label"] in mine, (row["label"], mine)  # whole, not cut
+                assert row["measured_text"] in mine and row["predicted_text"] in mine
+        scaling = scr.panels()["scaling"]
+        assert scaling.verdict == "critical" and "43.6%" in "\n".join(body)
+        assert any("CRITICAL" in line and "TK-S401" in line for line in body)
+
+
+def _screen_lines(app) -> list[str]:
+    """The screen as drawn, one string per terminal line."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
 # --- end to end under tmux ---------------------------------------------------------------------
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
 def test_end_to_end_under_tmux(tmp_path):
-    run = _copy(SAMPLES / "ddp", tmp_path / "ddp")
+    """`tracekit tui` on the pipeline sample in an 80×24 terminal: the four levels with
+    their verdicts (the CRITICAL bubble), the key figures and the finding on one screen."""
+    run = _copy(SAMPLES / "pp_1f1b", tmp_path / "pp")
     rep = analyze_json(run)
     session = f"tk-{os.getpid()}"
     env = f"PYTHONPATH={ROOT} TRACEKIT_NO_PROGRESS=1"
-    cmd = f"cd {tmp_path} && env {env} {sys.executable} -m tracekit.cli tui ddp; sleep 30"
+    cmd = f"cd {tmp_path} && env {env} {sys.executable} -m tracekit.cli tui pp; sleep 30"
     subprocess.run(
-        ["tmux", "new-session", "-d", "-s", session, "-x", "100", "-y", "30", cmd], check=True
+        ["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24", cmd], check=True
     )
 
     def screen() -> str:
@@ -708,10 +842,19 @@ def test_end_to_end_under_tmux(tmp_path):
         # the report is in: its first finding's code (or "findings: none") is on screen
         first = rep["findings"][0]["code"] if rep["findings"] else "findings: none"
         out = wait_for(first)
-        assert "run ddp" in out
+        assert "run pp" in out
         assert f"{rep['summary']['step_time_ms']:,.2f} ms" in out
-        mfu = next(lv for lv in rep["levels"] if lv["level"] == "compute")["measured"]["mfu"]
-        assert f"{100 * mfu:.1f}%" in out
+        levels = {lv["level"]: lv for lv in rep["levels"]}
+        assert levels["scaling"]["verdict"] == "critical"
+        lines = out.splitlines()
+        for name, lv in levels.items():
+            # the level's name, and its verdict on the line below (the compact panels)
+            i = next(i for i, line in enumerate(lines) if line.split()[:1] == [name])
+            assert lines[i + 1].split()[0] == lv["verdict"].upper(), (name, out)
+        mfu = levels["compute"]["measured"]["mfu"]
+        bubble = levels["scaling"]["measured"]["bubble_fraction"]
+        assert f"{100 * mfu:.1f}%" in out and f"{100 * bubble:.1f}%" in out
+        assert "CRITICAL  TK-S401" in out
         subprocess.run(["tmux", "send-keys", "-t", session, "3"], check=True)
         out = wait_for("per rank")
         assert " r0 " in out and " r1 " in out

@@ -21,6 +21,12 @@ def _mode() -> int:
 
 def write_bytes(dest: Path, data: bytes) -> None:
     dest = Path(dest)
+    if dest.exists() and not dest.is_file():
+        # a device, a FIFO (`-o /dev/null`, `-o /dev/stdout`): renaming over it would
+        # replace the device with a regular file, so write into it
+        with open(dest, "wb") as fh:
+            fh.write(data)
+        return
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:

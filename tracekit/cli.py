@@ -487,13 +487,13 @@ def ingest(run, ranks, sample_ranks, workers, cluster, comm_kernels, strict, all
 def tui(run, window, steps, select, ignore, ranks, sample_ranks, workers, comm_kernels, strict,
         allow_mixed, **overrides):  # fmt: skip
     """Interactive drill-down in the terminal: overview, ranks, timeline, collectives,
-    ops, memory, SQL (needs textual: pip install 'tracekit[tui]')."""
+    ops, memory, SQL."""
     from importlib.util import find_spec
 
     from tracekit.ingest.discover import find_trace_files
 
     if find_spec("textual") is None:
-        raise TracekitError("tracekit tui needs textual: pip install 'tracekit[tui]'")
+        raise TracekitError("tracekit tui needs textual: pip install textual")
     if ranks is not None or sample_ranks is not None:  # a bad spec fails before the screen
         from tracekit.ingest.ranksel import Request
 
@@ -635,13 +635,24 @@ def _job_options(func):
     return func
 
 
+class _NeedsTorch(click.Command):
+    """`tracekit run`: always listed; without torch (the `jobs` extra) it says in one line
+    how to get it, before parsing anything (`--help` still works)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        from importlib.util import find_spec
+
+        help_asked = any(a in ctx.help_option_names for a in args)
+        if not help_asked and find_spec("torch") is None:  # checked without importing torch
+            raise TracekitError(
+                "tracekit run needs torch: pip install 'tracekit[jobs]' "
+                "(or pip install torch first, for a CPU or CUDA build of your choice)"
+            )
+        return super().parse_args(ctx, args)
+
+
 def _run_command():
-    from importlib.util import find_spec
-
-    if find_spec("torch") is None:  # checked without importing torch (0.9 s)
-        return None
-
-    @main.command("run")
+    @main.command("run", cls=_NeedsTorch)
     @click.argument("job", type=click.Choice(["ddp", "fsdp", "tp", "pp", "moe", "hybrid"]))
     @click.option(
         "--world-size",
@@ -660,7 +671,8 @@ def _run_command():
     )
     @_job_options
     def run(job, world_size, out, **options):
-        """Run a reference job with the profiler on: traces per rank + job.json."""
+        """Run a reference job with the profiler on: traces per rank + job.json (needs
+        torch: pip install 'tracekit[jobs]')."""
         from instrument.config import JobConfig
         from instrument.launch import run_job
 
@@ -684,7 +696,7 @@ def _emit(text: str, output: str | None) -> None:
         raise TracekitError(f"-o {output}: cannot write ({exc.strerror or exc})") from exc
 
 
-_run_command()  # `tracekit run` exists where torch is installed (the `jobs` extra)
+_run_command()  # always listed; it needs torch (the `jobs` extra) only when it runs
 
 if __name__ == "__main__":
     main()

@@ -143,7 +143,7 @@ def level_rows(level: dict) -> list[dict]:
             {
                 "level": name,
                 "path": path,
-                "label": label(path, name, side) if len(path) == 1 else label(path),
+                "label": label(path, name, side) if len(path) == 1 else _nested_label(path, fig),
                 "measured": m,
                 "predicted": p,
                 "has_measured": path in measured,
@@ -156,5 +156,76 @@ def level_rows(level: dict) -> list[dict]:
     return rows
 
 
+def _nested_label(path: tuple[str, ...], fig: F.Figure | None) -> str:
+    """A key inside a figure's mapping (`flops_by_dtype` → `fp32`): the figure's label,
+    then the key ("FLOPs / step by dtype · fp32")."""
+    if fig is None:
+        return label(path)
+    return " · ".join([fig.label, *path[1:]])
+
+
 def ms(ns: int | float | None) -> str:
     return units.fmt(ns, "ns")
+
+
+# ---------------------------------------------------------------- the overview's panels
+
+# Each level's key figures on the overview, as (measured figure, predicted figure): the
+# figures' keys (`tracekit.model.figures`), paired as the text report's levels table pairs
+# them (`tracekit.report.render.LEVEL_ROWS`); the level's page shows every figure.
+KEY_FIGURES: dict[str, tuple[tuple[str | None, str | None], ...]] = {
+    "memory": (
+        ("max_peak_memory_fraction", None),
+        ("peak_memory_bytes", "predicted_memory_bytes"),
+        ("capacity_bytes", None),
+    ),
+    "compute": (
+        ("mfu", None),
+        ("model_flops_per_step", "predicted_flops_per_step"),
+        ("idle_fraction", None),
+    ),
+    "communication": (
+        ("exposed_comm_fraction", "predicted_exposed_comm_fraction"),
+        ("comm_wait_fraction", None),
+        ("comm_overlap_fraction", None),
+    ),
+    "scaling": (
+        ("bubble_fraction", "predicted_bubble_fraction"),
+        (None, "modeled_bubble_fraction"),
+        ("straggler_ranks", None),
+    ),
+}
+LEVEL_ORDER = tuple(KEY_FIGURES)
+
+
+@cache
+def _json_keys() -> dict[tuple[str, str, str], str]:
+    """(level, side, figure key) → the JSON key the level block writes it under."""
+    return {(lv, side, fig.key): key for (lv, side, key), fig in _level_figures().items()}
+
+
+def key_rows(level: dict) -> list[dict]:
+    """A level's key figures, measured beside predicted, labelled and written as the report
+    writes them. A figure the block lacks (an older report) shows as null."""
+    name = level.get("level", "")
+    rows = []
+    for mkey, pkey in KEY_FIGURES.get(name, ()):
+        row: dict[str, Any] = {"level": name, "measured_text": "", "predicted_text": ""}
+        for side, key in (("measured", mkey), ("predicted", pkey)):
+            if key is None:
+                continue
+            fig = F.get(key)
+            json_key = _json_keys().get((name, side, key), key)
+            value = (level.get(side) or {}).get(json_key)
+            unit = (fig.of or "") if fig.unit == "map" else fig.unit
+            row[side] = value
+            row[f"{side}_key"] = json_key
+            row[f"{side}_text"] = fmt(value, unit)
+            row.setdefault("label", fig.label)
+        rows.append(row)
+    return rows
+
+
+def verdict_word(verdict: str | None) -> str:
+    """A level's verdict as the overview shows it: OK, WARNING, CRITICAL."""
+    return (verdict or "—").upper()

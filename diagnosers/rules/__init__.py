@@ -5,8 +5,8 @@ A rule is one small class per code: its kind (`communication.exposed`), a stable
 named class attributes, its docs in four fixed sections of its docstring — *What it
 detects*, *Why it matters*, *Example*, *Fix* — and `check(ctx)`, which reads the typed
 facts of `diagnosers.context.Context` and yields `Finding`s. `raised_when` is the line
-of the README's table, written with the rule's own thresholds, so the docs cannot drift
-from the code (a test holds them equal).
+of the docs' table (docs/findings.md, docs/reference/rules.md), written with the rule's
+own thresholds, so the docs cannot drift from the code (a test holds them equal).
 
 The built-in rules are listed here; a team adds its own from its package through the
 `tracekit.rules` entry-point group (a `Rule` subclass):
@@ -152,7 +152,7 @@ def run_rules(ctx: Context, rules: list[type[Rule]], debug: bool = False) -> lis
 
 
 def markdown_table() -> str:
-    """The README's table of rules: code, kind, when raised — written from the rules."""
+    """The docs' table of rules: code, kind, when raised — written from the rules."""
     rows = ["| code | kind | raised when |", "|---|---|---|"]
     rows += [f"| {r.code} | `{r.kind}` | {r.when()} |" for r in registry()]
     return "\n".join(rows) + "\n"

@@ -43,7 +43,7 @@ class Rule:
 
     @classmethod
     def when(cls) -> str:
-        """When it is raised, with its thresholds (the README table's last column)."""
+        """When it is raised, with its thresholds (the docs table's last column)."""
         values = {k: getattr(cls, k) for k in dir(cls) if not k.startswith("_")}
         return cls.raised_when.format(**values)
 

@@ -3,6 +3,7 @@
 from tui.screens.collectives import CollectivesScreen, InstancesScreen
 from tui.screens.common import ErrorScreen, HelpScreen, LoadingScreen, PromptScreen
 from tui.screens.finding import FindingScreen
+from tui.screens.levels import LevelsScreen
 from tui.screens.memory import MemoryScreen
 from tui.screens.ops import KernelsScreen, OpsScreen
 from tui.screens.overview import OverviewScreen
@@ -17,6 +18,7 @@ __all__ = [
     "HelpScreen",
     "InstancesScreen",
     "KernelsScreen",
+    "LevelsScreen",
     "LoadingScreen",
     "MemoryScreen",
     "OpsScreen",

@@ -1,20 +1,22 @@
-"""1 · Overview: run facts, the four levels (each figure measured beside predicted, with
-the gap and a coloured verdict) and the findings ordered by impact. All of it is the
-report's dict, rendered generically: a key the report gains shows up here."""
+"""1 · Overview, a dashboard: the run's facts, the four levels as panels (each with its
+verdict and its key figures measured beside predicted, `tui.fmt.KEY_FIGURES`) and the
+findings ordered by impact — all on one 80×24 screen. Enter on a level opens every figure
+of the levels (`LevelsScreen`); Enter on a finding opens its page."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import Grid
 from textual.widgets import DataTable, Footer, Label, Static
 
 from tui import fmt
 from tui.screens.common import TkScreen
+from tui.widgets import LevelPanel
 
-VERDICT_STYLE = {"ok": "green", "warning": "bold yellow", "critical": "bold red"}
 SEVERITY_STYLE = {"info": "cyan", "warning": "bold yellow", "critical": "bold red"}
 
 
@@ -25,7 +27,9 @@ def run_facts(report: dict, display_path: str) -> str:
     be = r.get("backend")
     be = ", ".join(be) if isinstance(be, list) else (be or "—")
     steps = r.get("steps") or []
-    step_txt = f"{steps[0]}–{steps[-1]}" if steps else "none (whole trace)"
+    step_txt = "none (whole trace)"
+    if steps:
+        step_txt = f"{steps[0]}–{steps[-1]}" if len(steps) > 1 else str(steps[0])
     win = report.get("window", {})
     summ = report.get("summary", {})
     step_ms = summ.get("step_time_ms")
@@ -33,10 +37,9 @@ def run_facts(report: dict, display_path: str) -> str:
         vals = [x["step_time_ms"] for x in report["ranks"] if x.get("step_time_ms") is not None]
         step_ms = sum(vals) / len(vals) if vals else None
     facts = (
-        f"run {display_path}\n"
-        f"{len(r.get('ranks', []))} of {r.get('world_size')} ranks · backend {be} · "
-        f"device {dev} · ProfilerSteps {step_txt} · window {win.get('kind', '—')} · "
-        f"step {fmt.fmt(step_ms, 'ms')}"
+        f"run {display_path} · {len(r.get('ranks', []))} of {r.get('world_size')} ranks · "
+        f"step {fmt.fmt(step_ms, 'ms')}\n"
+        f"backend {be} · device {dev} · ProfilerSteps {step_txt} · window {win.get('kind', '—')}"
     )
     if r.get("rank_selection"):
         from tracekit.report.render import selection_line
@@ -45,87 +48,72 @@ def run_facts(report: dict, display_path: str) -> str:
     return facts
 
 
-def _justify(v) -> str:
-    """Numbers right, words left (a long word is then cut at its end, not its start)."""
-    return "left" if isinstance(v, str) else "right"
-
-
 class OverviewScreen(TkScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("f", "focus_findings", "findings"),
-        Binding("l", "focus_levels", "levels", show=False),
+        Binding("l", "open_levels", "all figures"),
     ]
 
     def compose(self) -> ComposeResult:
         yield from self.compose_chrome()
         yield Static(id="facts", markup=False)
-        yield DataTable(id="levels", cursor_type="row", zebra_stripes=True)
-        yield Static(id="level-note", markup=False)
-        yield Label("findings", id="findings-title")
+        yield Static(LevelPanel.compact_header(), id="level-head")
+        with Grid(id="level-grid"):
+            for level in fmt.LEVEL_ORDER:
+                yield LevelPanel(level, id=f"level-{level}")
+        yield Label("", id="findings-title")
         yield DataTable(id="findings", cursor_type="row")
         yield Footer()
 
     def on_mount(self) -> None:
         self.sub_title = "overview"
         self.tk.overview = self
+        self.lay_out()
         self.fill()
         self.call_after_refresh(self.tk.painted.set)
+
+    # below this width the two columns of panels would cut the figures' labels
+    COMPACT_BELOW = 100
+
+    def on_resize(self) -> None:
+        self.lay_out()
+
+    def lay_out(self) -> None:
+        compact = self.app.size.width < self.COMPACT_BELOW
+        self.set_class(compact, "-compact")
+        for panel in self.panels().values():
+            panel.set_compact(compact)
+
+    def panels(self) -> dict[str, LevelPanel]:
+        return {p.level: p for p in self.query(LevelPanel)}
 
     def fill(self) -> None:
         """Draw the report as it stands (the run's facts first, the rest once the
         diagnosers are done)."""
         rep = self.session.report
-        self.level_rows = []
-        self.level_notes: list[list[str]] = []
-        self.findings = []
+        self.findings: list[dict] = []
         facts = run_facts(rep, self.session.display_path)
         if self.session.report_error:
             facts += f"\nreport failed ({self.session.report_error}); drill-down still works"
         self.query_one("#facts", Static).update(facts)
-        lv_table = self.query_one("#levels", DataTable)
-        lv_table.clear(columns=True)
         title = self.query_one("#findings-title", Label)
         ft = self.query_one("#findings", DataTable)
         ft.clear(columns=True)
+        blocks = {lv.get("level"): lv for lv in rep.get("levels", [])}
+        for level, panel in self.panels().items():
+            panel.set_level(blocks.get(level))
+            panel.display = bool(blocks) or not self.session.diagnosed
         if not self.session.diagnosed:
-            lv_table.add_column("figure")
-            lv_table.add_row("running the diagnosers …")
-            title.update("")
+            title.update("running the diagnosers …")
             ft.display = False
             return
-        self.level_rows = [row for lv in rep.get("levels", []) for row in fmt.level_rows(lv)]
-        fig_w = max(27, min(44, self.app.size.width - 52))
-        lv_table.add_column("figure", width=fig_w, key="figure")
-        val_w = 16 if self.app.size.width >= 100 else 13
-        lv_table.add_column("measured", width=val_w, key="measured")
-        lv_table.add_column("predicted", width=val_w, key="predicted")
-        lv_table.add_column("gap / verdict", width=13, key="gap")
-        for lv in rep.get("levels", []):
-            v = lv.get("verdict", "")
-            notes = list(lv.get("notes") or [])
-            lv_table.add_row(
-                Text(lv.get("level", ""), style="bold"),
-                "",
-                "",
-                Text(v, style=VERDICT_STYLE.get(v, ""), justify="right"),
-            )
-            self.level_notes.append(notes)
-            for row in fmt.level_rows(lv):
-                lv_table.add_row(
-                    "  " + row["label"],
-                    Text(row["measured_text"], justify=_justify(row["measured"])),
-                    Text(row["predicted_text"], justify=_justify(row["predicted"])),
-                    Text(row["gap"], justify="right"),
-                )
-                self.level_notes.append(notes)
-        if not self.level_rows:
-            lv_table.add_row("breakdown only: no diagnosers", "", "", "")
-            self.level_notes.append([])
+        if not blocks:
+            title.update("breakdown only: no diagnosers")
         self.findings = list(rep.get("findings", []))
         ft.add_columns("severity", "code", "ms/step", "ranks", "finding")
         for f in self.findings:
             ft.add_row(
-                Text(f["severity"], style=SEVERITY_STYLE.get(f["severity"], "")),
+                Text(f["severity"].upper(), style=SEVERITY_STYLE.get(f["severity"], "")),
                 f["code"],
                 Text(
                     fmt.fmt(f.get("impact_ms"))
@@ -133,23 +121,20 @@ class OverviewScreen(TkScreen):
                     else f"{f['impact_ms']:,.1f}",
                     justify="right",
                 ),
-                fmt.fmt(f.get("ranks")),
+                fmt.fmt(f.get("ranks"), "ranks"),
                 f["title"],
             )
         if not self.findings:
-            title.update("findings: none — healthy at every level")
+            if blocks:
+                title.update("findings: none — healthy at every level")
             ft.display = False
         else:
-            title.update(f"findings ({len(self.findings)}) — Enter opens one")
+            title.update(f"findings ({len(self.findings)}) — Enter opens one · l all figures")
             ft.display = True
             ft.focus()
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.data_table.id == "levels" and 0 <= event.cursor_row < len(self.level_notes):
-            notes = self.level_notes[event.cursor_row]
-            self.query_one("#level-note", Static).update(
-                "note: " + " · ".join(notes) if notes else ""
-            )
+    def on_level_panel_selected(self, event: LevelPanel.Selected) -> None:
+        self.open_levels(event.level)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "findings":
@@ -161,13 +146,19 @@ class OverviewScreen(TkScreen):
         if 0 <= index < len(self.findings):
             self.app.push_screen(FindingScreen(self.findings[index]))
 
+    def open_levels(self, level: str | None = None) -> None:
+        from tui.screens.levels import LevelsScreen
+
+        if self.session.diagnosed:
+            self.app.push_screen(LevelsScreen(level))
+
     def action_focus_findings(self) -> None:
         self.query_one("#findings", DataTable).focus()
 
-    def action_focus_levels(self) -> None:
-        self.query_one("#levels", DataTable).focus()
+    def action_open_levels(self) -> None:
+        self.open_levels()
 
-    def shown_figures(self) -> list[dict[str, Any]]:
-        """What the levels table shows, raw and as text (the tests compare it with
+    def shown_panels(self) -> dict[str, dict]:
+        """What the panels show: verdict and key rows per level (the tests compare it with
         `tracekit analyze --format json`)."""
-        return self.level_rows
+        return {lv: {"verdict": p.verdict, "rows": p.rows} for lv, p in self.panels().items()}

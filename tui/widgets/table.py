@@ -43,7 +43,10 @@ class SortableTable(DataTable):
         sort_key: str | None = None,
         reverse: bool = True,
     ) -> None:
-        """columns: (key, label); rows: dicts of raw values."""
+        """columns: (key, label); rows: dicts of raw values. A row that was under the
+        cursor keeps it when the same row (the same dict: a refresh of its figures) is in
+        the new data, so a jump made before a slow column arrives is not lost."""
+        before = self.selected if getattr(self, "shown_rows", None) else None
         self.columns_spec = columns
         self.raw_rows = list(rows)
         if render_cell is not None:
@@ -51,6 +54,10 @@ class SortableTable(DataTable):
         self.sort_key = sort_key
         self.sort_reverse = reverse
         self._fill()
+        if before is not None:
+            at = next((i for i, r in enumerate(self.shown_rows) if r is before), None)
+            if at is not None:
+                self.move_cursor(row=at)
 
     def _fill(self) -> None:
         self.clear(columns=True)

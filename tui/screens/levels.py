@@ -1,0 +1,91 @@
+"""The levels page (Enter on a level of the overview, or `l`): every figure of the four
+levels, measured beside predicted with the gap, and each level's notes. All of it is the
+report's dict, rendered generically: a key the report gains shows up here."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import DataTable, Footer, Static
+
+from tui import fmt
+from tui.screens.common import TkScreen
+from tui.widgets.levelpanel import VERDICT_STYLE
+
+
+def _justify(v) -> str:
+    """Numbers right, words left (a long word is then cut at its end, not its start)."""
+    return "left" if isinstance(v, str) else "right"
+
+
+class LevelsScreen(TkScreen):
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "back")]
+
+    def __init__(self, level: str | None = None) -> None:
+        super().__init__()
+        self.level = level
+        self.level_rows: list[dict] = []
+        self.level_notes: list[list[str]] = []
+        self.level_starts: dict[str, int] = {}
+
+    def compose(self) -> ComposeResult:
+        yield from self.compose_chrome()
+        yield DataTable(id="levels", cursor_type="row", zebra_stripes=True)
+        yield Static(id="level-note", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = "levels"
+        rep = self.session.report
+        table = self.query_one("#levels", DataTable)
+        fig_w = max(27, min(44, self.app.size.width - 52))
+        val_w = 16 if self.app.size.width >= 100 else 13
+        table.add_column("figure", width=fig_w, key="figure")
+        table.add_column("measured", width=val_w, key="measured")
+        table.add_column("predicted", width=val_w, key="predicted")
+        table.add_column("gap / verdict", width=13, key="gap")
+        for lv in rep.get("levels", []):
+            v = lv.get("verdict", "")
+            notes = list(lv.get("notes") or [])
+            self.level_starts[lv.get("level", "")] = table.row_count
+            table.add_row(
+                Text(lv.get("level", ""), style="bold"),
+                "",
+                "",
+                Text(fmt.verdict_word(v), style=VERDICT_STYLE.get(v, ""), justify="right"),
+            )
+            self.level_notes.append(notes)
+            for row in fmt.level_rows(lv):
+                self.level_rows.append(row)
+                # a value in words longer than its column (the peak's source) wraps
+                # onto more lines instead of being cut
+                long = max(len(row["measured_text"]), len(row["predicted_text"])) > val_w
+                table.add_row(
+                    "  " + row["label"],
+                    Text(row["measured_text"], justify=_justify(row["measured"])),
+                    Text(row["predicted_text"], justify=_justify(row["predicted"])),
+                    Text(row["gap"], justify="right"),
+                    height=None if long else 1,
+                )
+                self.level_notes.append(notes)
+        if not self.level_rows:
+            table.add_row("breakdown only: no diagnosers", "", "", "")
+            self.level_notes.append([])
+        if self.level in self.level_starts:
+            table.move_cursor(row=self.level_starts[self.level])
+        table.focus()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if 0 <= event.cursor_row < len(self.level_notes):
+            notes = self.level_notes[event.cursor_row]
+            self.query_one("#level-note", Static).update(
+                "note: " + " · ".join(notes) if notes else ""
+            )
+
+    def shown_figures(self) -> list[dict[str, Any]]:
+        """What the table shows, raw and as text (the tests compare it with
+        `tracekit analyze --format json`)."""
+        return self.level_rows
