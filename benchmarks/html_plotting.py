@@ -43,18 +43,44 @@ def plotly_page(d: dict) -> str:
     figs = []
     f = go.Figure([go.Bar(name=k, x=d["ranks"], y=v) for k, v in d["parts"].items()])
     figs.append(f.update_layout(barmode="stack"))
-    figs.append(go.Figure([go.Scatter(name=f"rank {r}", x=s, y=t) for r, (s, t) in d["steps"].items()]))
-    figs.append(go.Figure([go.Scatter(x=[c["bytes"] for c in d["coll"]],
-                                      y=[c["busbw_GBps"] for c in d["coll"]], mode="markers"),
-                           go.Scatter(x=[c["bytes"] for c in d["coll"]],
-                                      y=[c["predicted_busbw_GBps"] for c in d["coll"]])]
-                          ).update_xaxes(type="log"))
-    figs.append(go.Figure([go.Bar(x=[c["name"] for c in d["coll"]], y=[c["exposed_ms"] for c in d["coll"]])]))
-    figs.append(go.Figure([go.Bar(x=[o["name"] for o in d["ops"]], y=[o["achieved_tflops"] or 0 for o in d["ops"]])]))
+    figs.append(
+        go.Figure([go.Scatter(name=f"rank {r}", x=s, y=t) for r, (s, t) in d["steps"].items()])
+    )
+    figs.append(
+        go.Figure(
+            [
+                go.Scatter(
+                    x=[c["bytes"] for c in d["coll"]],
+                    y=[c["busbw_GBps"] for c in d["coll"]],
+                    mode="markers",
+                ),
+                go.Scatter(
+                    x=[c["bytes"] for c in d["coll"]],
+                    y=[c["predicted_busbw_GBps"] for c in d["coll"]],
+                ),
+            ]
+        ).update_xaxes(type="log")
+    )
+    figs.append(
+        go.Figure(
+            [go.Bar(x=[c["name"] for c in d["coll"]], y=[c["exposed_ms"] for c in d["coll"]])]
+        )
+    )
+    figs.append(
+        go.Figure(
+            [
+                go.Bar(
+                    x=[o["name"] for o in d["ops"]], y=[o["achieved_tflops"] or 0 for o in d["ops"]]
+                )
+            ]
+        )
+    )
     figs.append(go.Figure([go.Bar(x=d["ranks"], y=d["parts"]["compute_ms"])]))
     divs = [f.to_html(full_html=False, include_plotlyjs=False) for f in figs]
-    return (f"<html><head><meta charset='utf-8'><script>{po.get_plotlyjs()}</script></head>"
-            f"<body>{''.join(divs)}</body></html>")
+    return (
+        f"<html><head><meta charset='utf-8'><script>{po.get_plotlyjs()}</script></head>"
+        f"<body>{''.join(divs)}</body></html>"
+    )
 
 
 def bokeh_page(d: dict) -> str:
@@ -68,8 +94,13 @@ def bokeh_page(d: dict) -> str:
     x = [str(r) for r in d["ranks"]]
     p = figure(x_range=x, height=250)
     keys = list(d["parts"])
-    p.vbar_stack(keys, x="rank", width=0.8, color=["#999", "#4c78a8", "#e45756"],
-                 source=ColumnDataSource({"rank": x, **d["parts"]}))
+    p.vbar_stack(
+        keys,
+        x="rank",
+        width=0.8,
+        color=["#999", "#4c78a8", "#e45756"],
+        source=ColumnDataSource({"rank": x, **d["parts"]}),
+    )
     figs.append(p)
     p = figure(height=250)
     for _r, (s, t) in d["steps"].items():
@@ -95,40 +126,100 @@ def bokeh_page(d: dict) -> str:
 
 def vega_page(d: dict, bundle: str) -> str:
     specs = []
-    rows = [{"rank": r, "part": k, "v": v[i]} for k, v in d["parts"].items()
-            for i, r in enumerate(d["ranks"])]
-    specs.append({"data": {"values": rows}, "mark": "bar",
-                  "encoding": {"x": {"field": "rank", "type": "ordinal"},
-                               "y": {"field": "v", "type": "quantitative"},
-                               "color": {"field": "part"}}})
-    rows = [{"rank": r, "step": s, "ms": t} for r, (ss, tt) in d["steps"].items()
-            for s, t in zip(ss, tt, strict=True)]
-    specs.append({"data": {"values": rows}, "mark": "line",
-                  "encoding": {"x": {"field": "step", "type": "ordinal"},
-                               "y": {"field": "ms", "type": "quantitative"},
-                               "color": {"field": "rank", "type": "nominal"}}})
-    specs.append({"data": {"values": d["coll"]}, "layer": [
-        {"mark": "point", "encoding": {"x": {"field": "bytes", "type": "quantitative",
-                                             "scale": {"type": "log"}},
-                                       "y": {"field": "busbw_GBps", "type": "quantitative"}}},
-        {"mark": "line", "encoding": {"x": {"field": "bytes", "type": "quantitative",
-                                            "scale": {"type": "log"}},
-                                      "y": {"field": "predicted_busbw_GBps",
-                                            "type": "quantitative"}}}]})
-    specs.append({"data": {"values": d["coll"]}, "mark": "bar",
-                  "encoding": {"x": {"field": "name"}, "y": {"field": "exposed_ms",
-                                                             "type": "quantitative"}}})
-    specs.append({"data": {"values": d["ops"]}, "mark": "bar",
-                  "encoding": {"x": {"field": "name"}, "y": {"field": "achieved_tflops",
-                                                             "type": "quantitative"}}})
-    specs.append({"data": {"values": [{"rank": r, "v": v} for r, v in
-                                      zip(d["ranks"], d["parts"]["compute_ms"], strict=True)]},
-                  "mark": "bar", "encoding": {"x": {"field": "rank", "type": "ordinal"},
-                                              "y": {"field": "v", "type": "quantitative"}}})
+    rows = [
+        {"rank": r, "part": k, "v": v[i]}
+        for k, v in d["parts"].items()
+        for i, r in enumerate(d["ranks"])
+    ]
+    specs.append(
+        {
+            "data": {"values": rows},
+            "mark": "bar",
+            "encoding": {
+                "x": {"field": "rank", "type": "ordinal"},
+                "y": {"field": "v", "type": "quantitative"},
+                "color": {"field": "part"},
+            },
+        }
+    )
+    rows = [
+        {"rank": r, "step": s, "ms": t}
+        for r, (ss, tt) in d["steps"].items()
+        for s, t in zip(ss, tt, strict=True)
+    ]
+    specs.append(
+        {
+            "data": {"values": rows},
+            "mark": "line",
+            "encoding": {
+                "x": {"field": "step", "type": "ordinal"},
+                "y": {"field": "ms", "type": "quantitative"},
+                "color": {"field": "rank", "type": "nominal"},
+            },
+        }
+    )
+    specs.append(
+        {
+            "data": {"values": d["coll"]},
+            "layer": [
+                {
+                    "mark": "point",
+                    "encoding": {
+                        "x": {"field": "bytes", "type": "quantitative", "scale": {"type": "log"}},
+                        "y": {"field": "busbw_GBps", "type": "quantitative"},
+                    },
+                },
+                {
+                    "mark": "line",
+                    "encoding": {
+                        "x": {"field": "bytes", "type": "quantitative", "scale": {"type": "log"}},
+                        "y": {"field": "predicted_busbw_GBps", "type": "quantitative"},
+                    },
+                },
+            ],
+        }
+    )
+    specs.append(
+        {
+            "data": {"values": d["coll"]},
+            "mark": "bar",
+            "encoding": {
+                "x": {"field": "name"},
+                "y": {"field": "exposed_ms", "type": "quantitative"},
+            },
+        }
+    )
+    specs.append(
+        {
+            "data": {"values": d["ops"]},
+            "mark": "bar",
+            "encoding": {
+                "x": {"field": "name"},
+                "y": {"field": "achieved_tflops", "type": "quantitative"},
+            },
+        }
+    )
+    specs.append(
+        {
+            "data": {
+                "values": [
+                    {"rank": r, "v": v}
+                    for r, v in zip(d["ranks"], d["parts"]["compute_ms"], strict=True)
+                ]
+            },
+            "mark": "bar",
+            "encoding": {
+                "x": {"field": "rank", "type": "ordinal"},
+                "y": {"field": "v", "type": "quantitative"},
+            },
+        }
+    )
     divs = "".join(f"<div id='v{i}'></div>" for i in range(len(specs)))
     calls = "".join(f"vegaEmbed('#v{i}', {json.dumps(s)});" for i, s in enumerate(specs))
-    return (f"<html><head><meta charset='utf-8'><script type='module'>{bundle}\n{calls}"
-            f"</script></head><body>{divs}</body></html>")
+    return (
+        f"<html><head><meta charset='utf-8'><script type='module'>{bundle}\n{calls}"
+        f"</script></head><body>{divs}</body></html>"
+    )
 
 
 def render_s(chromium: str, page: Path, repeat: int) -> float:
@@ -136,11 +227,22 @@ def render_s(chromium: str, page: Path, repeat: int) -> float:
     for _ in range(repeat):
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
-            subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
-                            "--proxy-server=127.0.0.1:9", f"--user-data-dir={tmp}",
-                            f"--screenshot={tmp}/s.png", "--window-size=1200,2400",
-                            "--virtual-time-budget=5000", page.as_uri()],
-                           check=True, capture_output=True)
+            subprocess.run(
+                [
+                    chromium,
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--proxy-server=127.0.0.1:9",
+                    f"--user-data-dir={tmp}",
+                    f"--screenshot={tmp}/s.png",
+                    "--window-size=1200,2400",
+                    "--virtual-time-budget=5000",
+                    page.as_uri(),
+                ],
+                check=True,
+                capture_output=True,
+            )
             best = min(best, time.perf_counter() - t0)
     return best
 
@@ -166,8 +268,11 @@ def main() -> None:
     t0 = time.perf_counter()
     bundle = vl_convert.javascript_bundle()
     bundle_s = time.perf_counter() - t0
-    pages = {"plotly": lambda: plotly_page(d), "bokeh": lambda: bokeh_page(d),
-             "vega-lite": lambda: vega_page(d, bundle)}
+    pages = {
+        "plotly": lambda: plotly_page(d),
+        "bokeh": lambda: bokeh_page(d),
+        "vega-lite": lambda: vega_page(d, bundle),
+    }
     print("| library | file size | write (s) | render in chromium (s) |")
     print("|---|---:|---:|---:|")
     for name, make in pages.items():
