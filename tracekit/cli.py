@@ -602,6 +602,10 @@ def compare(ctx, base, new, max_regression, fail_on, alpha, config, fmt, steps, 
     cmp = run_compare(
         *sides, th, alpha or cfg.alpha or 0.05, fail_on or cfg.fail_on or "regression"
     )
+    if fmt == "html":
+        from tracekit.gate.html import to_html
+
+        RENDERERS = {**RENDERERS, "html": to_html}
     _emit(RENDERERS[fmt](cmp, everything) if fmt == "text" else RENDERERS[fmt](cmp), output)
     ctx.exit(cmp.exit_code)
 

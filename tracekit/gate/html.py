@@ -8,7 +8,7 @@ from __future__ import annotations
 from tracekit.gate.compare import Comparison
 from tracekit.gate.render import _change, _shown, headline
 from tracekit.report import units
-from tracekit.report.html import Chart, _n, _o, _q, _spec, _table, _zoom, esc, page
+from tracekit.report.html import Chart, _n, _o, _q, _spec, _table, esc, page
 
 VERDICT_COLOR = {
     "regressed": "#c62828",
@@ -69,7 +69,6 @@ def _steps_chart(cmp: Comparison) -> Chart | None:
         _spec(
             rows,
             mark={"type": "line", "point": True, "tooltip": True},
-            params=_zoom(),
             encoding={
                 "x": _o("i", "sampled step (in order)"),
                 "y": _q("ms", "step time (ms)"),

@@ -196,12 +196,4 @@ def to_junit(cmp: Comparison, everything: bool = True) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, "unicode") + "\n"
 
 
-def to_html(cmp: Comparison) -> str:
-    """The comparison as a self-contained HTML page (`tracekit.gate.html`)."""
-    from tracekit.gate.html import to_html as page
-
-    return page(cmp)
-
-
-RENDERERS = {"text": to_text, "json": to_json, "markdown": to_markdown, "junit": to_junit,
-             "html": to_html}  # fmt: skip
+RENDERERS = {"text": to_text, "json": to_json, "markdown": to_markdown, "junit": to_junit}

@@ -120,8 +120,10 @@ def _spec(data: list[dict], **rest: Any) -> dict[str, Any]:
     }
 
 
-def _zoom() -> list[dict[str, Any]]:
-    return [{"name": "zoom", "select": "interval", "bind": "scales"}]
+def _zoom(*encodings: str) -> list[dict[str, Any]]:
+    """Drag to pan, wheel to zoom (on the continuous axes named, default both)."""
+    select: Any = {"type": "interval", "encodings": list(encodings)} if encodings else "interval"
+    return [{"name": "zoom", "select": select, "bind": "scales"}]
 
 
 def _q(field: str, title: str, **kw: Any) -> dict[str, Any]:
@@ -197,9 +199,8 @@ def chart_step_times(rep: dict) -> Chart | None:
         _spec(
             rows,
             mark=mark,
-            params=_zoom(),
             encoding={
-                "x": _q("step", "ProfilerStep", axis={"tickMinStep": 1, "format": "d"}),
+                "x": _o("step", "ProfilerStep"),
                 "y": _q("ms", F.label("step_time_ms") + " (ms)"),
                 "color": _n("rank", ""),
             },
@@ -532,7 +533,7 @@ def charts_step_model(rep: dict) -> list[Chart]:
                 _spec(
                     segs,
                     mark={"type": "bar", "tooltip": True},
-                    params=_zoom(),
+                    params=_zoom("x"),
                     encoding={
                         "y": _n("rank", None, sort=None),
                         "x": _q("start", "ms"),
@@ -767,10 +768,17 @@ def page(title: str, body: str, items: list[Chart]) -> str:
     )
 
 
-def to_html(report: Report, links: list[Link | None] | None = None, how: str = "") -> str:
+def to_html(
+    report: Report,
+    links: list[Link | None] | None = None,
+    how: str = "",
+    data: dict[str, Any] | None = None,
+) -> str:
     """The report as a self-contained page; `links`: each finding's place in the Perfetto
-    export (`tracekit.report.export`), `how`: the line that says how to get one."""
-    rep = to_dict(report)
+    export (`tracekit.report.export`), `how`: the line that says how to get one; `data`:
+    the report's JSON values the charts draw (default: the report's own; a reader with
+    blocks this version's schema does not type yet, `step_model`, passes them here)."""
+    rep = to_dict(report) if data is None else data
     head = header(report)
     body = f"<h1>tracekit · {esc(head[0])}</h1>" + "".join(
         f"<p class='sub'>{esc(h)}</p>" for h in head[1:]
