@@ -49,7 +49,7 @@ STEP_MODEL = {
 def _cli(*args) -> str:
     res = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
     assert res.exit_code == 0, res.output
-    return res.output
+    return res.stdout
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +171,7 @@ def test_every_name_from_a_trace_is_escaped(pipeline_run):
 def _check_in_browser(page: Path, shot: Path, codes: list[str], min_charts: int = 5) -> None:
     got = browser.render(page, shot)
     assert got.console == [], got.console  # no error, no warning, no refused request
-    assert "data-charts=\"drawn\"" in got.dom  # every vegaEmbed promise resolved
+    assert 'data-charts="drawn"' in got.dom  # every vegaEmbed promise resolved
     assert len(got.charts_drawn()) >= min_charts, got.charts_drawn()
     for level in LEVELS:
         assert f'id="level-{level}"' in got.dom

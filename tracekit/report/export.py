@@ -133,9 +133,8 @@ def perfetto_url(place: Place, base: int, served: bool = True) -> str:
 def how_to_open() -> str:
     """The one line that says how to open the export at a finding."""
     return (
-        "open in Perfetto: tracekit export RUN -o merged.json.gz --serve prints each finding's "
-        f"link (ui.perfetto.dev/?url=http://127.0.0.1:{SERVE_PORT}/{SERVED_NAME}"
-        "&visStart=…&visEnd=…, ns from the trace's start)"
+        "see a finding in Perfetto: tracekit export RUN -o merged.json.gz --serve "
+        "(prints each finding's ui.perfetto.dev link, visStart/visEnd at its evidence)"
     )
 
 
@@ -242,7 +241,9 @@ def _rank_part(rank: int, base: int, events: list[dict], zero: int, offset: int)
 
 class _Tracks:
     """The tracekit process: named threads of slices (overlapping slices of one track
-    go to extra lanes, which Perfetto draws as rows)."""
+    go to extra lanes, which Perfetto draws as rows). Its events never carry `args.rank`
+    (a slice's rank is `of_rank`): a reader of merged files gives an event with
+    `args.rank` to that rank, and these are no rank's events."""
 
     def __init__(self, pid: int, zero: int):
         self.pid, self.zero = pid, zero
@@ -327,7 +328,7 @@ def _critical_path(report_dict: dict, tracks: _Tracks, report: Report) -> int:
             s,
             e,
             "tracekit.critical_path",
-            {"rank": seg.get("rank"), "kind": seg.get("kind")},
+            {"of_rank": seg.get("rank"), "kind": seg.get("kind")},
         )
     return len(segments)
 
@@ -370,7 +371,7 @@ def trace_events(
             s,
             e,
             "tracekit.step",
-            {"rank": rank, "step": step},
+            {"of_rank": rank, "step": step},
         )
     for rank, s, e in run.sql(sql.query("report.export", "exposed")).fetchall():
         tracks.slice(
@@ -379,7 +380,7 @@ def trace_events(
             s,
             e,
             "tracekit.exposed_comm",
-            {"rank": rank},
+            {"of_rank": rank},
         )
     _critical_path(report_dict if report_dict is not None else to_dict(report), tracks, report)
     return events + tracks.events
