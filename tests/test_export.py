@@ -78,7 +78,7 @@ def test_the_run_is_aligned_before_export(exported):
 
 
 def test_a_process_per_rank_and_no_pid_shared(exported):
-    run, report, doc, *_ = exported
+    _run, report, doc, *_ = exported
     procs = _processes(doc)
     for r in report.run.ranks:
         assert f"rank {r}" in procs.values()
@@ -111,7 +111,7 @@ def test_every_original_event_is_kept(exported):
 
 
 def test_tracekit_tracks(exported):
-    run, report, doc, *_ = exported
+    _run, report, doc, *_ = exported
     procs = _processes(doc)
     (pid,) = [p for p, n in procs.items() if n == "tracekit"]
     threads = _threads(doc, pid)
@@ -134,7 +134,7 @@ def test_tracekit_tracks(exported):
 
 
 def test_finding_links_open_at_the_finding_slice(exported):
-    run, report, doc, _out, text = exported
+    _run, report, doc, _out, text = exported
     procs = _processes(doc)
     (pid,) = [p for p, n in procs.items() if n == "tracekit"]
     findings = {
