@@ -42,6 +42,7 @@ from tracekit.store.run import Run
 PID_OFFSET = 100_000_000  # TraceFusion's per-rank pid offset (tracekit.ingest.tables)
 PERFETTO_UI = "https://ui.perfetto.dev/"
 SERVE_PORT = 9001  # the one local origin ui.perfetto.dev fetches a trace from
+_PER_RANK = ("distributedInfo", "distributedInfoByRank", "baseTimeNanoseconds", "trace_id")
 _DEVICE_PROCESS = ("gpu", "hip", "cuda", "device", "xpu", "mtia")
 
 
@@ -149,13 +150,17 @@ def _rank_events(run: Run, top: dict[str, Any]) -> Iterator[tuple[int, int, list
         by_path[s.path].append(s.rank)
     for path, ranks in by_path.items():
         header, raw = decode(path)
-        if not top:
+        if isinstance(header.distributedInfo, dict) and len(ranks) == 1:
+            top.setdefault("distributedInfoByRank", {})[str(ranks[0])] = header.distributedInfo
+        elif isinstance(header.distributedInfoByRank, dict):  # a tracekit export, re-exported
+            top.setdefault("distributedInfoByRank", {}).update(header.distributedInfoByRank)
+        if "traceEvents" not in top:
+            top["traceEvents"] = None  # the first header is kept; the events come later
             top.update(
                 {
                     k: v
                     for k in header.__struct_fields__
-                    if k not in ("distributedInfo", "baseTimeNanoseconds", "trace_id")
-                    and (v := getattr(header, k)) is not None
+                    if k not in _PER_RANK and (v := getattr(header, k)) is not None
                 }
             )
         events = msgspec.json.decode(raw) if not isinstance(raw, list) else raw
