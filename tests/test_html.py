@@ -228,3 +228,22 @@ def test_compare_html_renders_offline(pipeline_run, tmp_path):
     got = browser.render(page)
     assert got.console == [], got.console
     assert set(got.charts_drawn()) == {"changes", "compare_steps"}
+
+
+def test_memory_timeline_from_the_trace(pipeline_run, pipeline_html):
+    """The synthetic run's allocator totals (7 instants per rank) become the timeline."""
+    text = pipeline_html.read_text()
+    assert "data-chart='memory_timeline'" in text
+    specs = json.loads(
+        re.search(r"const specs = (\{.*?\});\n", text, re.S)
+        .group(1)
+        .replace("\\u003c", "<")
+        .replace("\\u003e", ">")
+        .replace("\\u0026", "&")
+    )
+    rows = specs["chart-memory_timeline"]["data"]["values"]
+    assert {r["rank"] for r in rows} == {"rank 0", "rank 1", "rank 2", "rank 3"}
+    peak = max(r["GB"] for r in rows if r["rank"] == "rank 0")
+    rep = _report(pipeline_run)
+    mem = rep.level("memory").metrics["ranks"][0]
+    assert peak * 1e9 == pytest.approx(mem["peak_allocated_bytes"], rel=1e-9)

@@ -120,6 +120,17 @@ def evidence(run: Run, report: Report) -> list[Place | None]:
 SERVED_NAME = "trace.json.gz"  # the name links use; `serve` answers every path with the file
 
 
+def memory_timeline(run: Run, buckets: int = 300) -> list[dict[str, Any]]:
+    """Each rank's allocator total over time (ms from the merged trace's zero), the
+    highest in each of `buckets` spans; empty when the trace has no memory events."""
+    zero = base_ns(run)
+    rows = run.sql(sql.query("report.export", "memory_timeline"), {"buckets": buckets}).fetchall()
+    return [
+        {"rank": r, "t_ms": (t - zero) / 1e6, "allocated_bytes": a, "reserved_bytes": res}
+        for r, t, a, res in rows
+    ]
+
+
 def perfetto_url(place: Place, base: int, served: bool = True) -> str:
     """ui.perfetto.dev opened at `place`, loading the export from `tracekit export --serve`
     (`served`), else the bare view to open the file in by hand."""

@@ -488,6 +488,33 @@ def chart_memory(rep: dict) -> Chart | None:
     )
 
 
+def chart_memory_timeline(rep: dict) -> Chart | None:
+    """The allocator's total over time per rank (`memory_timeline`: the trace's series the
+    CLI adds beside the report when the trace has memory events)."""
+    rows = [
+        {"rank": f"rank {m['rank']}", "t_ms": m["t_ms"], "GB": m["allocated_bytes"] / 1e9}
+        for m in rep.get("memory_timeline") or []
+        if _num(m.get("allocated_bytes")) is not None and _num(m.get("t_ms")) is not None
+    ]
+    if len(rows) < 2:
+        return None
+    return Chart(
+        "memory_timeline",
+        "Memory allocated over the trace",
+        _spec(
+            rows,
+            mark={"type": "line", "interpolate": "step-after", "tooltip": True},
+            params=_zoom("x"),
+            encoding={
+                "x": _q("t_ms", "ms from the trace's start"),
+                "y": _q("GB", "allocated (GB)"),
+                "color": _n("rank", ""),
+            },
+        ),
+        "The allocator's total allocated, highest per span of the trace.",
+    )
+
+
 def charts_step_model(rep: dict) -> list[Chart]:
     model = rep.get("step_model")
     if not isinstance(model, dict):
@@ -558,6 +585,7 @@ def charts(rep: dict) -> list[Chart]:
         chart_mfu(rep),
         chart_ops(rep),
         chart_memory(rep),
+        chart_memory_timeline(rep),
     ]
     return [c for c in made if c] + charts_step_model(rep)
 

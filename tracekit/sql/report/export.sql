@@ -51,3 +51,23 @@ ORDER BY dur_ns DESC, ts_ns LIMIT 1
 SELECT rank, ts_ns FROM memory
 WHERE list_contains($ranks, rank) AND total_allocated IS NOT NULL
 ORDER BY total_allocated DESC, ts_ns LIMIT 1
+
+-- @query memory_timeline
+-- Each rank's allocator total over time, as the highest total in each of $buckets equal
+-- spans of the trace (what a chart can draw of a trace with thousands of allocations).
+-- @column rank: global rank
+-- @column t_ns: the span's start, ns since the epoch
+-- @column allocated_bytes: the largest total allocated in the span
+-- @column reserved_bytes: the largest total reserved in the span
+WITH m AS (
+    SELECT rank, ts_ns, total_allocated, total_reserved,
+           min(ts_ns) OVER () AS t0, max(ts_ns) OVER () AS t1
+    FROM memory WHERE total_allocated IS NOT NULL
+), b AS (
+    SELECT rank, t0 + floor((ts_ns - t0) * $buckets / greatest(t1 - t0, 1))::BIGINT
+                      * greatest(t1 - t0, 1) // $buckets AS t_ns,
+           total_allocated, total_reserved
+    FROM m
+)
+SELECT rank, t_ns, max(total_allocated) AS allocated_bytes, max(total_reserved) AS reserved_bytes
+FROM b GROUP BY rank, t_ns ORDER BY rank, t_ns
