@@ -634,11 +634,15 @@ def _gate_report(
 @main.command()
 @_run_arg
 @click.option(
-    "-o", "--output", required=True, type=click.Path(dir_okay=False),
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
     help="The merged trace to write (gzip when it ends in .gz).",
 )
 @click.option(
-    "--serve", is_flag=True,
+    "--serve",
+    is_flag=True,
     help="Then serve it on 127.0.0.1:9001 for ui.perfetto.dev (the findings' links load it) "
     "until Ctrl-C.",
 )
