@@ -6,7 +6,8 @@ moved onto one clock (each rank's `baseTimeNanoseconds` + `ts`, less the rank's 
 offset as `tracekit.store.clocks` estimates it, less the merged trace's zero `base_ns`),
 its pid gets the rank's offset (rank × 10⁸, TraceLens TraceFusion's convention, so ranks
 never collide) and its `args` name the rank. Each rank's processes are named
-"rank N" (the host) and "rank N - GPU 0" (its devices). A "tracekit" process adds the
+"rank N" (the host) and "rank N - GPU 0" (its devices; the traced process names and
+sort indices give way to these). A "tracekit" process adds the
 tracks: the findings (a slice over each finding's evidence interval, named by code and
 title), each rank's exposed communication and steps, and the critical path when the
 report has a step model. tracekit reads the file back as a merged multi-rank trace
@@ -40,10 +41,10 @@ from tracekit.report.schema import FindingRow, Report, to_dict
 from tracekit.store.run import Run
 
 PID_OFFSET = 100_000_000  # TraceFusion's per-rank pid offset (tracekit.ingest.tables)
+_DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
 PERFETTO_UI = "https://ui.perfetto.dev/"
 SERVE_PORT = 9001  # the one local origin ui.perfetto.dev fetches a trace from
 _PER_RANK = ("distributedInfo", "distributedInfoByRank", "baseTimeNanoseconds", "trace_id")
-_DEVICE_PROCESS = ("gpu", "hip", "cuda", "device", "xpu", "mtia")
 
 
 @dataclass(frozen=True)
@@ -201,19 +202,26 @@ def _ts_us(ns: int) -> float:
 
 
 def _rank_part(rank: int, base: int, events: list[dict], zero: int, offset: int) -> list[dict]:
+    """One rank's events on the merged clock and pids, and its processes named: the one
+    that holds the ProfilerSteps (else the most host events) is "rank N", every other
+    "rank N - <its name, labels or pid>" (a GPU, Kineto's "Spans" …)."""
     out: list[dict] = []
     names: dict[Any, str] = {}
-    pids: set = set()
+    labels: dict[Any, str] = {}
+    original: dict[Any, Any] = {}
+    steps: dict[Any, int] = defaultdict(int)
+    host: dict[Any, int] = defaultdict(int)
+    device: set = set()
     for ev in events:
         if not isinstance(ev, dict):
             continue
-        pid = ev.get("pid")
+        pid = orig_pid = ev.get("pid")
         if isinstance(pid, int) and not isinstance(pid, bool) and 0 <= pid < PID_OFFSET:
             pid = rank * PID_OFFSET + pid
         elif pid is not None:
             pid = f"rank {rank} - {pid}"
         ev["pid"] = pid
-        pids.add(pid)
+        original[pid] = orig_pid
         args = ev.get("args")
         if not isinstance(args, dict):
             args = ev["args"] = {} if args is None else {"value": args}
@@ -221,37 +229,42 @@ def _rank_part(rank: int, base: int, events: list[dict], zero: int, offset: int)
         if ev.get("ph") == "M":
             ev["ts"] = 0
             if ev.get("name") == "process_name":
-                names[pid] = str(args.get("name", ""))
+                names[pid] = str(args.get("name") or "").strip()
                 continue  # renamed below
+            if ev.get("name") == "process_sort_index":
+                continue  # ordered by rank below
+            if ev.get("name") == "process_labels":
+                labels[pid] = str(args.get("labels") or "").strip()
         else:
             ts = ev.get("ts")
             if isinstance(ts, int | float) and not isinstance(ts, bool):
                 whole = int(ts // 1)
                 ns = whole * 1000 + round((ts - whole) * 1000) + base - offset - zero
                 ev["ts"] = _ts_us(ns)
+            if str(ev.get("name", "")).startswith("ProfilerStep#"):
+                steps[pid] += 1
+            elif str(ev.get("cat", "")).lower() in ("cpu_op", "user_annotation", "operator"):
+                host[pid] += 1
+            elif str(ev.get("cat", "")).lower() in _DEVICE_CATS:
+                device.add(pid)
         out.append(ev)
-    for i, pid in enumerate(sorted(pids, key=str)):
-        orig = names.get(pid, "")
-        device = orig.lower().startswith(_DEVICE_PROCESS)
-        name = f"rank {rank} - {orig}" if device else f"rank {rank}"
-        out.append(
-            {
-                "ph": "M",
-                "name": "process_name",
-                "pid": pid,
-                "ts": 0,
-                "args": {"name": name, "rank": rank},
-            }
+    pids = sorted((p for p in original if p is not None), key=str)
+    main = max(pids, key=lambda p: (steps[p], host[p]), default=None)
+    for i, pid in enumerate(pids):
+        what = (labels.get(pid) if labels.get(pid) not in (None, "", "CPU") else None) or names.get(
+            pid
         )
+        what = what or (f"GPU {original[pid]}" if pid in device else f"pid {original[pid]!s}")
+        name = f"rank {rank}" if pid == main else f"rank {rank} - {what}"
+        sort = rank * 1000 + (0 if pid == main else i + 1)
         out.append(
-            {
-                "ph": "M",
-                "name": "process_sort_index",
-                "pid": pid,
-                "ts": 0,
-                "args": {"sort_index": rank * 100 + i + (50 if device else 0), "rank": rank},
-            }
-        )
+            {"ph": "M", "name": "process_name", "pid": pid, "ts": 0,
+             "args": {"name": name, "rank": rank}}
+        )  # fmt: skip
+        out.append(
+            {"ph": "M", "name": "process_sort_index", "pid": pid, "ts": 0,
+             "args": {"sort_index": sort, "rank": rank}}
+        )  # fmt: skip
     return out
 
 
