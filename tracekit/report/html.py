@@ -297,7 +297,7 @@ def chart_exposed(rep: dict) -> Chart | None:
             rows,
             mark={"type": "bar", "tooltip": True},
             encoding={
-                "y": _n("collective", None, sort="-x"),
+                "y": _n("collective", None, sort="-x", axis={"labelLimit": 300}),
                 "x": _q("ms", F.label("exposed_ms") + " (ms per step)", stack="zero"),
                 "color": _n(
                     "part",
@@ -416,7 +416,11 @@ def chart_ops(rep: dict) -> Chart | None:
         {
             "data": {"values": rows},
             "mark": {"type": "bar", "tooltip": True},
-            "encoding": {"y": _n("op", None, sort="-x"), "x": x, "color": {"value": "#4c78a8"}},
+            "encoding": {
+                "y": _n("op", None, sort="-x", axis={"labelLimit": 360}),
+                "x": x,
+                "color": {"value": "#4c78a8"},
+            },
         }
     ]
     if peaks:
@@ -451,24 +455,34 @@ def chart_memory(rep: dict) -> Chart | None:
                 {"rank": f"rank {r['rank']}", "figure": "capacity", "GB": r["capacity_bytes"] / 1e9}
             )
     pred = mem.get("predicted") or {}
-    for key in ("states_bytes", "activations_bytes"):
-        if _num(pred.get(key)):
-            rows.append({"rank": "equation", "figure": F.label(key), "GB": pred[key] / 1e9})
-    if not rows:
-        return None
-    y = _q("GB", "GB", stack=None)
-    layers = [
-        {
-            "data": {"values": rows},
-            "mark": {"type": "bar", "tooltip": True},
-            "encoding": {
-                "x": _n("rank", None, sort=None),
-                "xOffset": _n("figure", ""),
-                "y": y,
-                "color": _n("figure", ""),
-            },
-        }
+    eq = [
+        {"rank": "equation", "figure": F.label(key), "GB": pred[key] / 1e9}
+        for key in ("states_bytes", "activations_bytes")
+        if _num(pred.get(key))
     ]
+    if not rows and not eq:
+        return None
+    x = _n("rank", None, sort=None)
+    y = _q("GB", "GB", stack=None)
+    layers = []
+    if rows:
+        layers.append(
+            {
+                "data": {"values": rows},
+                "mark": {"type": "bar", "tooltip": True},
+                "encoding": {"x": x, "xOffset": _n("figure", ""), "y": y,
+                             "color": _n("figure", "")},
+            }
+        )  # fmt: skip
+    if eq:  # the equation's two terms stacked: their sum is the predicted total
+        layers.append(
+            {
+                "data": {"values": eq},
+                "mark": {"type": "bar", "tooltip": True},
+                "encoding": {"x": x, "y": _q("GB", "GB", stack="zero"),
+                             "color": _n("figure", "")},
+            }
+        )  # fmt: skip
     if caps:
         layers.append(
             {
@@ -699,7 +713,7 @@ def _findings_html(report: Report, links: list[Link | None] | None, how: str) ->
             f"<p class='meta'>level {esc(f.level)} · ranks {esc(units.ranks(f.ranks))}"
             f"{' · ' if meas else ''}{meas}{pred}</p>"
             f"<p class='remedy'><b>Remedy:</b> {esc(f.remedy)}</p>"
-            f"{go}<details><summary>evidence</summary>{_details_html(f.details)}</details>"
+            f"{go}<details open><summary>evidence</summary>{_details_html(f.details)}</details>"
             "</article>"
         )
     return "".join(out)
