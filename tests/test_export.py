@@ -214,3 +214,23 @@ def test_bad_output_folder_is_one_line(tmp_path):
     res = CliRunner().invoke(main, ["export", str(run), "-o", str(tmp_path / "no" / "x.json")])
     assert res.exit_code == 2
     assert "does not exist" in res.output and "Traceback" not in res.output
+
+
+def test_served_for_perfetto(tmp_path):
+    """`--serve` answers any path with the trace and lets ui.perfetto.dev read it."""
+    import threading
+    import urllib.request
+
+    trace = tmp_path / "merged.json.gz"
+    trace.write_bytes(gzip.compress(b'{"traceEvents": []}'))
+    server = ex.trace_server(trace, port=0)  # any free port on the loopback
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy
+        with direct.open(f"http://127.0.0.1:{port}/{ex.SERVED_NAME}", timeout=10) as r:
+            assert r.headers["Access-Control-Allow-Origin"] == "https://ui.perfetto.dev"
+            assert r.read() == trace.read_bytes()
+    finally:
+        server.shutdown()
+        server.server_close()

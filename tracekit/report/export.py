@@ -445,9 +445,9 @@ def write_trace(run: Run, report: Report, dest: Path, report_dict: dict | None =
     return len(events)
 
 
-def serve(path: Path, port: int = SERVE_PORT) -> None:
-    """Serve `path` on 127.0.0.1:`port` for ui.perfetto.dev (which may fetch a trace from
-    that one local origin; every request path gets the file) until Ctrl-C."""
+def trace_server(path: Path, port: int = SERVE_PORT):
+    """An HTTP server on 127.0.0.1:`port` that answers every path with the file at `path`,
+    to ui.perfetto.dev (which may fetch a trace from that one local origin)."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     data = Path(path).read_bytes()
@@ -471,8 +471,12 @@ def serve(path: Path, port: int = SERVE_PORT) -> None:
             pass
 
     try:
-        server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        return ThreadingHTTPServer(("127.0.0.1", port), Handler)
     except OSError as exc:
         raise TracekitError(f"cannot serve on 127.0.0.1:{port} ({exc.strerror or exc})") from exc
-    with server, contextlib.suppress(KeyboardInterrupt):
+
+
+def serve(path: Path, port: int = SERVE_PORT) -> None:
+    """Serve the trace at `path` for ui.perfetto.dev until Ctrl-C."""
+    with trace_server(path, port) as server, contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
