@@ -660,6 +660,19 @@ def _value(v: Any) -> str:
     return "" if v is None else str(v)
 
 
+def _word(key: str) -> str:
+    """A column or row name: the figure's label where the key is a figure."""
+    return F.label(key) if F.get(key) else key.replace("_", " ")
+
+
+def _cell(key: str, value: Any) -> str:
+    """A value in its figure's unit where the key is a figure (bare: the header names it)."""
+    fig = F.get(key)
+    if fig and fig.unit not in ("map", "text") and isinstance(value, int | float):
+        return units.fmt(value, fig.unit)
+    return _value(value)
+
+
 def _details_html(details: dict[str, Any]) -> str:
     """A finding's evidence as tables: a list of rows as a table, a mapping as
     key–value rows; never raw JSON."""
@@ -670,22 +683,28 @@ def _details_html(details: dict[str, Any]) -> str:
                 dict.fromkeys(k for x in val for k in x if not isinstance(x[k], dict | list))
             )
             parts.append(
-                f"<div class='ev'><b>{esc(key)}</b>"
-                + _table(cols, ([_value(x.get(c)) for c in cols] for x in val[:12]))
+                f"<div class='ev'><b>{esc(_word(key))}</b>"
+                + _table(
+                    [_word(c) for c in cols], ([_cell(c, x.get(c)) for c in cols] for x in val[:12])
+                )
                 + "</div>"
             )
         elif isinstance(val, dict):
-            flat = [(k, _value(v)) for k, v in val.items() if not isinstance(v, dict | list)]
+            flat = [
+                (_word(k), _cell(k, v)) for k, v in val.items() if not isinstance(v, dict | list)
+            ]
             flat += [
-                (f"{k}.{k2}", _value(v2))
+                (f"{_word(k)}: {_word(k2)}", _cell(k2, v2))
                 for k, v in val.items()
                 if isinstance(v, dict)
                 for k2, v2 in v.items()
                 if not isinstance(v2, dict | list)
             ]
-            parts.append(f"<div class='ev'><b>{esc(key)}</b>" + _table(("", ""), flat) + "</div>")
+            parts.append(
+                f"<div class='ev'><b>{esc(_word(key))}</b>" + _table(("", ""), flat) + "</div>"
+            )
         else:
-            scalars.append((key, _value(val)))
+            scalars.append((_word(key), _cell(key, val)))
     if scalars:
         parts.insert(0, "<div class='ev'>" + _table(("", ""), scalars) + "</div>")
     return "".join(parts)
