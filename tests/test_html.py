@@ -247,3 +247,25 @@ def test_memory_timeline_from_the_trace(pipeline_run, pipeline_html):
     rep = _report(pipeline_run)
     mem = rep.level("memory").metrics["ranks"][0]
     assert peak * 1e9 == pytest.approx(mem["peak_allocated_bytes"], rel=1e-9)
+
+
+@needs_chromium
+def test_a_kernel_named_as_markup_from_the_trace_shows_as_text(tmp_path):
+    """End to end: the trace itself names its GEMM kernel `<img src=x onerror=…>`."""
+    import gzip
+
+    run = tmp_path / "run"
+    generate(SCENARIOS["healthy"][0], run)
+    for path in run.glob("rank-*.json.gz"):
+        doc = json.loads(gzip.decompress(path.read_bytes()))
+        for e in doc["traceEvents"]:
+            if e.get("cat") == "kernel" and str(e.get("name", "")).startswith("sm90_xmma_gemm"):
+                e["name"] = EVIL
+        path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    page = tmp_path / "report.html"
+    _cli("analyze", run, "--format", "html", "-o", page)
+    assert EVIL in [k.name for k in _report(run).top_kernels]
+    got = browser.render(page)
+    assert got.console == [], got.console
+    assert "data-pwned=" not in got.dom
+    assert "&lt;img src=x onerror=" in got.dom

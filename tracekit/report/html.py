@@ -862,6 +862,18 @@ def to_html(
                     for c in report.collectives[:20]
                 ),
             )
+        if report.top_kernels:
+            body += "<h2>Top kernels</h2>" + _table(
+                ("kernel", "per step", "ms per step"),
+                (
+                    [
+                        k.name,
+                        units.fmt(k.count_per_step, "count"),
+                        units.fmt(k.time_ms_per_step, "ms"),
+                    ]
+                    for k in report.top_kernels[:15]
+                ),
+            )
     else:
         items = [c for c in [chart_breakdown(rep)] if c]
         body += "<h2>Charts</h2><div class='charts'>" + _chart_divs(items) + "</div>"
