@@ -279,10 +279,10 @@ def _override_options(func):
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["text", "json", "markdown"]),
+    type=click.Choice(["text", "json", "markdown", "html"]),
     default="text",
     show_default=True,
-    help="Report format.",
+    help="Report format (html: one self-contained page with charts).",
 )
 @_window_options
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report here.")
@@ -325,8 +325,25 @@ def analyze(
     with _open(run, opts) as r:
         debug = bool(ctx.obj and ctx.obj.get("debug"))
         rep = assemble.cached(r, options, debug=debug)
-    _emit(RENDERERS[fmt](rep), output)
+        text = _html_report(r, rep) if fmt == "html" else RENDERERS[fmt](rep)
+    _emit(text, output)
     _warn(r)
+
+
+def _html_report(r, rep) -> str:
+    """The HTML report, each finding linked to its place in the Perfetto export."""
+    from tracekit.report import export
+    from tracekit.report.html import Link, to_html
+    from tracekit.report.schema import to_dict
+
+    base = export.base_ns(r) if rep.full else 0
+    links = [
+        Link(export.perfetto_url(p, base), p.what) if p else None
+        for p in (export.evidence(r, rep) if rep.full else [])
+    ]
+    data = to_dict(rep)
+    data["memory_timeline"] = export.memory_timeline(r) if rep.full else []
+    return to_html(rep, links, export.how_to_open(), data)
 
 
 @main.command()
@@ -554,7 +571,7 @@ def baseline_save(run, output, steps, select, ignore, ranks, sample_ranks):
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["text", "json", "markdown", "junit"]),
+    type=click.Choice(["text", "json", "markdown", "junit", "html"]),
     default="text",
     show_default=True,
 )
@@ -588,6 +605,10 @@ def compare(ctx, base, new, max_regression, fail_on, alpha, config, fmt, steps, 
     cmp = run_compare(
         *sides, th, alpha or cfg.alpha or 0.05, fail_on or cfg.fail_on or "regression"
     )
+    if fmt == "html":
+        from tracekit.gate.html import to_html
+
+        RENDERERS = {**RENDERERS, "html": to_html}
     _emit(RENDERERS[fmt](cmp, everything) if fmt == "text" else RENDERERS[fmt](cmp), output)
     ctx.exit(cmp.exit_code)
 
@@ -608,6 +629,52 @@ def _gate_report(
     options = _analysis([path], steps=steps, select=select, ignore=ignore)
     with _open([path], OpenOptions(ranks=ranks, sample_ranks=sample_ranks)) as r:
         return to_dict(assemble.cached(r, options))
+
+
+@main.command()
+@_run_arg
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="The merged trace to write (gzip when it ends in .gz).",
+)
+@click.option(
+    "--serve",
+    is_flag=True,
+    help="Then serve it on 127.0.0.1:9001 for ui.perfetto.dev (the findings' links load it) "
+    "until Ctrl-C.",
+)
+@_rule_options
+@_rank_options
+@_workers
+@_comm_kernel
+@_health_options
+def export(run, output, serve, select, ignore, ranks, sample_ranks, workers, comm_kernels,
+           strict, allow_mixed):  # fmt: skip
+    """Write RUN as one Chrome-JSON trace for Perfetto: every rank's events on one clock,
+    a process per rank, and tracekit's tracks (findings, exposed communication, steps,
+    the critical path); prints each finding's Perfetto link."""
+    from diagnosers import assemble
+    from tracekit.report import export as ex
+
+    _check_output(output)
+    options = _analysis(run, select=select, ignore=ignore)
+    opts = OpenOptions(workers, comm_kernels, strict, allow_mixed, None, ranks, sample_ranks)
+    with _open(run, opts) as r:
+        rep = assemble.cached(r, options)
+        n = ex.write_trace(r, rep, Path(output))
+        base, places = ex.base_ns(r), ex.evidence(r, rep)
+    click.echo(f"wrote {n:,} events of {len(r.ranks)} ranks to {output}")
+    for f, p in zip(rep.findings or [], places, strict=True):
+        if p:
+            click.echo(f"{f.code} {f.title}\n  {ex.perfetto_url(p, base)}")
+    _warn(r)
+    if serve:
+        click.echo(f"serving {output} on http://127.0.0.1:{ex.SERVE_PORT}/ for "
+                   "ui.perfetto.dev; Ctrl-C stops")  # fmt: skip
+        ex.serve(Path(output))
 
 
 def _job_options(func):

@@ -117,10 +117,21 @@ def _ingest_file(
             con.execute(f"CREATE OR REPLACE TABLE raw AS {ingest.merged_rank_sql(rank)}")
             part_key = f"{key}.r{rank}"
             source = f"merged file (RANK {rank})"
-            _ingest_rank(con, path, header, rank, source, cdir, part_key, typed, comm_kernels)
+            hdr = _rank_header(header, rank)
+            _ingest_rank(con, path, hdr, rank, source, cdir, part_key, typed, comm_kernels)
             parts.append({"rank": rank, "rank_source": source, "key": part_key})
     con.close()
     return {"parts": parts, "skipped_events": skipped, "trace_id": header.trace_id}
+
+
+def _rank_header(header, rank: int):
+    """A merged file's header for one of its ranks: that rank's distributedInfo where the
+    file keeps it (`tracekit export`), else none (TraceFusion)."""
+    import msgspec
+
+    by_rank = header.distributedInfoByRank
+    info = by_rank.get(str(rank)) if isinstance(by_rank, dict) else None
+    return msgspec.structs.replace(header, distributedInfo=info if isinstance(info, dict) else None)
 
 
 def _ingest_rank(con, path, header, rank, rank_source, cdir, key, typed, comm_kernels) -> None:

@@ -307,8 +307,9 @@ GROUP BY ALL
 """
 
 
-# TraceLens TraceFusion: process names `RANK r - CPU` / `RANK r - GPU`, pids offset by r×10⁸
-_MERGED_PROCESS = r"^RANK ([0-9]+) - "
+# TraceLens TraceFusion: process names `RANK r - CPU` / `RANK r - GPU`, pids offset by r×10⁸;
+# tracekit's own export (`tracekit export`): `rank r` and `rank r - GPU 0`
+_MERGED_PROCESS = r"(?i)^rank ([0-9]+)(?: - |$)"
 MERGED_PID_OFFSET = 100_000_000
 
 

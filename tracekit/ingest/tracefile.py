@@ -32,6 +32,8 @@ class Header(msgspec.Struct):
     with_flops: Any = None
     host_name: Any = None
     trace_id: Any = None
+    # a merged file written by `tracekit export`: each rank's distributedInfo, by rank
+    distributedInfoByRank: Any = None
 
 
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])

@@ -1,0 +1,880 @@
+"""The report as one self-contained HTML page (`analyze --format html`): the four levels
+with their verdicts, measured beside predicted; the charts; the findings with their
+evidence, remedy and a link to their place in the Perfetto export.
+
+Drawn from the typed report only (labels and units from `tracekit.model.figures`, values
+written by `tracekit.report.units`); it computes no figure. The charts are Vega-Lite
+specs drawn by vega-embed, whose JavaScript comes from `vl-convert-python` (bundled
+once per version into the user cache) and is inlined with the styles: the page makes no
+request at all, and its Content-Security-Policy forbids any (benchmarks/html_plotting.py
+measured the choice; DESIGN.md says why).
+
+Every string from a trace (kernel, op, collective names, paths, notes) is escaped: in
+the page as HTML text (`esc`); in a chart as JSON data, which Vega draws as SVG text and
+whose tooltips escape HTML.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracekit.model import figures as F
+from tracekit.report import units
+from tracekit.report.render import header, health_lines, level_rows
+from tracekit.report.schema import Report, to_dict
+
+LEVELS = ("memory", "compute", "communication", "scaling")
+CSP = (
+    "default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; "
+    "style-src 'unsafe-inline'; img-src data:; font-src data:"
+)
+PALETTE = {
+    "idle": "#bab0ac",
+    "compute": "#4c78a8",
+    "exposed communication": "#e45756",
+    "other": "#f58518",
+    "waiting": "#b279a2",
+    "host": "#72b7b2",
+    "communication": "#e45756",
+}
+
+
+def esc(value: Any) -> str:
+    """Text for HTML (element content or a quoted attribute)."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _json_for_script(obj: Any) -> str:
+    """JSON safe inside <script>: no `</script>`, `<!--`, or line separators survive."""
+    text = json.dumps(obj, allow_nan=False, default=str)
+    for ch, rep in (
+        ("<", "\\u003c"),
+        (">", "\\u003e"),
+        ("&", "\\u0026"),
+        ("\u2028", "\\u2028"),
+        ("\u2029", "\\u2029"),
+    ):
+        text = text.replace(ch, rep)
+    return text
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    return float(v) if v == v and abs(v) != float("inf") else None
+
+
+@dataclass(frozen=True)
+class Link:
+    """A finding's place in the Perfetto export: the URL and what it points at."""
+
+    url: str
+    what: str
+
+
+# ---------------------------------------------------------------- vega-embed
+
+
+def vega_bundle() -> str:
+    """vega, vega-lite and vega-embed as one JavaScript module (vl-convert bundles it in
+    ~6 s; kept in the user cache per vl-convert version)."""
+    import platformdirs
+    import vl_convert
+
+    version = getattr(vl_convert, "__version__", "unknown")
+    cache = Path(platformdirs.user_cache_dir("tracekit")) / f"vega-embed-{version}.js"
+    try:
+        return cache.read_text()
+    except OSError:
+        pass
+    text = vl_convert.javascript_bundle()
+    try:
+        from tracekit.atomic import write_text
+
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        write_text(cache, text)
+    except OSError:
+        pass  # no cache: bundled again next time
+    return text
+
+
+@dataclass
+class Chart:
+    key: str  # a stable id: the browser test counts charts by it
+    title: str
+    spec: dict[str, Any]
+    note: str = ""
+
+
+def _spec(data: list[dict], **rest: Any) -> dict[str, Any]:
+    return {
+        "data": {"values": data},
+        "width": "container",
+        "height": 240,
+        **rest,
+    }
+
+
+def _zoom(*encodings: str) -> list[dict[str, Any]]:
+    """Drag to pan, wheel to zoom (on the continuous axes named, default both)."""
+    select: Any = {"type": "interval", "encodings": list(encodings)} if encodings else "interval"
+    return [{"name": "zoom", "select": select, "bind": "scales"}]
+
+
+def _q(field: str, title: str, **kw: Any) -> dict[str, Any]:
+    return {"field": field, "type": "quantitative", "title": title, **kw}
+
+
+def _n(field: str, title: str, **kw: Any) -> dict[str, Any]:
+    return {"field": field, "type": "nominal", "title": title, **kw}
+
+
+def _o(field: str, title: str, **kw: Any) -> dict[str, Any]:
+    return {"field": field, "type": "ordinal", "title": title, **kw}
+
+
+def _color(domain: list[str]) -> dict[str, Any]:
+    return {"domain": domain, "range": [PALETTE.get(d, "#54a24b") for d in domain]}
+
+
+# ---------------------------------------------------------------- the charts
+
+
+def chart_breakdown(rep: dict) -> Chart | None:
+    """Per rank, a step's time: idle, compute, exposed communication, other (the report's
+    per-rank figures over its window, ÷ its steps)."""
+    rows = []
+    for r in rep.get("ranks") or []:
+        steps = r.get("steps") or 1
+        window, busy = _num(r.get("window_ms")), _num(r.get("busy_ms"))
+        comp, exp = _num(r.get("compute_ms")), _num(r.get("exposed_comm_ms"))
+        if None in (window, busy, comp, exp):
+            continue
+        parts = {
+            "compute": comp,
+            "exposed communication": exp,
+            "other": max(busy - comp - exp, 0.0),
+            "idle": max(window - busy, 0.0),
+        }
+        for i, (part, ms) in enumerate(parts.items()):
+            rows.append({"rank": f"rank {r['rank']}", "part": part, "order": i, "ms": ms / steps})
+    if not rows:
+        return None
+    return Chart(
+        "breakdown",
+        "Where a step goes, per rank",
+        _spec(
+            rows,
+            mark={"type": "bar", "tooltip": True},
+            encoding={
+                "y": _n("rank", None, sort=None),
+                "x": _q("ms", "ms per step", stack="zero"),
+                "color": _n("part", "", scale=_color(list(dict.fromkeys(x["part"] for x in rows)))),
+                "order": {"field": "order"},
+            },
+        ),
+        "compute, communication no compute hides, other device work (memcpy, memset) and "
+        "idle, from each rank's window ÷ its steps.",
+    )
+
+
+def chart_step_times(rep: dict) -> Chart | None:
+    rows = [
+        {"rank": f"rank {s['rank']}", "step": step, "ms": ms}
+        for s in (rep.get("samples") or {}).get("ranks") or []
+        for step, ms in zip(s.get("step") or [], s.get("step_time_ms") or [], strict=False)
+        if _num(ms) is not None
+    ]
+    if not rows:
+        return None
+    mark = {"type": "line", "point": True, "tooltip": True}
+    return Chart(
+        "step_times",
+        "Step time per step, per rank",
+        _spec(
+            rows,
+            mark=mark,
+            encoding={
+                "x": _o("step", "ProfilerStep"),
+                "y": _q("ms", F.label("step_time_ms") + " (ms)"),
+                "color": _n("rank", ""),
+            },
+        ),
+        "A straggler is a line above the others; noise is a line that jumps.",
+    )
+
+
+def _coll_label(c: dict) -> str:
+    size = units.fmt(c.get("bytes"), "bytes") if c.get("bytes") is not None else "?"
+    group = c.get("group_size") or "?"
+    return f"{c.get('name') or '(unknown)'} {size} ×{group}"
+
+
+def chart_busbw(rep: dict) -> Chart | None:
+    rows = []
+    for c in rep.get("collectives") or []:
+        n, kind = _num(c.get("bytes")), c.get("name") or "(unknown)"
+        if not n:
+            continue
+        if _num(c.get("busbw_GBps")) is not None:
+            rows.append(
+                {
+                    "kind": kind,
+                    "bytes": n,
+                    "GBps": c["busbw_GBps"],
+                    "what": "measured",
+                    "collective": _coll_label(c),
+                }
+            )
+        if _num(c.get("predicted_busbw_GBps")) is not None:
+            rows.append(
+                {
+                    "kind": kind,
+                    "bytes": n,
+                    "GBps": c["predicted_busbw_GBps"],
+                    "what": "α-β model",
+                    "collective": _coll_label(c),
+                }
+            )
+    measured = [r for r in rows if r["what"] == "measured"]
+    model = [r for r in rows if r["what"] != "measured"]
+    if not measured:
+        return None  # nothing measured to set beside the model
+    x = _q("bytes", "message size (bytes)", scale={"type": "log"})
+    y = _q("GBps", "bus bandwidth (GB/s)")
+    layers = [
+        {
+            "data": {"values": measured},
+            "params": _zoom(),
+            "mark": {"type": "point", "filled": True, "size": 70, "tooltip": True},
+            "encoding": {
+                "x": x,
+                "y": y,
+                "color": _n("kind", "collective"),
+                "shape": _n("what", ""),
+            },
+        }
+    ]
+    if model:
+        layers.append(
+            {
+                "data": {"values": model},
+                "mark": {"type": "line", "strokeDash": [4, 3], "point": True, "tooltip": True},
+                "encoding": {"x": x, "y": y, "color": _n("kind", "collective")},
+            }
+        )
+    spec = _spec([], layer=layers)
+    del spec["data"]
+    return Chart(
+        "busbw",
+        "Bus bandwidth against message size, per collective",
+        spec,
+        "Points: measured (nccl-tests bus bandwidth of matched instances); dashed: the α-β "
+        "model at the same sizes.",
+    )
+
+
+def chart_exposed(rep: dict) -> Chart | None:
+    rows = []
+    for c in (rep.get("collectives") or [])[:15]:
+        exp, wait = _num(c.get("exposed_ms")), _num(c.get("exposed_wait_ms")) or 0.0
+        if not exp:
+            continue
+        label = _coll_label(c)
+        rows.append({"collective": label, "part": "waiting for peers", "ms": wait})
+        rows.append({"collective": label, "part": "transfer", "ms": max(exp - wait, 0.0)})
+    if not rows:
+        return None
+    return Chart(
+        "exposed",
+        "Exposed communication by collective",
+        _spec(
+            rows,
+            mark={"type": "bar", "tooltip": True},
+            encoding={
+                "y": _n("collective", None, sort="-x", axis={"labelLimit": 300}),
+                "x": _q("ms", F.label("exposed_ms") + " (ms per step)", stack="zero"),
+                "color": _n(
+                    "part",
+                    "",
+                    scale={
+                        "domain": ["transfer", "waiting for peers"],
+                        "range": ["#e45756", "#b279a2"],
+                    },
+                ),
+            },
+        ),
+        "The part of each collective's time no compute hides, per step (mean over ranks).",
+    )
+
+
+def _level(rep: dict, name: str) -> dict:
+    return next((lv for lv in rep.get("levels") or [] if lv.get("level") == name), {})
+
+
+def chart_bubble(rep: dict) -> Chart | None:
+    scal = _level(rep, "scaling")
+    pipe = (scal.get("metrics") or {}).get("pipeline") or {}
+    per = pipe.get("per_rank") or []
+    if not per:
+        return None
+    rows = [
+        {"stage": f"rank {p['rank']}", "bubble": p["bubble_fraction"], "what": "measured"}
+        for p in per
+        if _num(p.get("bubble_fraction")) is not None
+    ]
+    pred = scal.get("predicted") or {}
+    rules = [
+        {"what": "formula (P−1)/(M+P−1)", "bubble": pred.get("bubble_fraction")},
+        {"what": "modeled (schedule replayed)", "bubble": pred.get("modeled_bubble_fraction")},
+    ]
+    rules = [r for r in rules if _num(r["bubble"]) is not None]
+    y = _q("bubble", "bubble (fraction of the step)", axis={"format": "%"})
+    layers = [
+        {
+            "data": {"values": rows},
+            "mark": {"type": "bar", "tooltip": True},
+            "encoding": {
+                "x": _n("stage", "stage (rank)", sort=None),
+                "y": y,
+                "color": {"value": "#4c78a8"},
+            },
+        }
+    ]
+    if rules:
+        layers.append(
+            {
+                "data": {"values": rules},
+                "mark": {"type": "rule", "strokeWidth": 2, "strokeDash": [6, 3], "tooltip": True},
+                "encoding": {"y": y, "color": _n("what", "predicted")},
+            }
+        )
+    spec = _spec([], layer=layers)
+    del spec["data"]
+    return Chart(
+        "bubble",
+        "Pipeline bubble per stage: measured, formula, modeled",
+        spec,
+        f"{pipe.get('schedule', '?')} schedule, P={pipe.get('stages', '?')} stages, "
+        f"M={pipe.get('microbatches', '?')} microbatches.",
+    )
+
+
+def chart_mfu(rep: dict) -> Chart | None:
+    comp = _level(rep, "compute")
+    rows = []
+    for r in (comp.get("metrics") or {}).get("ranks") or []:
+        for key in ("mfu", "hfu"):
+            if _num(r.get(key)) is not None:
+                rows.append({"rank": f"rank {r['rank']}", "figure": F.label(key), "value": r[key]})
+    if not rows:
+        return None
+    dtypes = units.fmt((rep.get("summary") or {}).get("flops_by_dtype"), "map", of="flops")
+    peaks = (rep.get("summary") or {}).get("peak_flops_by_dtype")
+    return Chart(
+        "mfu",
+        "MFU and HFU per rank",
+        _spec(
+            rows,
+            mark={"type": "bar", "tooltip": True},
+            encoding={
+                "x": _n("rank", None, sort=None),
+                "xOffset": _n("figure", ""),
+                "y": _q("value", "of peak", axis={"format": "%"}),
+                "color": _n("figure", ""),
+            },
+        ),
+        f"Executed FLOPs per step by dtype: {dtypes}. Peaks: "
+        f"{units.fmt(peaks, 'map', of='flops_per_s')}.",
+    )
+
+
+def chart_ops(rep: dict) -> Chart | None:
+    ops = [o for o in (rep.get("top_ops") or [])[:12] if _num(o.get("achieved_tflops")) is not None]
+    if not ops:
+        return None
+    rows = [
+        {
+            "op": f"{o['name']} ({o.get('dtype') or '?'})",
+            "TFLOPs": o["achieved_tflops"],
+            "of_peak": o.get("peak_fraction"),
+        }
+        for o in ops
+    ]
+    peaks = [
+        {"peak": f"{k} peak", "TFLOPs": v / 1e12}
+        for k, v in ((rep.get("summary") or {}).get("peak_flops_by_dtype") or {}).items()
+        if _num(v)
+    ]
+    x = _q("TFLOPs", "achieved TFLOP/s")
+    layers = [
+        {
+            "data": {"values": rows},
+            "mark": {"type": "bar", "tooltip": True},
+            "encoding": {
+                "y": _n("op", None, sort="-x", axis={"labelLimit": 360}),
+                "x": x,
+                "color": {"value": "#4c78a8"},
+            },
+        }
+    ]
+    if peaks:
+        layers.append(
+            {
+                "data": {"values": peaks},
+                "mark": {"type": "rule", "strokeWidth": 2, "strokeDash": [6, 3], "tooltip": True},
+                "encoding": {"x": x, "color": _n("peak", "")},
+            }
+        )
+    spec = _spec([], layer=layers)
+    del spec["data"]
+    return Chart(
+        "ops",
+        "Top ops: achieved TFLOP/s against peak",
+        spec,
+        "Counted FLOPs ÷ device time per op; dashed: the device's peak per dtype.",
+    )
+
+
+def chart_memory(rep: dict) -> Chart | None:
+    mem = _level(rep, "memory")
+    rows, caps = [], []
+    for r in (mem.get("metrics") or {}).get("ranks") or []:
+        for key in ("peak_allocated_bytes", "peak_reserved_bytes"):
+            if _num(r.get(key)):
+                rows.append(
+                    {"rank": f"rank {r['rank']}", "figure": F.label(key), "GB": r[key] / 1e9}
+                )
+        if _num(r.get("capacity_bytes")):
+            caps.append(
+                {"rank": f"rank {r['rank']}", "figure": "capacity", "GB": r["capacity_bytes"] / 1e9}
+            )
+    pred = mem.get("predicted") or {}
+    eq = [
+        {"rank": "equation", "figure": F.label(key), "GB": pred[key] / 1e9}
+        for key in ("states_bytes", "activations_bytes")
+        if _num(pred.get(key))
+    ]
+    if not rows and not eq:
+        return None
+    x = _n("rank", None, sort=None)
+    y = _q("GB", "GB", stack=None)
+    layers = []
+    if rows:
+        layers.append(
+            {
+                "data": {"values": rows},
+                "mark": {"type": "bar", "tooltip": True},
+                "encoding": {"x": x, "xOffset": _n("figure", ""), "y": y,
+                             "color": _n("figure", "")},
+            }
+        )  # fmt: skip
+    if eq:  # the equation's two terms stacked: their sum is the predicted total
+        layers.append(
+            {
+                "data": {"values": eq},
+                "mark": {"type": "bar", "tooltip": True},
+                "encoding": {"x": x, "y": _q("GB", "GB", stack="zero"),
+                             "color": _n("figure", "")},
+            }
+        )  # fmt: skip
+    if caps:
+        layers.append(
+            {
+                "data": {"values": caps},
+                "mark": {"type": "tick", "thickness": 3, "color": "#000", "tooltip": True},
+                "encoding": {"x": _n("rank", None, sort=None), "y": y},
+            }
+        )
+    spec = _spec([], layer=layers)
+    del spec["data"]
+    return Chart(
+        "memory",
+        "Memory peak against capacity and the memory equation",
+        spec,
+        "Black tick: the device's capacity. 'equation': the predicted model states "
+        "(16Ψ, sharded) and activations, where job.json gives them.",
+    )
+
+
+def chart_memory_timeline(rep: dict) -> Chart | None:
+    """The allocator's total over time per rank (`memory_timeline`: the trace's series the
+    CLI adds beside the report when the trace has memory events)."""
+    rows = [
+        {"rank": f"rank {m['rank']}", "t_ms": m["t_ms"], "GB": m["allocated_bytes"] / 1e9}
+        for m in rep.get("memory_timeline") or []
+        if _num(m.get("allocated_bytes")) is not None and _num(m.get("t_ms")) is not None
+    ]
+    if len(rows) < 2:
+        return None
+    return Chart(
+        "memory_timeline",
+        "Memory allocated over the trace",
+        _spec(
+            rows,
+            mark={"type": "line", "interpolate": "step-after", "tooltip": True},
+            params=_zoom("x"),
+            encoding={
+                "x": _q("t_ms", "ms from the trace's start"),
+                "y": _q("GB", "allocated (GB)"),
+                "color": _n("rank", ""),
+            },
+        ),
+        "The allocator's total allocated, highest per span of the trace.",
+    )
+
+
+def charts_step_model(rep: dict) -> list[Chart]:
+    model = rep.get("step_model")
+    if not isinstance(model, dict):
+        return []
+    cp = model.get("critical_path") or {}
+    out = []
+    kinds = [{"kind": k, "ms": v} for k, v in (cp.get("by_kind") or {}).items() if _num(v)]
+    if kinds:
+        out.append(
+            Chart(
+                "critical_path",
+                "Critical path by kind",
+                _spec(
+                    kinds,
+                    mark={"type": "bar", "tooltip": True},
+                    encoding={
+                        "y": _n("kind", None, sort="-x"),
+                        "x": _q("ms", "ms on the critical path"),
+                        "color": _n("kind", "", scale=_color([k["kind"] for k in kinds])),
+                    },
+                ),
+                f"measured step {units.fmt(model.get('measured_step_ms'), 'ms')}, "
+                f"replayed {units.fmt(model.get('replayed_step_ms'), 'ms')}, "
+                f"replay error {units.fmt(model.get('replay_error'), 'fraction')}.",
+            )
+        )
+    segs = [
+        {
+            "rank": f"rank {s.get('rank')}",
+            "kind": s.get("kind"),
+            "name": s.get("name"),
+            "start": s.get("start_ms"),
+            "end": s["start_ms"] + s["ms"],
+        }
+        for s in cp.get("segments") or []
+        if _num(s.get("start_ms")) is not None and _num(s.get("ms")) is not None
+    ]
+    if segs:
+        out.append(
+            Chart(
+                "critical_path_timeline",
+                "The critical path, segment by segment",
+                _spec(
+                    segs,
+                    mark={"type": "bar", "tooltip": True},
+                    params=_zoom("x"),
+                    encoding={
+                        "y": _n("rank", None, sort=None),
+                        "x": _q("start", "ms"),
+                        "x2": {"field": "end"},
+                        "color": _n("kind", ""),
+                    },
+                ),
+                "Each bar a segment of the path that decides the step's length.",
+            )
+        )
+    return out
+
+
+def charts(rep: dict) -> list[Chart]:
+    """Every chart the report has data for, in the order of the page."""
+    made = [
+        chart_breakdown(rep),
+        chart_step_times(rep),
+        chart_busbw(rep),
+        chart_exposed(rep),
+        chart_bubble(rep),
+        chart_mfu(rep),
+        chart_ops(rep),
+        chart_memory(rep),
+        chart_memory_timeline(rep),
+    ]
+    return [c for c in made if c] + charts_step_model(rep)
+
+
+# ---------------------------------------------------------------- the page
+
+
+def _table(headers: Iterable[str], rows: Iterable[Iterable[Any]], cls: str = "") -> str:
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table class='{cls}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _badge(verdict: str) -> str:
+    v = verdict if verdict in ("ok", "info", "warning", "critical") else "other"
+    return f"<span class='badge {v}'>{esc(verdict)}</span>"
+
+
+def _levels_html(report: Report) -> str:
+    rows = level_rows(report)
+    cards = []
+    for name in LEVELS:
+        lv = report.level(name)
+        if lv is None:
+            continue
+        mine, on = [], False
+        for level, fig, m, p, _v in rows:
+            if level:
+                on = level == name
+            if on:
+                mine.append((fig.strip(), m, p))
+        notes = "".join(f"<li>{esc(n)}</li>" for n in lv.notes)
+        cards.append(
+            f"<section class='level' id='level-{name}'><h3>{esc(name)} {_badge(lv.verdict)}</h3>"
+            + _table(("figure", "measured", "predicted"), mine, "figs")
+            + (f"<ul class='notes'>{notes}</ul>" if notes else "")
+            + "</section>"
+        )
+    return "<div class='levels'>" + "".join(cards) + "</div>"
+
+
+def _figures(v: Any) -> str:
+    """A finding's measured or predicted: a mapping of figures in words and units."""
+    if isinstance(v, dict):
+        return "; ".join(
+            f"{F.label(k)} {units.fmt(x, F.unit(k)) if F.get(k) else _value(x)}"
+            for k, x in v.items()
+            if not isinstance(x, dict | list)
+        )
+    return _value(v)
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, float):
+        return units.sig(v)
+    if isinstance(v, list):
+        return ", ".join(_value(x) for x in v)
+    return "" if v is None else str(v)
+
+
+def _word(key: str) -> str:
+    """A column or row name: the figure's label where the key is a figure."""
+    return F.label(key) if F.get(key) else key.replace("_", " ")
+
+
+def _cell(key: str, value: Any) -> str:
+    """A value in its figure's unit where the key is a figure (bare: the header names it)."""
+    fig = F.get(key)
+    if fig and fig.unit not in ("map", "text") and isinstance(value, int | float):
+        return units.fmt(value, fig.unit)
+    return _value(value)
+
+
+def _details_html(details: dict[str, Any]) -> str:
+    """A finding's evidence as tables: a list of rows as a table, a mapping as
+    key–value rows; never raw JSON."""
+    parts, scalars = [], []
+    for key, val in details.items():
+        if isinstance(val, list) and val and all(isinstance(x, dict) for x in val):
+            cols = list(
+                dict.fromkeys(k for x in val for k in x if not isinstance(x[k], dict | list))
+            )
+            parts.append(
+                f"<div class='ev'><b>{esc(_word(key))}</b>"
+                + _table(
+                    [_word(c) for c in cols], ([_cell(c, x.get(c)) for c in cols] for x in val[:12])
+                )
+                + "</div>"
+            )
+        elif isinstance(val, dict):
+            flat = [
+                (_word(k), _cell(k, v)) for k, v in val.items() if not isinstance(v, dict | list)
+            ]
+            flat += [
+                (f"{_word(k)}: {_word(k2)}", _cell(k2, v2))
+                for k, v in val.items()
+                if isinstance(v, dict)
+                for k2, v2 in v.items()
+                if not isinstance(v2, dict | list)
+            ]
+            parts.append(
+                f"<div class='ev'><b>{esc(_word(key))}</b>" + _table(("", ""), flat) + "</div>"
+            )
+        else:
+            scalars.append((_word(key), _cell(key, val)))
+    if scalars:
+        parts.insert(0, "<div class='ev'>" + _table(("", ""), scalars) + "</div>")
+    return "".join(parts)
+
+
+def _findings_html(report: Report, links: list[Link | None] | None, how: str) -> str:
+    if not report.findings:
+        return "<p>None — healthy at every level.</p>"
+    out = []
+    for i, f in enumerate(report.findings):
+        link = links[i] if links and i < len(links) else None
+        impact = f" · {units.fmt(f.impact_ms, 'ms')} per step" if f.impact_ms else ""
+        meas = f"measured {esc(_figures(f.measured))}" if f.measured is not None else ""
+        pred = f" · predicted {esc(_figures(f.predicted))}" if f.predicted is not None else ""
+        go = (
+            f"<p class='perfetto'><a href='{esc(link.url)}' target='_blank' "
+            f"rel='noopener noreferrer'>open in Perfetto</a> at {esc(link.what)}</p>"
+            if link
+            else f"<p class='perfetto'>{esc(how)}</p>"
+        )
+        out.append(
+            f"<article class='finding {esc(f.severity)}' id='finding-{esc(f.code)}-{i}'>"
+            f"<h3>{_badge(f.severity)} <code>{esc(f.code)}</code> {esc(f.kind)}{esc(impact)}</h3>"
+            f"<p class='title'>{esc(f.title)}</p>"
+            f"<p class='meta'>level {esc(f.level)} · ranks {esc(units.ranks(f.ranks))}"
+            f"{' · ' if meas else ''}{meas}{pred}</p>"
+            f"<p class='remedy'><b>Remedy:</b> {esc(f.remedy)}</p>"
+            f"{go}<details open><summary>evidence</summary>{_details_html(f.details)}</details>"
+            "</article>"
+        )
+    return "".join(out)
+
+
+def _uncounted_html(rep: dict) -> str:
+    frac = (rep.get("summary") or {}).get("uncounted_compute_fraction")
+    tops = rep.get("top_uncounted_ops") or (rep.get("summary") or {}).get("top_uncounted_ops")
+    if frac is None and not tops:
+        return ""
+    out = "<section id='uncounted'><h2>Compute tracekit cannot count</h2>"
+    if frac is not None:
+        label = F.label("uncounted_compute_fraction", "uncounted compute")
+        out += f"<p>{esc(label)}: <b>{esc(units.fmt(frac, 'fraction'))}</b></p>"
+    if isinstance(tops, list) and tops and all(isinstance(t, dict) for t in tops):
+        cols = list(dict.fromkeys(k for t in tops for k in t))
+        out += _table(cols, ([_value(t.get(c)) for c in cols] for t in tops[:15]))
+    return out + "</section>"
+
+
+def _chart_divs(items: list[Chart]) -> str:
+    return "".join(
+        f"<figure class='chart' data-chart='{esc(c.key)}'><figcaption>{esc(c.title)}"
+        f"</figcaption><div class='vega' id='chart-{esc(c.key)}'></div>"
+        f"<p class='caption'>{esc(c.note)}</p></figure>"
+        for c in items
+    )
+
+
+def _script(items: list[Chart]) -> str:
+    specs = _json_for_script({f"chart-{c.key}": c.spec for c in items})
+    return (
+        "<script type='module'>\n" + vega_bundle() + "\n;\n"
+        f"const specs = {specs};\n"
+        "const opts = {actions: false, renderer: 'svg'};\n"
+        "Promise.all(Object.entries(specs).map(([id, spec]) =>\n"
+        "  vegaEmbed('#' + id, spec, opts).catch(e => {\n"
+        "    document.getElementById(id).textContent = 'chart failed: ' + e; throw e; })))\n"
+        "  .then(() => document.body.dataset.charts = 'drawn');\n"
+        "</script>"
+    )
+
+
+STYLE = "".join(
+    (
+        "body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;"
+        "color:#222;background:#fafafa}",
+        "main{max-width:1200px;margin:0 auto;padding:16px 24px}",
+        "h1{font-size:20px;margin:8px 0}",
+        "h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd}",
+        "h3{font-size:15px;margin:4px 0 6px}",
+        ".sub{color:#555;margin:2px 0}",
+        ".warn{color:#a15c00}",
+        ".levels{display:grid;grid-template-columns:repeat(auto-fit,minmax(270px,1fr));gap:12px}",
+        ".level,.finding,.chart{background:#fff;border:1px solid #e2e2e2;border-radius:6px;"
+        "padding:10px 12px;margin:0}",
+        "table{border-collapse:collapse;font-size:13px;width:100%}",
+        "th,td{text-align:left;padding:2px 6px;border-bottom:1px solid #f0f0f0;vertical-align:top}",
+        "td:not(:first-child){font-variant-numeric:tabular-nums}",
+        ".badge{display:inline-block;padding:0 7px;border-radius:9px;font-size:12px;"
+        "color:#fff;background:#888}",
+        ".badge.ok{background:#2e7d32}",
+        ".badge.info{background:#1565c0}",
+        ".badge.warning{background:#ef6c00}",
+        ".badge.critical{background:#c62828}",
+        ".charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:12px}",
+        ".chart figcaption{font-weight:600;margin-bottom:4px}",
+        ".vega{width:100%}",
+        ".caption{color:#666;font-size:12px;margin:4px 0 0}",
+        ".finding{margin:10px 0}",
+        ".finding.critical{border-left:4px solid #c62828}",
+        ".finding.warning{border-left:4px solid #ef6c00}",
+        ".finding.info{border-left:4px solid #1565c0}",
+        ".title{font-weight:600}",
+        ".meta{color:#555;margin:2px 0}",
+        ".ev{margin:6px 0;overflow-x:auto}",
+        ".notes{color:#555;font-size:12px;padding-left:18px}",
+        "code{font-size:13px}",
+    )
+)
+
+
+def page(title: str, body: str, items: list[Chart]) -> str:
+    """The whole document: CSP, styles and scripts inlined."""
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"
+        "<meta name='viewport' content='width=device-width,initial-scale=1'>"
+        f"<title>{esc(title)}</title><style>{STYLE}</style></head><body><main>"
+        + body
+        + "</main>"
+        + (_script(items) if items else "")
+        + "</body></html>\n"
+    )
+
+
+def to_html(
+    report: Report,
+    links: list[Link | None] | None = None,
+    how: str = "",
+    data: dict[str, Any] | None = None,
+) -> str:
+    """The report as a self-contained page; `links`: each finding's place in the Perfetto
+    export (`tracekit.report.export`), `how`: the line that says how to get one; `data`:
+    the report's JSON values the charts draw (default: the report's own; a reader with
+    blocks this version's schema does not type yet, `step_model`, passes them here)."""
+    rep = to_dict(report) if data is None else data
+    head = header(report)
+    body = f"<h1>tracekit · {esc(head[0])}</h1>" + "".join(
+        f"<p class='sub'>{esc(h)}</p>" for h in head[1:]
+    )
+    body += "".join(f"<p class='warn'>{esc(w)}</p>" for w in health_lines(report))
+    items: list[Chart] = []
+    if report.full:
+        body += "<h2>The four levels</h2>" + _levels_html(report)
+        items = charts(rep)
+        body += "<h2>Charts</h2><div class='charts'>" + _chart_divs(items) + "</div>"
+        body += _uncounted_html(rep)
+        body += f"<h2>Findings</h2>{_findings_html(report, links, how)}"
+        if report.collectives:
+            from tracekit.report.render import COLLECTIVE_COLUMNS
+
+            body += "<h2>Collectives</h2>" + _table(
+                [t for _, t, _ in COLLECTIVE_COLUMNS],
+                (
+                    [fmt(getattr(c, k)) for k, _, fmt in COLLECTIVE_COLUMNS]
+                    for c in report.collectives[:20]
+                ),
+            )
+        if report.top_kernels:
+            body += "<h2>Top kernels</h2>" + _table(
+                ("kernel", "per step", "ms per step"),
+                (
+                    [
+                        k.name,
+                        units.fmt(k.count_per_step, "count"),
+                        units.fmt(k.time_ms_per_step, "ms"),
+                    ]
+                    for k in report.top_kernels[:15]
+                ),
+            )
+    else:
+        items = [c for c in [chart_breakdown(rep)] if c]
+        body += "<h2>Charts</h2><div class='charts'>" + _chart_divs(items) + "</div>"
+    return page(f"tracekit · {report.run.path}", body, items)
