@@ -428,8 +428,10 @@ def no_flops_cause(groups: list[dict], unc: U.UncountedFacts, shapes: bool) -> s
             + "; ".join(f"{n}: {_advice(w, shapes)}" for n, w in nulls[:3])
         )
     if not parts and not shapes and not groups:
-        parts.append("no GEMM, convolution or attention op in the window, and shapes were not "
-                     "recorded (profile with record_shapes=True)")
+        parts.append(
+            "no GEMM, convolution or attention op in the window, and shapes were not "
+            "recorded (profile with record_shapes=True)"
+        )
     return "; ".join(parts) or "no GEMM, convolution or attention op in the window"
 
 
