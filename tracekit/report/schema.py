@@ -64,9 +64,7 @@ class RankRow(RankBreakdown, kw_only=True):
     peak_memory_fraction: F.PEAK_MEMORY_FRACTION.type(float | None) | UnsetType = UNSET
     peak_reserved_bytes: F.PEAK_RESERVED_BYTES.type(int | None) | UnsetType = UNSET
     exposed_slow_fraction: F.EXPOSED_SLOW_FRACTION.type(float | None) | UnsetType = UNSET
-    uncounted_compute_fraction: (
-        F.UNCOUNTED_COMPUTE_FRACTION.type(float | None) | UnsetType
-    ) = UNSET
+    uncounted_compute_fraction: F.UNCOUNTED_COMPUTE_FRACTION.type(float | None) | UnsetType = UNSET
 
 
 class Summary(Struct, kw_only=True):
