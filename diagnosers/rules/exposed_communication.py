@@ -11,11 +11,13 @@ from diagnosers.rules.base import Rule
 class ExposedCommunication(Rule):
     """What it detects
     Exposed communication (exposed_comm_fraction: the union of communication, and on CPU
-    runs host waits for it, that no compute hides) that no other finding accounts for —
-    less the wait a straggler imposes (scaling.straggler), the excess of slow collectives
-    (communication.slow_collective) and a pipeline's send/recv (scaling.pipeline_bubble)
-    — at 10% of the step or more (critical at 25%). Waiting for peers that no single rank
-    causes stays here.
+    runs host waits for it, that no compute hides) that overlap with compute would win —
+    less the wait a straggler imposes (scaling.straggler) and a pipeline's send/recv
+    (scaling.pipeline_bubble) — at 10% of the step or more (critical at 25%). Causes are
+    not exclusive: a slow collective that runs with nothing beside it is raised here too
+    (overlapping it hides all of it, its slow excess included) while
+    communication.slow_collective keeps its own impact, the excess alone. Waiting for
+    peers that no single rank causes stays here.
 
     Why it matters
     Exposed communication adds straight to the step time and grows with scale.
@@ -38,26 +40,46 @@ class ExposedCommunication(Rule):
     critical = 0.25
     mostly_wait = 0.5  # of the unexplained time: the remedy is about ranks arriving late
     raised_when = (
-        "exposed communication no straggler, slow collective or pipeline explains ≥ "
-        "{warn:.0%} of the step (critical ≥ {critical:.0%}); impact: that time"
+        "exposed communication no straggler or pipeline explains (slow collectives "
+        "included) ≥ {warn:.0%} of the step (critical ≥ {critical:.0%}); impact: that time, "
+        "what overlap would win"
     )
 
     def check(self, ctx):
         comm = ctx.communication
         per_rank = comm.ranks
         resid = comm.unexplained_exposed_fraction
-        if resid is None or resid < self.warn:
+        if resid is None:
             return
-        flagged = [r for r in per_rank if (r.residual_fraction or 0) >= self.warn]
+
+        def hideable(r) -> float:  # overlap hides the slow excess too
+            return r.residual_ms + getattr(r, "slow_ms", 0.0)
+
+        share = mean(hideable(r) / r.step_ms for r in per_rank if getattr(r, "step_ms", None))
+        share = resid if share is None else max(share, resid)
+        if share < self.warn:
+            return
+        flagged = [
+            r
+            for r in per_rank
+            if (r.residual_fraction or 0) >= self.warn
+            or (getattr(r, "step_ms", 0) and hideable(r) / r.step_ms >= self.warn)
+        ]
         tops = [r.top_collective for r in flagged if r.top_collective]
         top = max(tops, key=tops.count) if tops else None
-        ms = mean(r.residual_ms for r in per_rank) or 0.0
+        slow_ms = mean(getattr(r, "slow_ms", 0.0) for r in per_rank) or 0.0
+        ms = (mean(r.residual_ms for r in per_rank) or 0.0) + slow_ms
         wait_ms = mean(r.unexplained_wait_ms for r in per_rank) or 0.0
         exposed = mean(r.exposed_comm_fraction for r in ctx.ranks)
         blind = min(mean(r.unmatched_ms for r in per_rank) or 0.0, max(ms - wait_ms, 0.0))
         parts = []
-        if ms - wait_ms - blind >= 0.05 * ms:
-            parts.append(f"{ms - wait_ms - blind:.1f} ms transfer compute could hide")
+        if ms - wait_ms - blind - slow_ms >= 0.05 * ms:
+            parts.append(f"{ms - wait_ms - blind - slow_ms:.1f} ms transfer compute could hide")
+        if slow_ms >= 0.05 * ms:
+            parts.append(
+                f"{slow_ms:.1f} ms the excess of slow collectives (raised as slow collective "
+                "too), which overlap would hide as well"
+            )
         if blind >= 0.05 * ms:
             parts.append(
                 f"{blind:.1f} ms in collectives not matched across ranks (point-to-point, or "
@@ -66,17 +88,18 @@ class ExposedCommunication(Rule):
         if wait_ms >= 0.05 * ms:
             parts.append(f"{wait_ms:.1f} ms waiting for peers that no single rank delays")
         yield self.finding(
-            severity(resid, self.warn, self.critical),
+            severity(share, self.warn, self.critical),
             f"communication is exposed {pct(exposed)} of the step"
             + (f", mostly {top}" if top else "")
-            + f"; {pct(resid)} ({ms:.1f} ms) is not explained by a straggler, a slow "
-            f"collective or a pipeline: {', '.join(parts)}",
+            + f"; {pct(share)} ({ms:.1f} ms) is not explained by a straggler or a pipeline "
+            f"and overlap with compute would win it: {', '.join(parts)}",
             ranks=[r.rank for r in flagged],
             measured={
                 "exposed_comm_fraction": exposed,
                 "exposed_transfer_fraction": mean(r.exposed_transfer_fraction for r in ctx.ranks),
                 "comm_wait_fraction": mean(r.comm_wait_fraction for r in ctx.ranks),
                 "unexplained_exposed_fraction": resid,
+                "overlap_win_ms": ms,
             },
             predicted={"exposed_comm_fraction": 0.0},
             impact_ms=ms,
