@@ -58,7 +58,7 @@ def test_uncounted_compute_fraction_is_the_generators(runs, name):
 
 
 def test_a_run_all_in_graph_replay_says_why_mfu_is_unknown(runs):
-    truth, report = runs["graph_all"]
+    _, report = runs["graph_all"]
     s = report["summary"]
     assert s["mfu"] is None
     why = s["null_reasons"]["mfu"]
@@ -93,7 +93,7 @@ def test_low_mfu_stands_where_the_work_is_counted(tmp_path):
 
 
 def test_ops_without_a_formula_are_named_and_ranked_by_time(runs):
-    truth, report = runs["formula_less"]
+    _, report = runs["formula_less"]
     names = [(o["name"], o["why"]) for o in report["top_uncounted_ops"]]
     assert names[0] == ("mylib::fused_router", "op_without_formula")
     ops = {o["name"]: o for o in report["top_ops"]}
