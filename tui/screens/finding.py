@@ -26,7 +26,7 @@ def finding_text(f: dict) -> str:
         f["title"],
         "",
         "where",
-        f"  ranks        {fmt.fmt(ev['ranks'])}",
+        f"  ranks        {fmt.fmt(ev['ranks'], 'ranks')}",
     ]
     if ev["steps"]:
         lines.append(f"  steps        {fmt.fmt(ev['steps'])}")

@@ -133,7 +133,7 @@ class OverviewScreen(TkScreen):
                     else f"{f['impact_ms']:,.1f}",
                     justify="right",
                 ),
-                fmt.fmt(f.get("ranks")),
+                fmt.fmt(f.get("ranks"), "ranks"),
                 f["title"],
             )
         if not self.findings:
