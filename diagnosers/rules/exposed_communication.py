@@ -51,23 +51,18 @@ class ExposedCommunication(Rule):
         resid = comm.unexplained_exposed_fraction
         if resid is None:
             return
-
-        def hideable(r) -> float:  # overlap hides the slow excess too
-            return r.residual_ms + getattr(r, "slow_ms", 0.0)
-
-        share = mean(hideable(r) / r.step_ms for r in per_rank if getattr(r, "step_ms", None))
-        share = resid if share is None else max(share, resid)
+        # overlap hides the slow excess too, where the collective runs with nothing beside it
+        slow_ms = self.bare_slow_ms(ctx)
+        steps = [r.step_ms for r in per_rank if getattr(r, "step_ms", None)]
+        step_ms = mean(steps) if steps else None
+        share = resid + (slow_ms / step_ms if step_ms else 0.0)
         if share < self.warn:
             return
-        flagged = [
-            r
-            for r in per_rank
-            if (r.residual_fraction or 0) >= self.warn
-            or (getattr(r, "step_ms", 0) and hideable(r) / r.step_ms >= self.warn)
-        ]
+        flagged = [r for r in per_rank if (r.residual_fraction or 0) >= self.warn] or (
+            list(per_rank) if slow_ms else []
+        )
         tops = [r.top_collective for r in flagged if r.top_collective]
         top = max(tops, key=tops.count) if tops else None
-        slow_ms = mean(getattr(r, "slow_ms", 0.0) for r in per_rank) or 0.0
         ms = (mean(r.residual_ms for r in per_rank) or 0.0) + slow_ms
         wait_ms = mean(r.unexplained_wait_ms for r in per_rank) or 0.0
         exposed = mean(r.exposed_comm_fraction for r in ctx.ranks)
@@ -109,6 +104,38 @@ class ExposedCommunication(Rule):
                 "collectives": most_exposed(ctx.collectives.table),
             },
         )
+
+    @staticmethod
+    def bare_slow_ms(ctx) -> float:
+        """The exposed excess of slow collectives (communication.slow_collective's impact)
+        that overlap would win as well, per step, mean over ranks: the excess weighted by
+        how much of the collective would stay exposed at its predicted speed (its exposed
+        transfer beyond the excess ÷ its predicted time, at most 1). A collective with no
+        compute beside it stays exposed at any speed: overlap hides its excess too, and
+        the time is charged to both findings. One slow only because it is slow (its
+        queue spills past the compute it was issued beside) is the bandwidth's alone."""
+        comm = ctx.communication
+        total = 0.0
+        for name in dict.fromkeys(r["name"] for r in getattr(comm, "slow", [])):
+            rows = [r for r in comm.slow if r["name"] == name]
+            predicted = sum((x["predicted_ms"] or 0) * x["count_per_step"] for x in rows)
+            if not predicted:
+                continue
+            wins = []
+            for pr in comm.ranks:
+                own = excess = 0.0
+                for x in rows:
+                    e = max(
+                        ctx.key_ms(x, pr.rank, "exposed_ns")
+                        - ctx.key_ms(x, pr.rank, "wait_exposed_ns"),
+                        0.0,
+                    )
+                    extra = max(0.0, x["transfer_ms"] - (x["predicted_ms"] or 0))
+                    own += e
+                    excess += min(extra * x["count_per_step"], e)
+                wins.append(excess * min(1.0, max(own - excess, 0.0) / predicted))
+            total += mean(wins) or 0.0
+        return total
 
     @staticmethod
     def remedy(ctx, top: str | None, mostly_wait: bool) -> str:
