@@ -145,4 +145,6 @@ def describe(u: UncountedFacts) -> str:
             parts.append(f"{CAUSE_TEXT[cause]} {s:.0%}")
     names = [o["name"] for o in u.top_ops[:3]]
     tail = f" — most in {', '.join(names)}" if names else ""
+    if not parts and u.fraction and not u.compute_ms_per_step:  # CPU run: no kernels
+        return "CPU run: the ops outside the counted ones and the host time around them"
     return "; ".join(parts) + tail
