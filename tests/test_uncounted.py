@@ -131,3 +131,28 @@ def test_slow_and_unoverlapped_allreduce_raises_both_findings(tmp_path):
     assert exposed["impact_ms"] > slow["impact_ms"]
     assert "no compute beside them" in exposed["remedy"] and "bucket_cap_mb" in exposed["remedy"]
     assert "slow collective" in exposed["title"]
+
+
+def test_text_and_markdown_name_the_uncounted_ops_and_ranks_as_ranges(tmp_path):
+    from tracekit.report.render import to_markdown, to_text
+
+    sc = Scenario(name="g", graph_replay="forward", gemm_eff=0.06, **SMALL)
+    generate(sc, tmp_path / "g")
+    report = tracekit.analyze(tmp_path / "g", cache=False).report
+    text, md = to_text(report), to_markdown(report)
+    for out in (text, md):
+        assert "compute not counted" in out and "cudaGraphLaunch" in out
+    assert "graph replay" in text
+    low = next(f for f in report.findings if f.code == "TK-C201")  # a third uncounted
+    assert low.severity != "info" and low.ranks == [0, 1]
+    assert "ranks 0–1" in md and "ranks 0–1" in text
+
+
+def test_rank_lists_are_ranges():
+    from tracekit.model.ranks import ranges
+    from tracekit.report import units
+
+    assert units.ranks(range(63)) == "0–62"
+    assert units.ranks([0, 1, 2, 5, 7, 8]) == "0–2, 5, 7–8"
+    assert units.ranks([]) == "none"
+    assert ranges([3, 1, 2], dash="-", sep=",") == "1-3"
