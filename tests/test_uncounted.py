@@ -156,3 +156,21 @@ def test_rank_lists_are_ranges():
     assert units.ranks([0, 1, 2, 5, 7, 8]) == "0–2, 5, 7–8"
     assert units.ranks([]) == "none"
     assert ranges([3, 1, 2], dash="-", sep=",") == "1-3"
+
+
+def test_record_shapes_is_advised_only_where_the_trace_has_none(tmp_path):
+    import gzip
+    import json
+
+    generate(Scenario(name="noshapes", **SMALL), tmp_path / "r")
+    for f in (tmp_path / "r").glob("rank-*.json.gz"):
+        doc = json.loads(gzip.decompress(f.read_bytes()))
+        doc.pop("record_shapes", None)
+        for e in doc["traceEvents"]:
+            for k in ("Input Dims", "Input type"):
+                (e.get("args") or {}).pop(k, None)
+        f.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    with tracekit.open(tmp_path / "r") as run:
+        report = full_report(run)
+    why = report["summary"]["null_reasons"]["mfu"]
+    assert "record_shapes=True" in why and "aten::mm" in why and "graph replay" not in why

@@ -391,8 +391,12 @@ def facts(ctx: Context) -> ComputeFacts:
 
 
 def _shapes_recorded(ctx: Context) -> bool:
-    """Whether the trace was recorded with record_shapes=True (on any rank)."""
-    rows = ctx.run.sql("SELECT bool_or(record_shapes) FROM rank_info").fetchall()
+    """Whether the trace was recorded with shapes (record_shapes=True in its header, or
+    ops carrying Input Dims: older traces lack the header flag), on any rank."""
+    rows = ctx.run.sql(
+        "SELECT coalesce(bool_or(record_shapes), false) OR EXISTS "
+        "(SELECT 1 FROM events WHERE input_dims IS NOT NULL) FROM rank_info"
+    ).fetchall()
     return bool(rows and rows[0][0])
 
 
