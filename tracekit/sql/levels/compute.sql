@@ -55,7 +55,7 @@ FROM ({host_bound}) h JOIN w USING (rank)
 -- op of the FLOPs table whose launch they came from (as `op_flops` attributes kernels:
 -- the innermost table op on the launching thread that encloses the launch), else the
 -- CUDA/HIP graph launch that replayed them, else the innermost CPU op around the launch
--- (or, failing that, the CPU op with the kernel's External id). Time is the kernels'
+-- on its thread (or, failing that, the CPU op with the kernel's External id). Time is the kernels'
 -- device time clipped to the window, a plain sum (as `top_kernels`).
 -- Placeholder {windows}: the windows (rank, wid, start_ns, end_ns, n).
 -- @column rank: global rank
@@ -99,6 +99,32 @@ kc AS (
     FROM kf ASOF LEFT JOIN c
       ON c.rank = kf.rank AND c.tid = kf.tid AND kf.launch_ns >= c.ts_ns
 ),
+-- where the last op started before the launch has ended (a child such as aten::empty
+-- ran first), the innermost op around the launch is one that started earlier: a range
+-- join on one time axis per (rank, tid), 2^44 ns (4.9 h) apart, finds the ops around each
+-- such launch, and the latest-starting one is the innermost
+dead AS (SELECT DISTINCT rank, tid, launch_ns FROM kc WHERE launch_ns > c_end),
+g AS (
+    SELECT rank, tid, row_number() OVER (ORDER BY rank, tid) AS gid, min(t) AS base
+    FROM (SELECT rank, tid, launch_ns AS t FROM dead
+          UNION ALL SELECT c.rank, c.tid, c.ts_ns FROM c SEMI JOIN dead USING (rank, tid))
+    GROUP BY rank, tid
+),
+ck AS (
+    SELECT c.name, c.ts_ns, g.gid * 17592186044416 + (c.ts_ns - g.base) AS s_key,
+           g.gid * 17592186044416 + (c.end_ns - g.base) AS e_key
+    FROM c JOIN g USING (rank, tid)
+),
+dk AS (
+    SELECT d.rank, d.tid, d.launch_ns, g.gid * 17592186044416 + (d.launch_ns - g.base) AS l_key
+    FROM dead d JOIN g USING (rank, tid)
+),
+enc AS (
+    SELECT dk.rank, dk.tid, dk.launch_ns, arg_max(ck.name, ck.s_key) AS e_op,
+           max(ck.ts_ns) AS e_ts
+    FROM dk JOIN ck ON ck.s_key <= dk.l_key AND ck.e_key >= dk.l_key
+    GROUP BY dk.rank, dk.tid, dk.launch_ns
+),
 x AS (
     SELECT rank, external_id, min(name::VARCHAR) AS name FROM events
     WHERE kind = 'cpu_op' AND external_id IS NOT NULL
@@ -111,11 +137,14 @@ a AS (
            CASE WHEN kc.launch_ns <= kc.t_end THEN kc.flops_note END AS note,
            CASE WHEN kc.launch_ns <= kc.t_end THEN 't' || kc.t_ts END AS t_key,
            coalesce(regexp_matches(kc.launch, 'GraphLaunch'), false) AS graph,
-           CASE WHEN kc.launch_ns <= kc.c_end THEN kc.c_op ELSE x.name END AS c_op,
+           CASE WHEN kc.launch_ns <= kc.c_end THEN kc.c_op ELSE coalesce(enc.e_op, x.name)
+           END AS c_op,
            CASE WHEN kc.launch_ns <= kc.c_end THEN 'c' || kc.c_ts
+                WHEN enc.e_op IS NOT NULL THEN 'c' || enc.e_ts
                 WHEN x.name IS NOT NULL THEN 'x' || kc.external_id END AS c_key,
            kc.launch
     FROM kc LEFT JOIN x ON x.rank = kc.rank AND x.external_id = kc.external_id
+    LEFT JOIN enc ON enc.rank = kc.rank AND enc.tid = kc.tid AND enc.launch_ns = kc.launch_ns
 )
 SELECT rank,
        CASE WHEN t_op IS NOT NULL AND flops IS NOT NULL THEN 'counted'
