@@ -174,3 +174,28 @@ def test_record_shapes_is_advised_only_where_the_trace_has_none(tmp_path):
         report = full_report(run)
     why = report["summary"]["null_reasons"]["mfu"]
     assert "record_shapes=True" in why and "aten::mm" in why and "graph replay" not in why
+
+
+def test_a_kernel_is_named_by_the_op_around_its_launch_not_a_child_that_ended(tmp_path):
+    """A library op runs a small child op first (aten::empty), then launches: the kernel
+    belongs to the library op (older traces give no External id to tell)."""
+    from tests.tracegen import TraceBuilder
+
+    b = TraceBuilder(rank=0, world_size=1)
+    b.step(1, 0.0, 1000.0)
+    for i in range(3):
+        t = 10.0 + i * 300
+        b.cpu_op("fbgemm::split_embedding_lookup", t, 200.0)
+        b.cpu_op("aten::empty", t + 5, 5.0)
+        b.kernel("split_embedding_codegen_forward_kernel", t + 60, 150.0, launch_ts=t + 50)
+    b.write(tmp_path / "r" / "rank-0.json.gz")
+    with tracekit.open(tmp_path / "r") as run:
+        report = full_report(run)
+    (op,) = report["top_uncounted_ops"]
+    assert (op["name"], op["why"], op["count"]) == (
+        "fbgemm::split_embedding_lookup",
+        "op_without_formula",
+        3,
+    )
+    assert op["device_ms"] == pytest.approx(3 * 0.150)
+    assert report["summary"]["uncounted_compute_fraction"] == pytest.approx(1.0)
