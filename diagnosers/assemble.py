@@ -92,6 +92,11 @@ def analyze(run: Run, options: AnalysisOptions | None = None, debug: bool = Fals
         else []
     )
     report.top_kernels = top_kernels(ctx)
+    unc = ctx.compute.uncounted if "compute" not in failed else None
+    report.top_uncounted_ops = [S.UncountedOpRow(**o) for o in (unc.top_ops if unc else [])]
+    report.top_uncounted_kernels = [
+        S.UncountedKernelRow(**k) for k in (unc.top_kernels if unc else [])
+    ]
     report.findings = [_row(f) for f in findings]
     report.summary = _summary(ctx, report, by)
     report.samples = per_step(
@@ -168,6 +173,7 @@ def _rank_figures(ctx: Context, report: S.Report, failed: set[str]) -> None:
         row.peak_memory_fraction = m.fraction if m else None
         row.peak_reserved_bytes = m.peak_reserved_bytes if m else None
         row.exposed_slow_fraction = n.exposed_slow_fraction if n else None
+        row.uncounted_compute_fraction = c.get("uncounted_compute_fraction")
 
 
 def _summary(ctx: Context, report: S.Report, by: dict[str, S.Level]) -> S.Summary:
@@ -210,6 +216,7 @@ def _summary(ctx: Context, report: S.Report, by: dict[str, S.Level]) -> S.Summar
         projected_efficiency_8x=(proj.get("8x") or {}).get("efficiency"),
         device_spec=ctx.spec.name if ctx.spec else None,
         manifest=bool(ctx.manifest),
+        uncounted_compute_fraction=comp.measured.uncounted_compute_fraction,
     )
     summary.null_reasons = null_reasons(ctx, summary, by)
     return summary
@@ -260,6 +267,8 @@ def null_reasons(ctx: Context, summary: S.Summary, by: dict[str, S.Level]) -> di
             return "CPU run: no device" if ctx.cpu else "device not in the spec table"
         if key == "comm_overlap_fraction":
             return "no communication in the analysed windows"
+        if key == "uncounted_compute_fraction":
+            return "no compute time in the analysed windows"
         return NOT_MEASURABLE
 
     for key in nulls:

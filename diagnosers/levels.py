@@ -71,6 +71,7 @@ def compute(ctx: Context) -> S.ComputeLevel:
             uncounted_ops_per_step=c.uncounted_ops_per_step,
             idle_fraction=c.idle_fraction,
             host_bound_fraction=c.host_bound_fraction,
+            uncounted_compute_fraction=c.uncounted_compute_fraction,
         ),
         predicted=S.ComputePredicted(predicted_flops_per_step=c.predicted_flops_per_step),
         metrics=metrics,

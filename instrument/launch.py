@@ -40,6 +40,55 @@ def _device_and_backend(cfg: JobConfig, rank: int):
     return torch.device("cpu"), "gloo"
 
 
+class _OwnMeasures:
+    """What the job measures itself over its profiled steps, for checks against the
+    trace (benchmarks/gpu_check.py): wall time per step (the device synchronized) and
+    `torch.cuda.max_memory_allocated` (peak statistics reset before the first profiled
+    step), per rank."""
+
+    def __init__(self, device) -> None:
+        import torch
+
+        self.torch, self.device = torch, device
+        self.cuda = device.type == "cuda"
+        self.seconds: list[float] = []
+        self._t0: float | None = None
+
+    def _sync(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize(self.device)
+
+    def before(self, profiled: bool) -> None:
+        import time
+
+        self._t0 = None
+        if profiled:
+            self._sync()
+            if not self.seconds and self.cuda:
+                self.torch.cuda.reset_peak_memory_stats(self.device)
+            self._t0 = time.perf_counter()
+
+    def after(self) -> None:
+        import time
+
+        if self._t0 is not None:
+            self._sync()
+            self.seconds.append(time.perf_counter() - self._t0)
+
+    def gather(self, world: int) -> dict:
+        import torch.distributed as dist
+
+        mine = {
+            "step_seconds": self.seconds,
+            "max_memory_allocated_bytes": (
+                self.torch.cuda.max_memory_allocated(self.device) if self.cuda else None
+            ),
+        }
+        every: list = [None] * world
+        dist.all_gather_object(every, mine)
+        return {"ranks": every}
+
+
 def _worker(rank: int, cfg_dict: dict, port: int, command: str) -> None:
     import torch
 
@@ -65,10 +114,14 @@ def _worker(rank: int, cfg_dict: dict, port: int, command: str) -> None:
         cal = calibrate(getattr(torch, cfg.dtype), device) if cfg.calibrate else None
         job = BUILDERS[cfg.job](cfg, device, rank, cfg.world_size)
         wait, warmup = 1, 1
+        own = _OwnMeasures(device)
         with make_profiler(cfg.out, rank, active=cfg.steps, wait=wait, warmup=warmup) as prof:
-            for _ in range(wait + warmup + cfg.steps):
+            for i in range(wait + warmup + cfg.steps):
+                own.before(profiled=i >= wait + warmup)
                 job.step()
+                own.after()
                 prof.step()
+        measured = own.gather(cfg.world_size)
         dist.barrier()
         if rank == 0:
             counts = param_counts(cfg)
@@ -107,7 +160,7 @@ def _worker(rank: int, cfg_dict: dict, port: int, command: str) -> None:
                 calibration=cal if cal is not None else JobManifest().calibration,
                 command=command,
                 created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                notes={"config": asdict(cfg), **job.notes},
+                notes={"config": asdict(cfg), **job.notes, "measured_by_the_job": measured},
             )
             man.write(cfg.out)
         dist.barrier()  # no rank tears gloo down while rank 0 still writes job.json

@@ -51,6 +51,13 @@ class Scenario:
     seed: int = 0
     name: str = "healthy"
     seq: bool = False  # collective metadata carries Seq (torch ≥ 2.2)
+    # graph replay, shaped as real traces are (vLLM/SGLang decode, xDiT on MI300X): the
+    # phase's kernels run under one cudaGraphLaunch / hipGraphLaunch per step, correlated
+    # to it, with no CPU op above them: "forward", "backward" or "all"
+    graph_replay: str | None = None
+    graph_launch: str = "cudaGraphLaunch"
+    # an op tracekit has no FLOP formula for, launched once per forward layer: (op, kernel, µs)
+    formula_less_op: tuple[str, str, float] | None = None
 
 
 @dataclass
@@ -64,6 +71,10 @@ class Truth:
     # that last rank
     imposed_wait_ms: dict[int, float] = field(default_factory=dict)
     exposed_ms: dict[int, float] = field(default_factory=dict)  # per step, per rank
+    # per rank: device time of compute kernels without FLOPs (graph replays, ops without
+    # a formula, elementwise) ÷ all compute kernel time, from the kernels written
+    uncounted_fraction: dict[int, float] = field(default_factory=dict)
+    graph_share: dict[int, float] = field(default_factory=dict)  # graph kernels' share
 
 
 def _merge(iv):
@@ -96,6 +107,22 @@ class Rank:
         self.flops = 0.0
         self.rng = random.Random(sc.seed * 1000 + rank)
         self.slow = sc.straggler_slowdown if sc.straggler == rank else 1.0
+        self.kernel_us = 0.0  # all compute kernels
+        self.uncounted_us = 0.0  # compute kernels whose FLOPs a trace reader cannot count
+        self.graph_us = 0.0
+        self.graph: int | None = None  # correlation of the graph launch replaying now
+
+    def graph_launch(self) -> None:
+        """One graph launch: the kernels that follow replay under it until `graph_end`."""
+        corr = self.b._id()
+        self.b.x(self.sc.graph_launch, "cuda_runtime", self.cpu, 8.0, correlation=corr,
+                 **{"External id": corr})  # fmt: skip
+        self.gpu = max(self.gpu, self.cpu + 12.0)
+        self.cpu += 10.0
+        self.graph = corr
+
+    def graph_end(self) -> None:
+        self.graph = None
 
     def _jit(self, x: float) -> float:
         return x * (1 + self.rng.uniform(-self.sc.jitter, self.sc.jitter))
@@ -103,7 +130,22 @@ class Rank:
     def launch(
         self, name: str, dur_us: float, op: str, dims=None, flops: float = 0.0, tid: int = 1000
     ) -> tuple[float, float]:
-        """A CPU op launching one kernel on the compute stream."""
+        """A CPU op launching one kernel on the compute stream (inside a graph replay:
+        the kernel alone, correlated to the graph launch)."""
+        self.kernel_us += dur_us
+        if self.graph is not None:
+            start = self.gpu
+            self.b.x(name, "kernel", start, dur_us, pid=0, tid=COMPUTE_STREAM, device=0,
+                     stream=COMPUTE_STREAM, correlation=self.graph,
+                     **{"External id": self.graph})  # fmt: skip
+            self.gpu = start + dur_us
+            self.compute.append((start, self.gpu))
+            self.uncounted_us += dur_us
+            self.graph_us += dur_us
+            self.flops += flops
+            return start, self.gpu
+        if not (op == "aten::mm" and dims):
+            self.uncounted_us += dur_us
         op_dur = self.sc.host_op_us
         args = (
             {"Input Dims": dims, "Input type": ["c10::BFloat16", "c10::BFloat16"]} if dims else {}
@@ -166,10 +208,19 @@ def _ddp(sc: Scenario, out: Path) -> Truth:
             _memory(rk, sc, step)
             if rk.rank == sc.straggler and sc.straggler_host_us:
                 rk.cpu += sc.straggler_host_us  # e.g. waiting for its data loader
+            if sc.graph_replay in ("forward", "all"):
+                rk.graph_launch()
             for _ in range(sc.layers):  # forward
                 for m, k, n in _layer_gemms(sc):
                     rk.gemm(m, k, n)
+                if sc.formula_less_op:
+                    op, kernel, us = sc.formula_less_op
+                    rk.launch(kernel, rk._jit(us) * rk.slow, op, dims=[[sc.tokens, sc.hidden]])
                 rk.elementwise()
+            if sc.graph_replay == "forward":
+                rk.graph_end()
+            if sc.graph_replay == "backward":
+                rk.graph_launch()
             ready[rk.rank] = []
             per_bucket = sc.layers // sc.buckets
             for i in range(sc.layers):  # backward: dgrad + wgrad per GEMM
@@ -180,6 +231,7 @@ def _ddp(sc: Scenario, out: Path) -> Truth:
                 if (i + 1) % per_bucket == 0:
                     ready[rk.rank].append((rk.cpu, rk.gpu))  # grads of this bucket ready
                     rk.cpu += 6.0  # the autograd thread issues the bucket's all-reduce
+            rk.graph_end()
         if sc.buckets_after_backward:  # all buckets issued once backward is done
             for rk in ranks:
                 _, last_gpu = ready[rk.rank][-1]
@@ -357,6 +409,9 @@ def _finish(ranks, sc: Scenario, out: Path, windows, transfers) -> Truth:
         c, m = _length(comp), _length(comm)
         overlap = c + m - busy
         truth.exposed_ms[rk.rank] = (m - overlap) / 1e3 / len(windows[rk.rank])
+        if rk.kernel_us:
+            truth.uncounted_fraction[rk.rank] = rk.uncounted_us / rk.kernel_us
+            truth.graph_share[rk.rank] = rk.graph_us / rk.kernel_us
         truth.fractions[rk.rank] = {
             "idle_fraction": (win - busy) / win,
             "compute_fraction": c / win,

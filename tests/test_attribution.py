@@ -101,9 +101,11 @@ def test_compute_straggler_is_explained_by_its_device(tmp_path):
     assert "device" in f["title"] and "host is late" not in f["title"]
 
 
-def test_slow_and_unoverlapped_raise_both_without_double_counting(tmp_path):
+def test_slow_and_unoverlapped_raise_both_each_with_its_own_win(tmp_path):
     """All-reduce at 150 GB/s (36% of H100's 420) issued after backward: the bandwidth
-    fix wins the excess over the prediction, the overlap fix the rest of the exposure."""
+    fix wins the excess over the prediction; the overlap fix wins all of the exposure —
+    overlapped, the slow collective is hidden too. Causes are not exclusive (issue 17):
+    the two impacts overlap by the excess, and each is what its own fix would win."""
     sc = Scenario(
         name="slowexp", world=4, busbw_GBps=150, hidden=4096, buckets_after_backward=True, seed=13
     )
@@ -119,8 +121,8 @@ def test_slow_and_unoverlapped_raise_both_without_double_counting(tmp_path):
     excess_ms = (t_meas - t_pred) * 4 * 1e3
     assert slow["impact_ms"] == pytest.approx(excess_ms, rel=0.05)
     exposed_truth = sum(truth.exposed_ms.values()) / sc.world
-    assert exposed["impact_ms"] == pytest.approx(exposed_truth - excess_ms, rel=0.10)
-    assert slow["impact_ms"] + exposed["impact_ms"] <= exposed_truth * 1.02
+    assert exposed["impact_ms"] == pytest.approx(exposed_truth, rel=0.05)
+    assert "bucket_cap_mb" in exposed["remedy"]
     assert rep["summary"]["exposed_slow_fraction"] == pytest.approx(
         excess_ms / rep["summary"]["step_time_ms"], rel=0.05
     )

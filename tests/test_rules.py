@@ -79,7 +79,10 @@ def _compute_rank(rank, **kw):
     return base | kw
 
 
-def _compute(ranks, mfu=0.4, eff=0.7, cpu=False, pipeline=None, step_ms=100.0):
+def _compute(ranks, mfu=0.4, eff=0.7, cpu=False, pipeline=None, step_ms=100.0, unc=None):
+    from diagnosers.analyses.uncounted import UncountedFacts
+
+    graph = {"graph_replay": unc * 10.0} if unc else {}
     return NS(
         compute=NS(
             ranks=ranks,
@@ -87,6 +90,8 @@ def _compute(ranks, mfu=0.4, eff=0.7, cpu=False, pipeline=None, step_ms=100.0):
             gemm_efficiency=eff,
             top_ops=[],
             peak_flops_by_dtype={"bf16": 989e12},
+            uncounted_compute_fraction=unc,
+            uncounted=UncountedFacts({0: unc}, unc, graph, 10.0),
         ),
         cpu=cpu,
         pipeline=pipeline,
@@ -114,6 +119,17 @@ CASES = [
         ["critical"],
     ),
     ("TK-C201", _compute([_compute_rank(0)], 0.2, 0.45), []),  # idle explains it
+    # half or more of compute uncounted (graph replay): an info note, never a warning
+    (
+        "TK-C201",
+        _compute([_compute_rank(0, mfu=0.05, gemm_efficiency=0.1)], 0.05, 0.1, unc=0.5),
+        ["info"],
+    ),
+    (
+        "TK-C201",
+        _compute([_compute_rank(0, mfu=0.05, gemm_efficiency=0.1)], 0.05, 0.1, unc=0.49),
+        ["critical"],
+    ),
     ("TK-C201", _compute([_compute_rank(0)], 0.26, 0.3), []),
     ("TK-C202", _compute([_compute_rank(0, host_bound_fraction=0.12)]), ["warning"]),
     ("TK-C202", _compute([_compute_rank(0, host_bound_fraction=0.3)]), ["critical"]),

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from diagnosers.analyses import uncounted as U
 from diagnosers.base import mean
 from tracekit import sql
 from tracekit.metrics import windows as W
@@ -166,7 +167,7 @@ def _at_peak(flops_by_class: dict, peak: dict) -> float:
     return sum(fl / peak[c] for c, fl in flops_by_class.items() if peak.get(c))
 
 
-def top_ops(groups: list[dict], peak: dict, limit: int = 10) -> list[dict]:
+def top_ops(groups: list[dict], peak: dict, limit: int | None = 10) -> list[dict]:
     agg: dict[str, dict] = {}
     for g in groups:
         a = agg.setdefault(
@@ -262,6 +263,11 @@ class ComputeFacts:
     counted_over_predicted: float | None
     notes: list[str] = field(default_factory=list)
     null_reasons: dict[str, str] = field(default_factory=dict)
+    uncounted: U.UncountedFacts | None = None  # compute time whose FLOPs are unknown
+
+    @property
+    def uncounted_compute_fraction(self) -> float | None:
+        return self.uncounted.fraction if self.uncounted else None
 
 
 def facts(ctx: Context) -> ComputeFacts:
@@ -270,12 +276,14 @@ def facts(ctx: Context) -> ComputeFacts:
     suspects = _suspects(groups)
     flops = _rank_flops(groups, peak)
     hb = {} if ctx.cpu else _host_bound(ctx)
+    unc = U.facts(ctx)
+    shapes = _shapes_recorded(ctx)
     per_rank = []
     for r in ctx.ranks:
         rank, win_s = r.rank, r.window_ms * 1e-3
         f = flops.get(rank)
         steps = max(r.steps, 1)
-        row: dict = {"rank": rank}
+        row: dict = {"rank": rank, "uncounted_compute_fraction": unc.by_rank.get(rank)}
         if f:
             model = {c: 3 * v for c, v in f["fwd"].items()} if f["bwd"] else f["fwd"]
             mfu = _at_peak(model, peak) / win_s if win_s and peak else None
@@ -319,8 +327,13 @@ def facts(ctx: Context) -> ComputeFacts:
     reasons: dict[str, str] = {}
     if mfu is None:
         counted = any(g["flops"] for g in groups)
-        why = peak_src if counted else "no FLOPs counted: profile with record_shapes=True"
+        why = peak_src if counted else "no FLOPs counted: " + no_flops_cause(groups, unc, shapes)
         notes.append(f"MFU unknown: {why}")
+    elif unc.fraction:
+        notes.append(
+            f"MFU is of the counted work: {unc.fraction:.0%} of compute time has FLOPs "
+            f"tracekit cannot count ({U.describe(unc)})"
+        )
     nsteps = max(max((r.steps for r in ctx.ranks), default=1), 1)
 
     def run_total(key):  # per step, all ranks
@@ -342,7 +355,7 @@ def facts(ctx: Context) -> ComputeFacts:
         names = sorted({(g["name"], g["note"]) for g in groups if g["n_null"]})
         notes.append(
             f"{uncounted:.0f} ops per step not counted (FLOPs unknown from the trace): "
-            + "; ".join(f"{n}: {why}" for n, why in names[:4])
+            + "; ".join(f"{n}: {_advice(why, shapes)}" for n, why in names[:4])
         )
     ratio = None
     if pred_why:
@@ -356,7 +369,7 @@ def facts(ctx: Context) -> ComputeFacts:
             )
     return ComputeFacts(
         ranks=per_rank,
-        top_ops=top_ops(groups, peak),
+        top_ops=merge_top_ops(top_ops(groups, peak, limit=None), unc.top_ops),
         peak_flops_by_dtype={str(c): v for c, v in peak.items()},
         peak_source=peak_src,
         mfu=mfu,
@@ -373,4 +386,77 @@ def facts(ctx: Context) -> ComputeFacts:
         counted_over_predicted=ratio,
         notes=notes,
         null_reasons=reasons,
+        uncounted=unc,
     )
+
+
+def _shapes_recorded(ctx: Context) -> bool:
+    """Whether the trace was recorded with shapes (record_shapes=True in its header, or
+    ops carrying Input Dims: older traces lack the header flag), on any rank."""
+    rows = ctx.run.sql(
+        "SELECT coalesce(bool_or(record_shapes), false) OR EXISTS "
+        "(SELECT 1 FROM events WHERE input_dims IS NOT NULL) FROM rank_info"
+    ).fetchall()
+    return bool(rows and rows[0][0])
+
+
+_SHAPES_ADVICE = " (profile with record_shapes=True)"
+
+
+def _advice(note: str | None, shapes: bool) -> str | None:
+    """An op's note without advice the trace already follows (shapes are recorded)."""
+    if note and shapes and note.endswith(_SHAPES_ADVICE):
+        return note[: -len(_SHAPES_ADVICE)] + " on this op although the trace records shapes"
+    return note
+
+
+def no_flops_cause(groups: list[dict], unc: U.UncountedFacts, shapes: bool) -> str:
+    """Why no op has FLOPs: the real cause, by the compute time it covers — graph replay
+    without launching ops, ops without a formula, table ops without shapes."""
+    parts = []
+    if unc.share("graph_replay"):
+        parts.append(
+            f"{unc.share('graph_replay'):.0%} of compute time is graph replay (kernels of a "
+            "CUDA/HIP graph launch with no op above them, so no shapes)"
+        )
+    formula_less = [o["name"] for o in unc.top_ops if o["why"] == "op_without_formula"]
+    if formula_less:
+        parts.append(
+            f"{unc.share('op_without_formula'):.0%} of compute time is in ops without a FLOP "
+            f"formula ({', '.join(formula_less[:3])})"
+        )
+    nulls = sorted({(g["name"], g["note"]) for g in groups if g["n_null"]})
+    if nulls:
+        parts.append(
+            "table ops without their FLOPs: "
+            + "; ".join(f"{n}: {_advice(w, shapes)}" for n, w in nulls[:3])
+        )
+    if not parts and not shapes and not groups:
+        parts.append(
+            "no GEMM, convolution or attention op in the window, and shapes were not "
+            "recorded (profile with record_shapes=True)"
+        )
+    return "; ".join(parts) or "no GEMM, convolution or attention op in the window"
+
+
+def merge_top_ops(counted: list[dict], uncounted: list[dict], limit: int = 10) -> list[dict]:
+    """`top_ops`: every op by device time, whatever its FLOPs — the table's ops and the
+    ops (and graph launches) whose kernels have no FLOPs; FLOPs null where unknown."""
+    rows = [{**r, "uncounted": None if r["flops"] else "op_without_flops"} for r in counted]
+    for o in uncounted:
+        if o["why"] == "op_without_flops":
+            continue  # a table op: already in `counted` with its not_counted
+        rows.append(
+            {
+                "name": o["name"],
+                "dtype": None,
+                "count": o["count"],
+                "flops": None,
+                "device_ms": o["device_ms"],
+                "not_counted": o["count"],
+                "achieved_tflops": None,
+                "peak_fraction": None,
+                "uncounted": o["why"],
+            }
+        )
+    return sorted(rows, key=lambda a: (-a["device_ms"], a["name"]))[:limit]

@@ -11,11 +11,13 @@ from diagnosers.rules.base import Rule
 class ExposedCommunication(Rule):
     """What it detects
     Exposed communication (exposed_comm_fraction: the union of communication, and on CPU
-    runs host waits for it, that no compute hides) that no other finding accounts for —
-    less the wait a straggler imposes (scaling.straggler), the excess of slow collectives
-    (communication.slow_collective) and a pipeline's send/recv (scaling.pipeline_bubble)
-    — at 10% of the step or more (critical at 25%). Waiting for peers that no single rank
-    causes stays here.
+    runs host waits for it, that no compute hides) that overlap with compute would win —
+    less the wait a straggler imposes (scaling.straggler) and a pipeline's send/recv
+    (scaling.pipeline_bubble) — at 10% of the step or more (critical at 25%). Causes are
+    not exclusive: a slow collective that runs with nothing beside it is raised here too
+    (overlapping it hides all of it, its slow excess included) while
+    communication.slow_collective keeps its own impact, the excess alone. Waiting for
+    peers that no single rank causes stays here.
 
     Why it matters
     Exposed communication adds straight to the step time and grows with scale.
@@ -38,26 +40,41 @@ class ExposedCommunication(Rule):
     critical = 0.25
     mostly_wait = 0.5  # of the unexplained time: the remedy is about ranks arriving late
     raised_when = (
-        "exposed communication no straggler, slow collective or pipeline explains ≥ "
-        "{warn:.0%} of the step (critical ≥ {critical:.0%}); impact: that time"
+        "exposed communication no straggler or pipeline explains (slow collectives "
+        "included) ≥ {warn:.0%} of the step (critical ≥ {critical:.0%}); impact: that time, "
+        "what overlap would win"
     )
 
     def check(self, ctx):
         comm = ctx.communication
         per_rank = comm.ranks
         resid = comm.unexplained_exposed_fraction
-        if resid is None or resid < self.warn:
+        if resid is None:
             return
-        flagged = [r for r in per_rank if (r.residual_fraction or 0) >= self.warn]
+        # overlap hides the slow excess too, where the collective runs with nothing beside it
+        slow_ms = self.bare_slow_ms(ctx)
+        steps = [r.step_ms for r in per_rank if getattr(r, "step_ms", None)]
+        step_ms = mean(steps) if steps else None
+        share = resid + (slow_ms / step_ms if step_ms else 0.0)
+        if share < self.warn:
+            return
+        flagged = [r for r in per_rank if (r.residual_fraction or 0) >= self.warn] or (
+            list(per_rank) if slow_ms else []
+        )
         tops = [r.top_collective for r in flagged if r.top_collective]
         top = max(tops, key=tops.count) if tops else None
-        ms = mean(r.residual_ms for r in per_rank) or 0.0
+        ms = (mean(r.residual_ms for r in per_rank) or 0.0) + slow_ms
         wait_ms = mean(r.unexplained_wait_ms for r in per_rank) or 0.0
         exposed = mean(r.exposed_comm_fraction for r in ctx.ranks)
         blind = min(mean(r.unmatched_ms for r in per_rank) or 0.0, max(ms - wait_ms, 0.0))
         parts = []
-        if ms - wait_ms - blind >= 0.05 * ms:
-            parts.append(f"{ms - wait_ms - blind:.1f} ms transfer compute could hide")
+        if ms - wait_ms - blind - slow_ms >= 0.05 * ms:
+            parts.append(f"{ms - wait_ms - blind - slow_ms:.1f} ms transfer compute could hide")
+        if slow_ms >= 0.05 * ms:
+            parts.append(
+                f"{slow_ms:.1f} ms the excess of slow collectives (raised as slow collective "
+                "too), which overlap would hide as well"
+            )
         if blind >= 0.05 * ms:
             parts.append(
                 f"{blind:.1f} ms in collectives not matched across ranks (point-to-point, or "
@@ -66,17 +83,18 @@ class ExposedCommunication(Rule):
         if wait_ms >= 0.05 * ms:
             parts.append(f"{wait_ms:.1f} ms waiting for peers that no single rank delays")
         yield self.finding(
-            severity(resid, self.warn, self.critical),
+            severity(share, self.warn, self.critical),
             f"communication is exposed {pct(exposed)} of the step"
             + (f", mostly {top}" if top else "")
-            + f"; {pct(resid)} ({ms:.1f} ms) is not explained by a straggler, a slow "
-            f"collective or a pipeline: {', '.join(parts)}",
+            + f"; {pct(share)} ({ms:.1f} ms) is not explained by a straggler or a pipeline "
+            f"and overlap with compute would win it: {', '.join(parts)}",
             ranks=[r.rank for r in flagged],
             measured={
                 "exposed_comm_fraction": exposed,
                 "exposed_transfer_fraction": mean(r.exposed_transfer_fraction for r in ctx.ranks),
                 "comm_wait_fraction": mean(r.comm_wait_fraction for r in ctx.ranks),
                 "unexplained_exposed_fraction": resid,
+                "overlap_win_ms": ms,
             },
             predicted={"exposed_comm_fraction": 0.0},
             impact_ms=ms,
@@ -86,6 +104,38 @@ class ExposedCommunication(Rule):
                 "collectives": most_exposed(ctx.collectives.table),
             },
         )
+
+    @staticmethod
+    def bare_slow_ms(ctx) -> float:
+        """The exposed excess of slow collectives (communication.slow_collective's impact)
+        that overlap would win as well, per step, mean over ranks: the excess weighted by
+        how much of the collective would stay exposed at its predicted speed (its exposed
+        transfer beyond the excess ÷ its predicted time, at most 1). A collective with no
+        compute beside it stays exposed at any speed: overlap hides its excess too, and
+        the time is charged to both findings. One slow only because it is slow (its
+        queue spills past the compute it was issued beside) is the bandwidth's alone."""
+        comm = ctx.communication
+        total = 0.0
+        for name in dict.fromkeys(r["name"] for r in getattr(comm, "slow", [])):
+            rows = [r for r in comm.slow if r["name"] == name]
+            predicted = sum((x["predicted_ms"] or 0) * x["count_per_step"] for x in rows)
+            if not predicted:
+                continue
+            wins = []
+            for pr in comm.ranks:
+                own = excess = 0.0
+                for x in rows:
+                    e = max(
+                        ctx.key_ms(x, pr.rank, "exposed_ns")
+                        - ctx.key_ms(x, pr.rank, "wait_exposed_ns"),
+                        0.0,
+                    )
+                    extra = max(0.0, x["transfer_ms"] - (x["predicted_ms"] or 0))
+                    own += e
+                    excess += min(extra * x["count_per_step"], e)
+                wins.append(excess * min(1.0, max(own - excess, 0.0) / predicted))
+            total += mean(wins) or 0.0
+        return total
 
     @staticmethod
     def remedy(ctx, top: str | None, mostly_wait: bool) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from diagnosers.analyses.uncounted import describe
 from diagnosers.base import pct
 from diagnosers.rules.base import Rule
 
@@ -10,7 +11,10 @@ class LowMfu(Rule):
     """What it detects
     Model FLOPs utilization below 25% (critical below 10%) where the device is busy: the
     counted GEMM/attention/convolution FLOPs run far below the device's peak for their
-    dtype, not because the device waits.
+    dtype, not because the device waits. MFU is of the counted work: where half or more
+    of the compute time has FLOPs tracekit cannot count (graph replays, ops without a
+    formula — uncounted_compute_fraction), a low MFU says little, and the finding is an
+    info note with that share instead of a warning.
 
     Why it matters
     MFU is the fraction of the hardware the model uses; well-tuned training reaches
@@ -32,8 +36,10 @@ class LowMfu(Rule):
     critical = 0.10
     slow_gemms = 0.40  # GEMM efficiency under which low MFU is the kernels' fault
     good_gemm_efficiency = 0.6  # what well-shaped bf16 GEMMs reach: the impact's target
+    mostly_uncounted = 0.5  # uncounted compute share at which MFU cannot judge the run
     raised_when = (
         "MFU < {warn:.0%} (critical < {critical:.0%}) with GEMM efficiency < {slow_gemms:.0%}"
+        "; info only when uncounted compute ≥ {mostly_uncounted:.0%} of compute time"
     )
 
     def check(self, ctx):
@@ -49,6 +55,22 @@ class LowMfu(Rule):
                     0.0, at_peak / r["gemm_efficiency"] - at_peak / self.good_gemm_efficiency
                 )
         peak_txt = ", ".join(f"{k} {p / 1e12:.0f}" for k, p in c.peak_flops_by_dtype.items())
+        unc = c.uncounted_compute_fraction
+        if unc is not None and unc >= self.mostly_uncounted:
+            yield self.finding(
+                "info",
+                f"MFU {pct(mfu)} is of the counted work only: {pct(unc)} of compute time has "
+                f"FLOPs tracekit cannot count ({describe(c.uncounted)}); the counted "
+                f"GEMM/attention work runs at {pct(eff)} of its dtype's peak",
+                ranks=[r["rank"] for r in c.ranks if r.get("mfu") is not None],
+                measured={"mfu": mfu, "gemm_efficiency": eff, "uncounted_compute_fraction": unc},
+                predicted={"gemm_efficiency": self.good_gemm_efficiency},
+                impact_ms=None,
+                remedy="read MFU as a bound on the counted ops; top_uncounted_ops names the "
+                "rest (graph replays: profile a few steps without CUDA graphs to count them)",
+                details={"top_ops": c.top_ops[:5], "top_uncounted_ops": c.uncounted.top_ops[:5]},
+            )
+            return
         yield self.finding(
             "critical" if mfu < self.critical else "warning",
             f"MFU {pct(mfu)}: the counted GEMM/attention work runs at {pct(eff)} of its "

@@ -127,6 +127,11 @@ FLOPS_BY_DTYPE = _f("flops_by_dtype", "FLOPs / step by dtype", "map", None,
     "Executed FLOPs per step by dtype class, all ranks.", of="flops")
 UNCOUNTED_OPS_PER_STEP = _f("uncounted_ops_per_step", "ops not counted / step", "count", LOWER,
     "Ops of the FLOPs table whose FLOPs the trace cannot give (a missing argument), per step.")
+UNCOUNTED_COMPUTE_FRACTION = _f("uncounted_compute_fraction", "compute not counted", "fraction",
+    LOWER, "Device time of compute kernels whose FLOPs tracekit cannot know — graph replays "
+    "(no op above the kernels), ops without a FLOP formula, table ops whose shapes lack an "
+    "argument, kernels with no op — ÷ device time of all compute kernels in the window "
+    "(plain sums); MFU covers the rest. CPU runs: 1 − counted ops' time ÷ compute time.")
 HOST_BOUND_FRACTION = _f("host_bound_fraction", "host-bound", "fraction", LOWER,
     "Device gaps that end with a kernel launched only after the previous work had ended "
     "(the device waited for the host) ÷ window; gaps across a step start left out; GPU runs.")

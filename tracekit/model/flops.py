@@ -21,7 +21,29 @@ the removed backward ops of torch ≤ 1.10 from that release's yaml). Formulas:
   (QKᵀ recomputed, dP, dV, dQ, dK: 2.5× the forward when D_qk = D_v, as
   `flop_counter.sdpa_backward_flop_count`); causal (is_causal, or the efficient
   kernels' custom_mask_type ≥ 1) halves it — the masked half of the blocks is skipped.
-  Varlen (3-D, cumulative-length) calls are not counted: the lengths are tensors.
+  Library ops with the same formula: flash-attn's `flash_attn::_flash_attn_forward` /
+  `_flash_attn_backward` (q [B,S,H,D]; Dao-AILab/flash-attention
+  `flash_attn/flash_attn_interface.py`), aiter's `aiter::mha_fwd` / `mha_bwd` (ROCm/aiter
+  `aiter/ops/mha.py`).
+- varlen attention, q [total_q, H, D] packed from B sequences (`cu_seqlens_q` has B+1
+  entries): Σᵢ 2·H·sᵢ·skᵢ·(D_qk + D_v) — the per-sequence lengths live in the
+  cumulative-length *tensors*, which a trace does not record. tracekit counts only where
+  the shapes prove the lengths: B = 1 (s = total_q, sk = total_k, or max_seqlen_k for a
+  paged cache), or every sequence at its maximum (total_q = B·max_seqlen_q and total_k =
+  B·max_seqlen_k); else FLOPs unknown, with that reason. Causal with sk > s (a prefix in
+  the cache, the mask aligned bottom-right as flash-attn does) attends s·(sk − s/2) pairs
+  (s·sk/2 when sk = s). Ops: `flash_attn::_flash_attn_varlen_forward` / `_backward`,
+  `aten::_flash_attention_forward` / `_backward` with cum_seq tensors, `aiter::mha_varlen_fwd`
+  / `mha_varlen_bwd`, and `aiter::mha_batch_prefill` (SGLang's paged prefill: k/v are the
+  page pool, so only B = 1 with max_seqlen_k is exact).
+- paged decode attention (`aiter::paged_attention_rocm`, vLLM's `_rocm_C::paged_attention`,
+  `_C::paged_attention_v1/v2`: query [num_seqs, H, D], one query token per sequence):
+  2·H·(D + D)·Σ context_lens; exact for one sequence (Σ = max_context_len), else unknown.
+- Transformer Engine `tex_ts::te_gemm_ts(A, …, transa, B, …, transb, D, …)` (NVIDIA
+  TransformerEngine `pytorch/csrc/ts_fp8_op.cpp`; cuBLAS column-major): D [M, N], K = A's
+  inner dimension (A [N, K] when transa, else [K, N]; B [M, K] unless transb, then
+  [K, M]) → 2MNK; the transposes from Concrete Inputs, else from the shapes when only one
+  K fits both operands.
 
 An argument the formula needs and the trace lacks (old traces have no `Concrete Inputs`)
 makes the op's FLOPs `None` with the reason — never a default. One exception, exact and
@@ -54,7 +76,7 @@ from typing import Any
 class OpSig:
     """Where an op's formula arguments sit in its schema (0-based positions)."""
 
-    family: str  # gemm, conv, conv_bwd, conv_bwd_input, conv_bwd_weight, attn, attn_bwd
+    family: str  # gemm, conv, conv_bwd…, attn, attn_bwd, varlen, varlen_bwd, paged, te_gemm
     args: dict[str, int] = field(default_factory=dict)
     transposed: bool | None = None  # fixed by the op (None: read args["transposed"])
     layout: str = "BHSD"  # attention q/k/v layout
@@ -76,6 +98,15 @@ def _attn(causal: int, layout: str = "BHSD", mask_type: bool = False, bwd: bool 
     pos = {"q": 1, "k": 2, "v": 3} if bwd else {"q": 0, "k": 1, "v": 2}
     pos["mask_type" if mask_type else "causal"] = causal
     return OpSig("attn_bwd" if bwd else "attn", pos, layout=layout)
+
+
+def _varlen(q: int, cu_q: int, cu_k: int | None, max_q: int, max_k: int, causal: int,
+            bwd: bool = False) -> OpSig:  # fmt: skip
+    pos = {"q": q, "k": q + 1, "v": q + 2, "cu_q": cu_q, "max_q": max_q, "max_k": max_k}
+    pos["causal"] = causal
+    if cu_k is not None:
+        pos["cu_k"] = cu_k
+    return OpSig("varlen_bwd" if bwd else "varlen", pos, layout="THD")
 
 
 # Old (torch ≤ 1.10) split backward ops: (self|self_size, grad_output, weight|weight_size …)
@@ -155,15 +186,38 @@ SIGNATURES: dict[str, OpSig] = {
     "aten::_scaled_dot_product_efficient_attention": _attn(6),
     "aten::_scaled_dot_product_cudnn_attention": _attn(6),
     "aten::_scaled_dot_product_fused_attention_overrideable": _attn(5),
-    "aten::_flash_attention_forward": _attn(8, "BSHD"),
+    "aten::_flash_attention_forward": OpSig(
+        "attn", {**_varlen(0, 3, 4, 5, 6, 8).args}, layout="BSHD"
+    ),
     "aten::_efficient_attention_forward": _attn(9, "BSHD", mask_type=True),
     # attention backward: (grad_out, query, key, value, …)
     "aten::_scaled_dot_product_flash_attention_backward": _attn(11, bwd=True),
     "aten::_scaled_dot_product_flash_attention_for_cpu_backward": _attn(7, bwd=True),
     "aten::_scaled_dot_product_efficient_attention_backward": _attn(11, bwd=True),
     "aten::_scaled_dot_product_cudnn_attention_backward": _attn(14, bwd=True),
-    "aten::_flash_attention_backward": _attn(11, "BSHD", bwd=True),
+    "aten::_flash_attention_backward": OpSig(
+        "attn_bwd", {**_varlen(1, 6, 7, 8, 9, 11).args}, layout="BSHD"
+    ),
     "aten::_efficient_attention_backward": _attn(14, "BSHD", mask_type=True, bwd=True),
+    # flash-attn 2 (Dao-AILab/flash-attention flash_attn_interface.py custom ops)
+    "flash_attn::_flash_attn_forward": _attn(5, "BSHD"),
+    "flash_attn::_flash_attn_backward": _attn(11, "BSHD", bwd=True),
+    "flash_attn::_flash_attn_varlen_forward": _varlen(0, 3, 4, 5, 6, 9),
+    "flash_attn::_flash_attn_varlen_backward": _varlen(1, 9, 10, 11, 12, 15, bwd=True),
+    # aiter (ROCm/aiter aiter/ops/mha.py): (q, k, v, dropout_p, softmax_scale, is_causal …)
+    "aiter::mha_fwd": _attn(5, "BSHD"),
+    "aiter::mha_bwd": _attn(8, "BSHD", bwd=True),
+    "aiter::mha_varlen_fwd": _varlen(0, 3, 4, 5, 6, 12),
+    "aiter::mha_varlen_bwd": _varlen(1, 6, 7, 8, 9, 13, bwd=True),
+    "aiter::mha_batch_prefill": _varlen(0, 3, None, 6, 7, 12),
+    # paged decode: (out, exp_sums, max_logits, tmp_out, query, key_cache, value_cache,
+    # num_kv_heads, scale, block_tables, context_lens, …, block_size, max_context_len …)
+    "aiter::paged_attention_rocm": OpSig("paged", {"q": 4, "max_len": 12}),
+    "_rocm_C::paged_attention": OpSig("paged", {"q": 4, "max_len": 13}),
+    "_C::paged_attention_v1": OpSig("paged", {"q": 1, "max_len": 9}),
+    "_C::paged_attention_v2": OpSig("paged", {"q": 4, "max_len": 12}),
+    # Transformer Engine GEMM (TorchScript op; cuBLAS column-major)
+    "tex_ts::te_gemm_ts": OpSig("te_gemm", {"a": 0, "transa": 4, "b": 5, "transb": 9, "d": 10}),
 }
 COUNTED_OPS = frozenset(SIGNATURES)
 
@@ -372,6 +426,72 @@ def _attn_flops(sig: OpSig, a: Args) -> OpCount:
     return OpCount(flops / 2 if causal else flops)
 
 
+def _causal_pairs(s: int, sk: int, causal: bool) -> float:
+    """Query-key pairs one sequence attends: s·sk, causal s·(sk − s/2) (bottom-right mask;
+    s·sk/2 when sk = s, the convention of the 4-D ops)."""
+    if not causal:
+        return float(s) * sk
+    return float(s) * (sk - s / 2) if sk > s else float(s) * sk / 2
+
+
+def _varlen_flops(sig: OpSig, a: Args) -> OpCount:
+    q, k, v = (a.shape(sig.args[r]) for r in ("q", "k", "v"))
+    cu_q = a.shape(sig.args["cu_q"])
+    if not q or len(q) != 3 or not cu_q or len(cu_q) != 1:
+        return _none("q is not [total_q, H, D] with a cu_seqlens_q vector")
+    b = cu_q[0] - 1
+    max_q, max_k = (a.ints(sig.args[x], 1) for x in ("max_q", "max_k"))
+    causal = a.flag(sig.args["causal"])
+    if max_q is None or max_k is None or causal is None:
+        return _none("max_seqlen or is_causal not recorded (no Concrete Inputs)")
+    (total_q, h, d), dv = q, (v[-1] if v else q[2])
+    paged = "cu_k" not in sig.args  # k/v are the page pool, not the sequences
+    total_k = None if paged or not k or len(k) != 3 else k[0]
+    if b == 1:
+        s, sk = total_q, (max_k[0] if paged else total_k)
+    elif total_q == b * max_q[0] and total_k == b * max_k[0]:
+        s, sk = max_q[0], max_k[0]
+    else:
+        return _none(
+            f"{b} sequences of unequal length: their lengths are in the cu_seqlens tensors, "
+            "which the trace does not record"
+        )
+    if sk is None:
+        return _none("key shape not recorded")
+    per = (3 * d + 2 * dv) if sig.family.endswith("_bwd") else (d + dv)
+    return OpCount(2.0 * b * h * per * _causal_pairs(s, sk, causal))
+
+
+def _paged_flops(sig: OpSig, a: Args) -> OpCount:
+    q = a.shape(sig.args["q"])
+    max_len = a.ints(sig.args["max_len"], 1)
+    if not q or len(q) != 3:
+        return _none("query is not [num_seqs, H, D]")
+    if max_len is None:
+        return _none("max_context_len not recorded (no Concrete Inputs)")
+    if q[0] != 1:
+        return _none(
+            f"{q[0]} sequences: their context lengths are a tensor the trace does not record"
+        )
+    return OpCount(2.0 * q[1] * 2 * q[2] * max_len[0])
+
+
+def _te_gemm_flops(sig: OpSig, a: Args) -> OpCount:
+    x, y, d = (a.shape(sig.args[r]) for r in ("a", "b", "d"))
+    if not x or not y or not d or len(x) != 2 or len(y) != 2 or len(d) < 2:
+        return _none("A, B or D shape not recorded")
+    m, n = prod(d[:-1]), d[-1]
+    ta, tb = (a.ints(sig.args[r], 1) for r in ("transa", "transb"))
+    ka = {x[1]} if ta and ta[0] else {x[0]} if ta else {x[1] if x[0] == n else None,
+                                                      x[0] if x[1] == n else None}  # fmt: skip
+    kb = {y[0]} if tb and tb[0] else {y[1]} if tb else {y[1] if y[0] == m else None,
+                                                      y[0] if y[1] == m else None}  # fmt: skip
+    ks = (ka & kb) - {None}
+    if len(ks) != 1:
+        return _none(f"A {x}, B {y}, D {d}: no single inner dimension fits both operands")
+    return OpCount(2.0 * m * n * ks.pop())
+
+
 def loads(text: str | None) -> Any:
     """A traced JSON-text arg (`Input Dims` …) decoded, or None when absent or not JSON."""
     if not text:
@@ -403,6 +523,14 @@ def count(
         return _conv_flops(sig, a, geometry)
     if sig.family.startswith("conv_bwd"):
         return _conv_bwd_flops(sig, a, geometry, parent)
+    if sig.family.startswith("varlen"):
+        return _varlen_flops(sig, a)
+    if sig.family == "paged":
+        return _paged_flops(sig, a)
+    if sig.family == "te_gemm":
+        return _te_gemm_flops(sig, a)
+    if len(a.shape(sig.args["q"]) or []) == 3 and "cu_q" in sig.args:
+        return _varlen_flops(sig, a)
     return _attn_flops(sig, a)
 
 

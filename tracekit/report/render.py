@@ -39,6 +39,7 @@ LEVEL_ROWS: tuple[tuple[str, str | None, str | None, int], ...] = (
     ("compute", "model_flops_per_step", "predicted_flops_per_step", 0),
     ("compute", "flops_per_step", None, 0),
     ("compute", "uncounted_ops_per_step", None, 0),
+    ("compute", "uncounted_compute_fraction", None, 0),
     ("compute", "host_bound_fraction", None, 0),
     ("compute", "idle_fraction", None, 0),
     ("communication", "exposed_comm_fraction", "predicted_exposed_comm_fraction", 0),
@@ -148,6 +149,33 @@ def finding_lines(report: Report) -> list[str]:
     return out
 
 
+UNCOUNTED_WHY = {
+    "graph_replay": "graph replay",
+    "op_without_formula": "no FLOP formula",
+    "op_without_flops": "FLOPs unknown",
+    "no_op": "no launching op",
+}
+
+
+def uncounted_lines(report: Report, limit: int = 5) -> list[str]:
+    """What `uncounted_compute_fraction` is made of: the ops (graph launches) whose
+    kernels have no FLOPs, most device time first."""
+    s = report.summary
+    frac = None if s is UNSET else s.uncounted_compute_fraction
+    rows = (report.top_uncounted_ops or [])[:limit]
+    if not frac or not rows:
+        return []
+    out = [
+        f"compute not counted: {units.fmt(frac, 'fraction')} of compute time (MFU leaves it out)"
+    ]
+    for o in rows:
+        out.append(
+            f"  {units.fmt(o.device_ms, 'ms')}  {o.name} · {UNCOUNTED_WHY.get(o.why, o.why)}"
+            + (f" ({o.note})" if o.note else "")
+        )
+    return out
+
+
 def _rank_cells(report: Report) -> list[list[str]]:
     return [
         [units.fmt(getattr(r, k), unit, bare=True) for k, _, unit in RANK_COLUMNS]
@@ -202,6 +230,8 @@ def to_text(report: Report) -> str:
     for lv in report.levels:
         for note in lv.notes:
             console.print(f"  note ({lv.level}): {note}", highlight=False, soft_wrap=True)
+    for line in uncounted_lines(report):
+        console.print(line, highlight=False, soft_wrap=True)
     console.print()
     lines = finding_lines(report)
     console.print(
@@ -245,13 +275,18 @@ def to_markdown(report: Report) -> str:
             lines += [
                 "| " + " | ".join(_md(c) for c in r) + " |" for r in _collective_cells(report)
             ]
+        unc = uncounted_lines(report)
+        if unc:
+            lines += ["", f"- {unc[0]}", *(f"  - {_md(u.strip())}" for u in unc[1:])]
         lines += ["", "### Findings", ""]
         if not report.findings:
             lines.append("None — healthy at every level.")
         for f in report.findings:
             impact = f" ({f.impact_ms:.1f} ms/step)" if f.impact_ms else ""
+            ranks = f" (ranks {units.ranks(f.ranks)})" if f.ranks else ""
             lines.append(
-                f"- **{f.severity}** `{f.code}` {f.kind}{impact}: {f.title}. *Remedy:* {f.remedy}"
+                f"- **{f.severity}** `{f.code}` {f.kind}{impact}{ranks}: {f.title}. "
+                f"*Remedy:* {f.remedy}"
             )
     return "\n".join(lines) + "\n"
 

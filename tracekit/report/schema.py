@@ -64,6 +64,7 @@ class RankRow(RankBreakdown, kw_only=True):
     peak_memory_fraction: F.PEAK_MEMORY_FRACTION.type(float | None) | UnsetType = UNSET
     peak_reserved_bytes: F.PEAK_RESERVED_BYTES.type(int | None) | UnsetType = UNSET
     exposed_slow_fraction: F.EXPOSED_SLOW_FRACTION.type(float | None) | UnsetType = UNSET
+    uncounted_compute_fraction: F.UNCOUNTED_COMPUTE_FRACTION.type(float | None) | UnsetType = UNSET
 
 
 class Summary(Struct, kw_only=True):
@@ -104,6 +105,7 @@ class Summary(Struct, kw_only=True):
     device_spec: str | None  # the spec-table row used (null on CPU or unknown devices)
     manifest: bool  # the run has a job.json
     null_reasons: dict[str, str] = field(default_factory=dict)
+    uncounted_compute_fraction: F.UNCOUNTED_COMPUTE_FRACTION.type(float | None) = None
 
 
 # ---------------------------------------------------------------- levels
@@ -147,6 +149,7 @@ class ComputeMeasured(Struct, kw_only=True):
     uncounted_ops_per_step: F.UNCOUNTED_OPS_PER_STEP.type(float | None) = None
     idle_fraction: F.IDLE_FRACTION.type(float | None) = None
     host_bound_fraction: F.HOST_BOUND_FRACTION.type(float | None) = None
+    uncounted_compute_fraction: F.UNCOUNTED_COMPUTE_FRACTION.type(float | None) = None
 
 
 class ComputePredicted(Struct, kw_only=True):
@@ -274,6 +277,30 @@ class OpRow(Struct, kw_only=True):
     not_counted: int
     achieved_tflops: F.ACHIEVED_TFLOPS.type(float | None)
     op_peak_fraction: F.OP_PEAK_FRACTION.type(float | None) = field(name="peak_fraction")
+    # why its FLOPs are unknown (null: counted): graph_replay, op_without_formula,
+    # op_without_flops, no_op (diagnosers/analyses/uncounted.py)
+    uncounted: str | None = None
+
+
+class UncountedOpRow(Struct, kw_only=True):
+    """`top_uncounted_ops[]`: the ops (graph launches for replays) whose compute kernels
+    have no FLOPs, most device time first — what `uncounted_compute_fraction` is made of."""
+
+    name: str
+    why: str  # graph_replay, op_without_formula, op_without_flops or no_op
+    note: str | None = None  # op_without_flops: the missing argument
+    count: int  # ops (graph launches) with kernels in the window, all ranks
+    device_ms: F.DEVICE_MS.type(float)
+
+
+class UncountedKernelRow(Struct, kw_only=True):
+    """`top_uncounted_kernels[]`: compute kernels without FLOPs, most time first."""
+
+    name: str
+    why: str
+    op: str | None  # the op or graph launch they belong to
+    count_per_step: F.COUNT_PER_STEP.type(float)
+    time_ms_per_step: F.TIME_MS_PER_STEP.type(float)
 
 
 class KernelRow(Struct, kw_only=True):
@@ -312,6 +339,8 @@ class Report(Struct, kw_only=True):
     top_kernels: list[KernelRow] | UnsetType = UNSET
     findings: list[FindingRow] | UnsetType = UNSET
     samples: Samples | UnsetType = UNSET
+    top_uncounted_ops: list[UncountedOpRow] | UnsetType = UNSET
+    top_uncounted_kernels: list[UncountedKernelRow] | UnsetType = UNSET
 
     @property
     def full(self) -> bool:

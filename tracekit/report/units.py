@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tracekit.model.ranks import ranges
+
 NULL = "—"
 
 
@@ -40,19 +42,8 @@ def _si(x: float, unit: str) -> str:
 
 
 def ranks(values: list[int] | tuple[int, ...] | set[int] | None) -> str:
-    """Ranks as ranges: 0–3, 7, 9–12 ("none" for an empty list)."""
-    vals = sorted({int(v) for v in values or []})
-    if not vals:
-        return "none"
-    out, start, prev = [], vals[0], vals[0]
-    for v in [*vals[1:], None]:
-        if v is not None and v == prev + 1:
-            prev = v
-            continue
-        out.append(str(start) if start == prev else f"{start}–{prev}")
-        if v is not None:
-            start = prev = v
-    return ", ".join(out)
+    """Ranks as ranges: 0–3, 7, 9–12 ("none" for an empty list; `tracekit.model.ranks`)."""
+    return ranges(values) or "none"
 
 
 def fmt(value: Any, unit: str | None = None, *, bare: bool = False, of: str | None = None) -> str:

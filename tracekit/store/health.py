@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracekit.errors import TracekitError
+from tracekit.model.ranks import ranges
 
 if TYPE_CHECKING:
     from tracekit.ingest.runner import IngestNotes
@@ -33,13 +34,7 @@ MIXED_START_S = 3600.0
 
 def _ranges(ranks: list[int]) -> str:
     """[0, 1, 2, 5] → '0–2, 5'."""
-    out: list[str] = []
-    for r in sorted(ranks):
-        if out and out[-1][1] == r - 1:
-            out[-1] = (out[-1][0], r)
-        else:
-            out.append((r, r))  # type: ignore[arg-type]
-    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in out)  # type: ignore[misc]
+    return ranges(ranks)
 
 
 def _span(seconds: float) -> str:

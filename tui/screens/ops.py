@@ -58,6 +58,14 @@ class OpsScreen(TkScreen):
         )
         if not rows:
             note = "no counted ops (GEMM, convolution, attention): record_shapes off, or none ran"
+        unc = (rep.get("summary") or {}).get("uncounted_compute_fraction")
+        if unc:  # what MFU leaves out: ops and graph replays whose kernels have no FLOPs
+            names = ", ".join(o["name"] for o in rep.get("top_uncounted_ops", [])[:3])
+            note += (
+                f"\ncompute not counted: {fmt.fmt(unc, 'fraction')} of compute time"
+                + (f" — most in {names}" if names else "")
+                + " (uncounted column: why)"
+            )
         self.query_one("#ops-note", Static).update(note)
         self.query_one(SortableTable).focus()
 

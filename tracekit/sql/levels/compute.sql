@@ -49,3 +49,113 @@ ORDER BY ALL  -- the sums then add in one order: the same report every time
 WITH w AS ({windows})
 SELECT h.rank, w.n, h.host_bound_ns, h.host_gaps, h.gap_ns, h.median_kernel_ns
 FROM ({host_bound}) h JOIN w USING (rank)
+
+-- @query kernel_attribution
+-- Each rank's compute kernels in its window, by what tracekit knows of their FLOPs: the
+-- op of the FLOPs table whose launch they came from (as `op_flops` attributes kernels:
+-- the innermost table op on the launching thread that encloses the launch), else the
+-- CUDA/HIP graph launch that replayed them, else the innermost CPU op around the launch
+-- on its thread (or, failing that, the CPU op with the kernel's External id). Time is the kernels'
+-- device time clipped to the window, a plain sum (as `top_kernels`).
+-- Placeholder {windows}: the windows (rank, wid, start_ns, end_ns, n).
+-- @column rank: global rank
+-- @column why: counted (an op with FLOPs), op_without_flops (a table op whose FLOPs the trace cannot give), graph_replay (replayed by a graph launch, no op above the kernels), op_without_formula (launched by an op tracekit has no FLOP formula for), no_op (no launching op in the trace)
+-- @column op: the op (or, for graph_replay, the launch call) the kernels belong to; NULL for no_op
+-- @column kernel: kernel name
+-- @column note: for op_without_flops, why the FLOPs are unknown (the least note)
+-- @column ns: device time in the window, ns
+-- @column n: kernels starting in the window
+-- @column ops: distinct launching ops (graph launches for graph_replay) with a kernel in the window
+WITH w AS ({windows}),
+k AS (
+    SELECT e.rank, e.name::VARCHAR AS kernel, e.correlation, e.external_id,
+           greatest(e.ts_ns, w.start_ns) AS s, least(e.ts_ns + e.dur_ns, w.end_ns) AS e,
+           e.ts_ns >= w.start_ns AS starts_in
+    FROM events e
+    JOIN kernel_classes kc ON kc.rank = e.rank AND kc.name = e.name::VARCHAR
+    JOIN w ON w.rank = e.rank
+    WHERE e.kind = 'kernel' AND kc.category = 'compute'
+      AND e.ts_ns + e.dur_ns > w.start_ns AND e.ts_ns < w.end_ns
+),
+l AS (
+    SELECT rank, correlation, arg_min(name::VARCHAR, ts_ns) AS launch,
+           arg_min(tid, ts_ns) AS tid, min(ts_ns) AS launch_ns
+    FROM events WHERE kind = 'runtime' AND correlation IS NOT NULL
+    GROUP BY rank, correlation
+),
+kl AS (SELECT k.*, l.launch, l.tid, l.launch_ns FROM k LEFT JOIN l USING (rank, correlation)),
+f AS (SELECT rank, tid, name, ts_ns, ts_ns + dur_ns AS end_ns, flops, flops_note FROM op_flops),
+kf AS (
+    SELECT kl.*, f.name AS t_op, f.flops, f.flops_note, f.ts_ns AS t_ts, f.end_ns AS t_end
+    FROM kl ASOF LEFT JOIN f
+      ON f.rank = kl.rank AND f.tid = kl.tid AND kl.launch_ns >= f.ts_ns
+),
+c AS (
+    SELECT rank, tid, name::VARCHAR AS name, ts_ns, ts_ns + dur_ns AS end_ns
+    FROM events WHERE kind = 'cpu_op'
+),
+kc AS (
+    SELECT kf.*, c.name AS c_op, c.ts_ns AS c_ts, c.end_ns AS c_end
+    FROM kf ASOF LEFT JOIN c
+      ON c.rank = kf.rank AND c.tid = kf.tid AND kf.launch_ns >= c.ts_ns
+),
+-- where the last op started before the launch has ended (a child such as aten::empty
+-- ran first), the innermost op around the launch is one that started earlier: a range
+-- join on one time axis per (rank, tid), 2^44 ns (4.9 h) apart, finds the ops around each
+-- such launch, and the latest-starting one is the innermost
+dead AS (SELECT DISTINCT rank, tid, launch_ns FROM kc WHERE launch_ns > c_end),
+g AS (
+    SELECT rank, tid, row_number() OVER (ORDER BY rank, tid) AS gid, min(t) AS base
+    FROM (SELECT rank, tid, launch_ns AS t FROM dead
+          UNION ALL SELECT c.rank, c.tid, c.ts_ns FROM c SEMI JOIN dead USING (rank, tid))
+    GROUP BY rank, tid
+),
+ck AS (
+    SELECT c.name, c.ts_ns, g.gid * 17592186044416 + (c.ts_ns - g.base) AS s_key,
+           g.gid * 17592186044416 + (c.end_ns - g.base) AS e_key
+    FROM c JOIN g USING (rank, tid)
+),
+dk AS (
+    SELECT d.rank, d.tid, d.launch_ns, g.gid * 17592186044416 + (d.launch_ns - g.base) AS l_key
+    FROM dead d JOIN g USING (rank, tid)
+),
+enc AS (
+    SELECT dk.rank, dk.tid, dk.launch_ns, arg_max(ck.name, ck.s_key) AS e_op,
+           max(ck.ts_ns) AS e_ts
+    FROM dk JOIN ck ON ck.s_key <= dk.l_key AND ck.e_key >= dk.l_key
+    GROUP BY dk.rank, dk.tid, dk.launch_ns
+),
+x AS (
+    SELECT rank, external_id, min(name::VARCHAR) AS name FROM events
+    WHERE kind = 'cpu_op' AND external_id IS NOT NULL
+    GROUP BY rank, external_id
+),
+a AS (
+    SELECT kc.rank, kc.kernel, kc.s, kc.e, kc.starts_in, kc.correlation,
+           CASE WHEN kc.launch_ns <= kc.t_end THEN kc.t_op END AS t_op,
+           CASE WHEN kc.launch_ns <= kc.t_end THEN kc.flops END AS flops,
+           CASE WHEN kc.launch_ns <= kc.t_end THEN kc.flops_note END AS note,
+           CASE WHEN kc.launch_ns <= kc.t_end THEN 't' || kc.t_ts END AS t_key,
+           coalesce(regexp_matches(kc.launch, 'GraphLaunch'), false) AS graph,
+           CASE WHEN kc.launch_ns <= kc.c_end THEN kc.c_op ELSE coalesce(enc.e_op, x.name)
+           END AS c_op,
+           CASE WHEN kc.launch_ns <= kc.c_end THEN 'c' || kc.c_ts
+                WHEN enc.e_op IS NOT NULL THEN 'c' || enc.e_ts
+                WHEN x.name IS NOT NULL THEN 'x' || kc.external_id END AS c_key,
+           kc.launch
+    FROM kc LEFT JOIN x ON x.rank = kc.rank AND x.external_id = kc.external_id
+    LEFT JOIN enc ON enc.rank = kc.rank AND enc.tid = kc.tid AND enc.launch_ns = kc.launch_ns
+)
+SELECT rank,
+       CASE WHEN t_op IS NOT NULL AND flops IS NOT NULL THEN 'counted'
+            WHEN t_op IS NOT NULL THEN 'op_without_flops'
+            WHEN graph THEN 'graph_replay'
+            WHEN c_op IS NOT NULL THEN 'op_without_formula'
+            ELSE 'no_op' END AS why,
+       CASE WHEN t_op IS NOT NULL THEN t_op WHEN graph THEN launch ELSE c_op END AS op,
+       kernel, min(note) AS note, sum(e - s) AS ns, count(*) FILTER (starts_in) AS n,
+       count(DISTINCT CASE WHEN t_op IS NOT NULL THEN t_key
+                           WHEN graph THEN 'g' || correlation ELSE c_key END) AS ops
+FROM a
+GROUP BY ALL
+ORDER BY ALL
