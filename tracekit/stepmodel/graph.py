@@ -50,6 +50,7 @@ E_DUR, E_LAUNCH, E_STREAM, E_WAIT, E_CHAIN, E_ANCHOR, E_SYNC, E_INST, E_TAIL, E_
 WAIT_NS = 20_000  # an unexplained start this close after other work ended waits for it
 STREAM_SLACK_NS = 5_000  # device work starting this close after its stream freed was queued
 DEFAULT_LAUNCH_NS = 5_000  # launch latency when no device work waited for its launch
+ROUND_NS = 10  # timestamps in µs with 3 decimals: ends and starts meet within rounding
 _SYNC = re.compile(r"Synchronize|^(cuda|hip)Memcpy$|^(cuda|hip)MemcpyDtoH$")
 P2P = ("send", "recv", "send_recv")
 
@@ -136,7 +137,7 @@ def build(run, windows: str) -> Graph:
     top_node: dict[tuple[int, int, int], int] = {}  # (rank, tid, top) → node
     sync_of: dict[int, bool] = {}
     host_nodes: dict[int, list[int]] = {}  # rank → host nodes (any thread), by start
-    for rank, tid, ts, end, kind, name, corr, is_top, top in host:
+    for rank, tid, ts, end, kind, name, _corr, is_top, top in host:
         if is_top:
             i = g.add(rank, f"thread {tid}", HOST, name, ts, end, end - ts)
             top_node[(rank, tid, top)] = i
@@ -160,7 +161,7 @@ def build(run, windows: str) -> Graph:
     for v in host_nodes.values():
         v.sort(key=lambda i: (g.ts[i], i))
     host_ts = {r: [g.ts[i] for i in v] for r, v in host_nodes.items()}
-    for rank, lane, ts, end, kind, name, comm, ltid, lts, coll, key, nbytes, gsize in dev:
+    for rank, lane, ts, end, kind, name, comm, _ltid, lts, coll, key, nbytes, gsize in dev:
         k = COMM if comm else COMPUTE
         i = g.add(rank, f"stream {lane}" if kind != "comm_thread" else f"thread {lane}", k,
                   name, ts, end, end - ts)
@@ -194,6 +195,23 @@ def build(run, windows: str) -> Graph:
             g.inst[i] = -1
             _device_edges(g, i, p, launch_of.get(i), lat.get(rank, DEFAULT_LAUNCH_NS),
                           ends_sorted, end_times)
+    # ---- a collective's data: the compute its rank had launched before issuing it (what
+    # the event a process group records on the current stream and waits for captures)
+    for nodes in dev_nodes.values():
+        comp = sorted(
+            (launch_of[i][1], i) for i in nodes if i in launch_of and g.kind[i] == COMPUTE
+        )
+        lts_sorted = [x for x, _ in comp]
+        for i in nodes:
+            if g.kind[i] != COMM or i not in launch_of:
+                continue
+            k = bisect_right(lts_sorted, launch_of[i][1]) - 1
+            if k >= 0:
+                d = comp[k][1]
+                if g.end[d] <= g.ts[i] + ROUND_NS and not any(
+                    s == d for s, *_ in g.starts[i]
+                ):
+                    g.starts[i].append((d, True, min(g.ts[i] - g.end[d], 0), E_WAIT))
     # ---- host order, blocking syncs, host waits
     all_ends: dict[int, tuple[list[int], list[int]]] = {}
     for rank in g.spans:
@@ -314,7 +332,8 @@ def _waited_for(g: Graph, srt: list[int], times: list[int], i: int, after: int) 
 
 
 def _latest_before(srt, times, t, *, exclude_lane, g, after, rank=None) -> int | None:
-    k = bisect_right(times, t) - 1
+    # ends a few ns after t: the trace's µs timestamps with 3 decimals round
+    k = bisect_right(times, t + ROUND_NS) - 1
     while k >= 0 and times[k] >= after:
         j = srt[k]
         if g.lane[j] != exclude_lane and (rank is None or g.rank[j] == rank):

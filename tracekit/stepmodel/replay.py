@@ -83,7 +83,7 @@ def order(g: G.Graph) -> list[int]:
     result: list[int] = []
     while len(result) < nv:
         if not heap:  # a cycle: release its earliest vertex, its late edges dropped below
-            v = min((key(u) for u in range(nv) if not seen[u]))[1]
+            v = min(key(u) for u in range(nv) if not seen[u])[1]
             indeg[v] = 0
             heapq.heappush(heap, key(v))
         _, v = heapq.heappop(heap)
@@ -197,10 +197,9 @@ def _backtrack(g: G.Graph, t, pred, v, dur) -> list[Segment]:
         i = v >> 1
         ns = t[v] - t[u]
         if ns > 0:
-            owner = i if ek != G.E_TAIL else i
-            kind = _kind(g, owner, ek)
-            name = g.name[owner] if ek in (G.E_DUR, G.E_TAIL) else _gap_name(ek)
-            segs.append(Segment(g.rank[owner], kind, name, t[u], ns))
+            kind = _kind(g, i, ek)
+            name = g.name[i] if ek in (G.E_DUR, G.E_TAIL) else _gap_name(ek)
+            segs.append(Segment(g.rank[i], kind, name, t[u], ns))
         v = u
     i = v >> 1 if v is not None else None
     origin = g.spans[g.rank[i]].start_ns if i is not None else None
