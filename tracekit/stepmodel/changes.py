@@ -53,8 +53,10 @@ def is_compute(g: G.Graph, i: int) -> bool:
     """Compute work: device compute; on a CPU run the host's ops (not collective issue)."""
     if g.kind[i] == G.COMPUTE:
         return True
-    return g.cpu and g.kind[i] == G.HOST and not g.name[i].startswith(
-        ("c10d::", "gloo:", "record_param_comms")
+    return (
+        g.cpu
+        and g.kind[i] == G.HOST
+        and not g.name[i].startswith(("c10d::", "gloo:", "record_param_comms"))
     )
 
 
@@ -135,11 +137,14 @@ class Overlap(Change):
             elif g.backward[i] and is_compute(g, i):
                 bwd.setdefault((g.rank[i], g.step_of(i)), []).append(i)
         if not comms:
-            raise NotApplicable(f"--change {self.spec}: no {self.name} collective in the "
-                                "analysed steps")
+            raise NotApplicable(
+                f"--change {self.spec}: no {self.name} collective in the analysed steps"
+            )
         if not bwd:
-            raise NotApplicable(f"--change {self.spec}: no backward compute found (autograd "
-                                "ops or work of the backward thread) to overlap with")
+            raise NotApplicable(
+                f"--change {self.spec}: no backward compute found (autograd "
+                "ops or work of the backward thread) to overlap with"
+            )
         for key, members in comms.items():
             producers = sorted(bwd.get(key, []), key=lambda i: g.end[i])
             if not producers:
@@ -185,17 +190,23 @@ class NoHostGaps(Change):
 
     def apply(self, g, e):
         if g.cpu:
-            raise NotApplicable(f"--change {self.spec}: a CPU run has no device to launch "
-                                "work on; its host time is the work")
+            raise NotApplicable(
+                f"--change {self.spec}: a CPU run has no device to launch "
+                "work on; its host time is the work"
+            )
         for i in range(g.n):
             k = g.kind[i]
             if k == G.HOST:
                 e.dur[i] = 0.0 if not g.ends[i] else e.dur[i]
-                e.starts[i] = [(s, se, 0 if ek in (G.E_CHAIN, G.E_HOSTWAIT) else lag, ek)
-                               for s, se, lag, ek in e.starts[i]]
+                e.starts[i] = [
+                    (s, se, 0 if ek in (G.E_CHAIN, G.E_HOSTWAIT) else lag, ek)
+                    for s, se, lag, ek in e.starts[i]
+                ]
             elif k in (G.COMPUTE, G.COMM):  # no later than the (instant) host gets there
-                e.starts[i] = [(s, se, 0 if ek in (G.E_STREAM, G.E_LAUNCH) else lag, ek)
-                               for s, se, lag, ek in e.starts[i]]
+                e.starts[i] = [
+                    (s, se, 0 if ek in (G.E_STREAM, G.E_LAUNCH) else lag, ek)
+                    for s, se, lag, ek in e.starts[i]
+                ]
 
 
 @dataclass
@@ -229,13 +240,21 @@ class Microbatches(Change):
 
         p = self.pipeline
         if p is None:
-            raise NotApplicable(f"--change {self.spec}: the run has no pipeline (or its "
-                                "microbatch count is unknown)")
+            raise NotApplicable(
+                f"--change {self.spec}: the run has no pipeline (or its "
+                "microbatch count is unknown)"
+            )
         e.extra_ms += pipeline.span_ms(p, self.m) - pipeline.span_ms(p, p.microbatches)
 
 
-CHANGES: tuple[type[Change], ...] = (Overlap, Bandwidth, NoStraggler, NoHostGaps, ComputeSpeed,
-                                     Microbatches)
+CHANGES: tuple[type[Change], ...] = (
+    Overlap,
+    Bandwidth,
+    NoStraggler,
+    NoHostGaps,
+    ComputeSpeed,
+    Microbatches,
+)
 
 
 def parse(spec: str) -> Change:
@@ -245,6 +264,5 @@ def parse(spec: str) -> Change:
         if m := cls.pattern.fullmatch(text):
             return cls(text, m)
     raise TracekitError(
-        f"--change {spec!r} is not a change; use one of: "
-        + ", ".join(c.syntax for c in CHANGES)
+        f"--change {spec!r} is not a change; use one of: " + ", ".join(c.syntax for c in CHANGES)
     )

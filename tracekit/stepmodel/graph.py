@@ -163,8 +163,15 @@ def build(run, windows: str) -> Graph:
     host_ts = {r: [g.ts[i] for i in v] for r, v in host_nodes.items()}
     for rank, lane, ts, end, kind, name, comm, _ltid, lts, coll, key, nbytes, gsize in dev:
         k = COMM if comm else COMPUTE
-        i = g.add(rank, f"stream {lane}" if kind != "comm_thread" else f"thread {lane}", k,
-                  name, ts, end, end - ts)
+        i = g.add(
+            rank,
+            f"stream {lane}" if kind != "comm_thread" else f"thread {lane}",
+            k,
+            name,
+            ts,
+            end,
+            end - ts,
+        )
         dev_nodes.setdefault(rank, []).append(i)
         g.coll[i], g.nbytes[i], g.group[i] = coll, nbytes, gsize
         if key is not None:
@@ -193,8 +200,9 @@ def build(run, windows: str) -> Graph:
         for i in nodes:
             p = g.inst[i]
             g.inst[i] = -1
-            _device_edges(g, i, p, launch_of.get(i), lat.get(rank, DEFAULT_LAUNCH_NS),
-                          ends_sorted, end_times)
+            _device_edges(
+                g, i, p, launch_of.get(i), lat.get(rank, DEFAULT_LAUNCH_NS), ends_sorted, end_times
+            )
     # ---- a collective's data: the compute its rank had launched before issuing it (what
     # the event a process group records on the current stream and waits for captures)
     for nodes in dev_nodes.values():
@@ -208,15 +216,12 @@ def build(run, windows: str) -> Graph:
             k = bisect_right(lts_sorted, launch_of[i][1]) - 1
             if k >= 0:
                 d = comp[k][1]
-                if g.end[d] <= g.ts[i] + ROUND_NS and not any(
-                    s == d for s, *_ in g.starts[i]
-                ):
+                if g.end[d] <= g.ts[i] + ROUND_NS and not any(s == d for s, *_ in g.starts[i]):
                     g.starts[i].append((d, True, min(g.ts[i] - g.end[d], 0), E_WAIT))
     # ---- host order, blocking syncs, host waits
     all_ends: dict[int, tuple[list[int], list[int]]] = {}
     for rank in g.spans:
-        nodes = sorted(host_nodes.get(rank, []) + dev_nodes.get(rank, []),
-                       key=lambda i: g.end[i])
+        nodes = sorted(host_nodes.get(rank, []) + dev_nodes.get(rank, []), key=lambda i: g.end[i])
         all_ends[rank] = (nodes, [g.end[i] for i in nodes])
     for rank, nodes in host_nodes.items():
         by_thread: dict[str, int] = {}
@@ -229,13 +234,11 @@ def build(run, windows: str) -> Graph:
             w = None
             if p is None or g.ts[i] - prev_end > WAIT_NS:
                 srt, times = all_ends[rank]
-                w = _latest_before(srt, times, g.ts[i], exclude_lane=g.lane[i], g=g,
-                                   after=prev_end)
+                w = _latest_before(srt, times, g.ts[i], exclude_lane=g.lane[i], g=g, after=prev_end)
                 if w is not None:  # the gap was a wait for it: the thread was free before
                     g.starts[i].append((w, True, g.ts[i] - g.end[w], E_HOSTWAIT))
             if p is not None:
-                g.starts[i].append((p, True, 0 if w is not None else g.ts[i] - g.end[p],
-                                    E_CHAIN))
+                g.starts[i].append((p, True, 0 if w is not None else g.ts[i] - g.end[p], E_CHAIN))
             if sync_of.get(i):
                 j = bisect_right(dev_ends, g.end[i]) - 1
                 if j >= 0 and dev_ends[j] >= g.ts[i]:
@@ -252,8 +255,15 @@ def build(run, windows: str) -> Graph:
         last = max(members, key=lambda m: g.ts[m])
         first_end = min(g.end[m] for m in members)
         transfer = max(first_end - g.ts[last], 0)
-        j = g.add(g.rank[last], "collective", INST, g.coll[last] or g.name[last], g.ts[last],
-                  g.ts[last] + transfer, transfer)
+        j = g.add(
+            g.rank[last],
+            "collective",
+            INST,
+            g.coll[last] or g.name[last],
+            g.ts[last],
+            g.ts[last] + transfer,
+            transfer,
+        )
         g.coll[j], g.nbytes[j], g.group[j] = g.coll[last], g.nbytes[last], g.group[last]
         for m in members:
             g.starts[j].append((m, False, 0, E_INST))
@@ -262,8 +272,11 @@ def build(run, windows: str) -> Graph:
             g.ends[m].append((j, g.end[m] - g.end[j], E_TAIL))
     # ---- each rank's window end: its step thread's last host event, or its last work
     for rank, sp in g.spans.items():
-        hn = [i for i in host_nodes.get(rank, [])
-              if sp.main_tid is None or g.lane[i] == f"thread {sp.main_tid}"]
+        hn = [
+            i
+            for i in host_nodes.get(rank, [])
+            if sp.main_tid is None or g.lane[i] == f"thread {sp.main_tid}"
+        ]
         tails = [hn[-1]] if hn else []
         last_by_lane: dict[str, int] = {}
         for i in dev_nodes.get(rank, []):
@@ -327,8 +340,9 @@ def _containing(g: Graph, nodes: list[int], starts: list[int], t: int) -> int | 
 def _waited_for(g: Graph, srt: list[int], times: list[int], i: int, after: int) -> int | None:
     """Work on another lane of i's rank that ended within WAIT_NS before i started and
     after `after` (what i's start waited for), else None."""
-    return _latest_before(srt, times, g.ts[i], exclude_lane=g.lane[i], g=g, after=after,
-                          rank=g.rank[i])
+    return _latest_before(
+        srt, times, g.ts[i], exclude_lane=g.lane[i], g=g, after=after, rank=g.rank[i]
+    )
 
 
 def _latest_before(srt, times, t, *, exclude_lane, g, after, rank=None) -> int | None:

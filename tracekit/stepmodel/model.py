@@ -55,12 +55,16 @@ class StepModel:
             by_rank[str(s.rank)] = by_rank.get(str(s.rank), 0.0) + s.ns / n / 1e6
         longest = sorted(rp.path, key=lambda s: -s.ns)[:SEGMENTS]
         segs = [
-            {"rank": s.rank, "kind": s.kind, "name": s.name,
-             "start_ms": (s.start_ns - rp.origin_ns) / 1e6, "ms": s.ns / 1e6}
+            {
+                "rank": s.rank,
+                "kind": s.kind,
+                "name": s.name,
+                "start_ms": (s.start_ns - rp.origin_ns) / 1e6,
+                "ms": s.ns / 1e6,
+            }
             for s in sorted(longest, key=lambda s: s.start_ns)
         ]
-        return CriticalPath(by_kind, dict(sorted(by_rank.items(), key=lambda kv: int(kv[0]))),
-                            segs)
+        return CriticalPath(by_kind, dict(sorted(by_rank.items(), key=lambda kv: int(kv[0]))), segs)
 
     def what_if(self, changes: list[C.Change]) -> Outcome:
         """Replay with `changes` applied (NotApplicable when one does not apply)."""
