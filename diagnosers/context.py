@@ -46,8 +46,8 @@ if TYPE_CHECKING:
     from diagnosers.analyses.scaling import BubbleFacts
     from diagnosers.analyses.stragglers import Attribution
     from diagnosers.analyses.topology import Topology
-    from tracekit.stepmodel.model import StepModel
     from diagnosers.findings import Finding
+    from tracekit.stepmodel.model import StepModel
 
 
 class Context:
