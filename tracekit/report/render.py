@@ -149,7 +149,7 @@ def finding_lines(report: Report) -> list[str]:
 
 
 def step_model_lines(sm: Any) -> list[str]:
-    """"What bounds the step": the step model's replay, its critical path by kind and by
+    """The "what bounds the step" block: the step model's replay, its critical path by kind and by
     rank, the longest stretches of it, and each finding's remedy replayed."""
     if sm is None or sm is UNSET:
         return []

@@ -6,7 +6,8 @@ edges before a replay (`tracekit whatif RUN --change C`, and each finding's reme
   order), on their own lane beside compute; their launch and inferred waits are dropped;
 - `bandwidth:NAME=GBPS`: collectives NAME transfer at that bus bandwidth, t = S·factor ÷
   busbw (nccl-tests' definition, `tracekit.model.collectives.bus_factor`);
-- `no-straggler`: every rank's compute in each step at the median rank's pace in that step;
+- `no-straggler`: every rank in each step at the median rank's pace in that step: its
+  compute, and on GPU runs its host time;
 - `no-host-gaps`: host work, launches and host gaps take no time: device work starts as
   soon as its stream (and what it waits for) allows; syncs still wait for the device;
 - `compute-speed=F`: compute F× faster (device compute; on CPU runs the host's ops);
@@ -159,29 +160,58 @@ class Overlap(Change):
 
 
 class NoStraggler(Change):
+    """Every rank at the median rank's pace, step by step: its compute (device compute; on
+    CPU runs the host's ops) and, on GPU runs, its own host time (host work and the gaps
+    between host events that no wait explains) scaled to the median of that step."""
+
     pattern = re.compile(r"no-straggler")
     syntax = "no-straggler"
 
     def apply(self, g, e):
         if len(g.spans) < 2:
             raise NotApplicable(f"--change {self.spec}: one rank in the run, no straggler")
-        per: dict[tuple[int, int], float] = {}
-        nodes: dict[tuple[int, int], list[int]] = {}
+        comp: dict[tuple[int, int], list[int]] = {}
+        host: dict[tuple[int, int], list[int]] = {}
         for i in range(g.n):
+            key = (g.rank[i], g.step_of(i))
             if is_compute(g, i):
-                key = (g.rank[i], g.step_of(i))
-                per[key] = per.get(key, 0.0) + g.dur[i]
-                nodes.setdefault(key, []).append(i)
-        steps = {s for _r, s in per}
-        for s in steps:
-            vals = [v for (r, st), v in per.items() if st == s]
-            if len(vals) < 2:
-                continue
-            med = median(vals)
-            for (r, st), v in per.items():
-                if st == s and v > 0:
-                    for i in nodes[(r, st)]:
-                        e.dur[i] = e.dur[i] * med / v
+                comp.setdefault(key, []).append(i)
+            elif g.kind[i] == G.HOST:
+                host.setdefault(key, []).append(i)
+
+        def compute_time(nodes):
+            return sum(g.dur[i] for i in nodes)
+
+        def host_time(nodes):
+            return sum(
+                g.dur[i] + sum(lag for *_, lag, ek in g.starts[i] if ek == G.E_CHAIN)
+                for i in nodes
+            )
+
+        def scale(groups, time, edit):
+            for s in {st for _r, st in groups}:
+                keys = [k for k in groups if k[1] == s]
+                if len(keys) < 2:
+                    continue
+                vals = {k: time(groups[k]) for k in keys}
+                med = median(vals.values())
+                for k in keys:
+                    if vals[k] > 0:
+                        for i in groups[k]:
+                            edit(i, med / vals[k])
+
+        def edit_compute(i, f):
+            e.dur[i] = e.dur[i] * f
+
+        def edit_host(i, f):
+            e.dur[i] = e.dur[i] * f
+            e.starts[i] = [
+                (s, se, lag * f if ek == G.E_CHAIN else lag, ek) for s, se, lag, ek in e.starts[i]
+            ]
+
+        scale(comp, compute_time, edit_compute)
+        if not g.cpu:
+            scale(host, host_time, edit_host)
 
 
 class NoHostGaps(Change):
