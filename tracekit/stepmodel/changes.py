@@ -184,8 +184,7 @@ class NoStraggler(Change):
 
         def host_time(nodes):
             return sum(
-                g.dur[i] + sum(lag for *_, lag, ek in g.starts[i] if ek == G.E_CHAIN)
-                for i in nodes
+                g.dur[i] + sum(lag for *_, lag, ek in g.starts[i] if ek == G.E_CHAIN) for i in nodes
             )
 
         def scale(groups, time, edit):

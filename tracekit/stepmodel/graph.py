@@ -38,7 +38,6 @@ edges the trace cannot explain; `replay_error` says how complete the graph is.
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
@@ -46,12 +45,13 @@ from tracekit import sql
 
 HOST, COMPUTE, COMM, INST = 0, 1, 2, 3
 # edge kinds: how a lag or a duration on the critical path is classified
-E_DUR, E_LAUNCH, E_STREAM, E_WAIT, E_CHAIN, E_ANCHOR, E_SYNC, E_INST, E_TAIL, E_HOSTWAIT = range(10)
+(E_DUR, E_LAUNCH, E_STREAM, E_WAIT, E_CHAIN, E_ANCHOR, E_SYNC, E_INST, E_TAIL, E_HOSTWAIT,
+ E_UNEXPLAINED) = range(11)  # fmt: skip
 WAIT_NS = 20_000  # an unexplained start this close after other work ended waits for it
 STREAM_SLACK_NS = 5_000  # device work starting this close after its stream freed was queued
+MAX_LAUNCH_NS = 20_000  # launch latencies above this are waits the trace does not show
 DEFAULT_LAUNCH_NS = 5_000  # launch latency when no device work waited for its launch
 ROUND_NS = 10  # timestamps in µs with 3 decimals: ends and starts meet within rounding
-_SYNC = re.compile(r"Synchronize|^(cuda|hip)Memcpy$|^(cuda|hip)MemcpyDtoH$")
 P2P = ("send", "recv", "send_recv")
 
 
@@ -133,26 +133,16 @@ def build(run, windows: str) -> Graph:
         if not sp.steps:
             sp.steps = [(sp.start_ns, sp.end_ns)]
 
-    # ---- host: top-level events per thread, with what they contain
-    top_node: dict[tuple[int, int, int], int] = {}  # (rank, tid, top) → node
+    # ---- host: top-level events per thread (what they contain acts through them)
     sync_of: dict[int, bool] = {}
     host_nodes: dict[int, list[int]] = {}  # rank → host nodes (any thread), by start
-    for rank, tid, ts, end, kind, name, _corr, is_top, top in host:
-        if is_top:
-            i = g.add(rank, f"thread {tid}", HOST, name, ts, end, end - ts)
-            top_node[(rank, tid, top)] = i
-            host_nodes.setdefault(rank, []).append(i)
-            main = g.spans[rank].main_tid if rank in g.spans else None
-            g.backward[i] = name.startswith("autograd::engine") or (
-                main is not None and tid != main
-            )
-        i = top_node.get((rank, tid, top))
-        if i is None:
-            continue
-        if kind == "runtime" and _SYNC.search(name):
+    for rank, tid, ts, end, name, has_sync in host:
+        i = g.add(rank, f"thread {tid}", HOST, name, ts, end, end - ts)
+        host_nodes.setdefault(rank, []).append(i)
+        main = g.spans[rank].main_tid if rank in g.spans else None
+        g.backward[i] = name.startswith("autograd::engine") or (main is not None and tid != main)
+        if has_sync:
             sync_of[i] = True
-        if name.startswith("autograd::engine"):
-            g.backward[i] = True
     # ---- device work and gloo spans
     dev_nodes: dict[int, list[int]] = {}
     lat_bound: dict[int, list[int]] = {}
@@ -161,7 +151,8 @@ def build(run, windows: str) -> Graph:
     for v in host_nodes.values():
         v.sort(key=lambda i: (g.ts[i], i))
     host_ts = {r: [g.ts[i] for i in v] for r, v in host_nodes.items()}
-    for rank, lane, ts, end, kind, name, comm, _ltid, lts, coll, key, nbytes, gsize in dev:
+    blocking: dict[int, int] = {}  # host node → the device work its call waited for
+    for rank, lane, ts, end, kind, name, comm, _ltid, lts, lend, coll, key, nbytes, gsize in dev:
         k = COMM if comm else COMPUTE
         i = g.add(
             rank,
@@ -181,6 +172,12 @@ def build(run, windows: str) -> Graph:
             h = _containing(g, host_nodes.get(rank, []), host_ts.get(rank, []), int(lts))
         if h is not None:
             launch_of[i] = (h, int(lts))
+            # a call that returns only once its own work is done (a blocking copy) waited
+            if (
+                lend is not None
+                and int(lts) <= end <= int(lend) >= end >= g.end[blocking.get(h, i)]
+            ):
+                blocking[h] = i
             g.backward[i] = g.backward[h] and k == COMPUTE
     # ---- stream order and launch edges
     for rank, nodes in dev_nodes.items():
@@ -223,6 +220,8 @@ def build(run, windows: str) -> Graph:
     for rank in g.spans:
         nodes = sorted(host_nodes.get(rank, []) + dev_nodes.get(rank, []), key=lambda i: g.end[i])
         all_ends[rank] = (nodes, [g.end[i] for i in nodes])
+    hsrt = {r: sorted(v, key=lambda i: g.end[i]) for r, v in host_nodes.items()}
+    htimes = {r: [g.end[i] for i in v] for r, v in hsrt.items()}
     for rank, nodes in host_nodes.items():
         by_thread: dict[str, int] = {}
         dev_sorted = sorted(dev_nodes.get(rank, []), key=lambda i: g.end[i])
@@ -235,17 +234,31 @@ def build(run, windows: str) -> Graph:
             if p is None or g.ts[i] - prev_end > WAIT_NS:
                 srt, times = all_ends[rank]
                 w = _latest_before(srt, times, g.ts[i], exclude_lane=g.lane[i], g=g, after=prev_end)
+                if w is None:  # else the thread waited for another thread of its rank
+                    w = _latest_before(
+                        hsrt[rank],
+                        htimes[rank],
+                        g.ts[i],
+                        exclude_lane=g.lane[i],
+                        g=g,
+                        after=prev_end,
+                        within=None,
+                    )
                 if w is not None:  # the gap was a wait for it: the thread was free before
                     g.starts[i].append((w, True, g.ts[i] - g.end[w], E_HOSTWAIT))
             if p is not None:
                 g.starts[i].append((p, True, 0 if w is not None else g.ts[i] - g.end[p], E_CHAIN))
-            if sync_of.get(i):
+            d = blocking.get(i)
+            if d is None and sync_of.get(i):
                 j = bisect_right(dev_ends, g.end[i]) - 1
                 if j >= 0 and dev_ends[j] >= g.ts[i]:
                     d = dev_sorted[j]
-                    g.ends[i].append((d, g.end[i] - g.end[d], E_SYNC))
-                    # its own time is the tail after the device work it waited for
-                    g.dur[i] = min(g.dur[i], g.end[i] - g.end[d])
+            if d is not None:
+                g.ends[i].append((d, g.end[i] - g.end[d], E_SYNC))
+                # its own time: up to the blocking call, and the tail after the device
+                # work it waited for
+                before = max(launch_of[d][1] - g.ts[i], 0) if d in blocking.values() else 0
+                g.dur[i] = min(g.dur[i], before + g.end[i] - g.end[d])
     # ---- collectives matched across ranks: the instance node
     for _key, members in by_instance.items():
         if len(members) != (g.group[members[0]] or 0) or len({g.rank[m] for m in members}) != len(
@@ -321,8 +334,12 @@ def _device_edges(g: Graph, i: int, p: int, launch, lat: float, srt, times) -> N
         g.starts[i].append((w, True, ts - g.end[w], E_WAIT))
     if launch is not None:
         h, lts = launch
+        explained = bound_s or w is not None or bound_l
         lag = r if not (bound_s or w is not None) else min(r, lat)
-        g.starts[i].append((h, False, lts - g.ts[h] + lag, E_LAUNCH))
+        # started long after its launch with nothing in the trace to say why: an
+        # unexplained wait, kept as measured (not host time)
+        ek = E_LAUNCH if explained else E_UNEXPLAINED
+        g.starts[i].append((h, False, lts - g.ts[h] + lag, ek))
     elif p >= 0 and not bound_s and w is None and gap_s is not None:
         g.starts[i][-1] = (p, True, gap_s, E_STREAM)  # nothing else explains it
 
@@ -345,18 +362,22 @@ def _waited_for(g: Graph, srt: list[int], times: list[int], i: int, after: int) 
     )
 
 
-def _latest_before(srt, times, t, *, exclude_lane, g, after, rank=None) -> int | None:
+def _latest_before(
+    srt, times, t, *, exclude_lane, g, after, rank=None, within: int | None = WAIT_NS
+) -> int | None:
     # ends a few ns after t: the trace's µs timestamps with 3 decimals round
     k = bisect_right(times, t + ROUND_NS) - 1
     while k >= 0 and times[k] >= after:
         j = srt[k]
         if g.lane[j] != exclude_lane and (rank is None or g.rank[j] == rank):
-            return j if t - times[k] <= WAIT_NS else None
+            return j if within is None or t - times[k] <= within else None
         k -= 1
     return None
 
 
 def _low(values: list[int]) -> float:
-    """The 10th percentile of the non-negative values (DEFAULT_LAUNCH_NS without any)."""
+    """The launch latency: the 10th percentile of the non-negative values, at most
+    MAX_LAUNCH_NS (DEFAULT_LAUNCH_NS without any): when the host runs far ahead, work that
+    did not queue behind its stream waited for something else (an event), not its launch."""
     v = sorted(x for x in values if x >= 0)
-    return float(v[len(v) // 10]) if v else float(DEFAULT_LAUNCH_NS)
+    return float(min(v[len(v) // 10], MAX_LAUNCH_NS)) if v else float(DEFAULT_LAUNCH_NS)

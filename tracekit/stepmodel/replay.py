@@ -54,6 +54,36 @@ class Replay:
 
 
 def order(g: G.Graph) -> list[int]:
+    """Vertices (2·node: start, 2·node+1: end) in an order every edge respects: measured
+    time (at one instant an instance's end, nodes' ends, nodes' starts, instances' starts,
+    then zero-length ends) when that order holds every edge — the usual case — else a
+    topological sort (`toposort`)."""
+    ts, end, kind = g.ts, g.end, g.kind
+    keys = []
+    for i in range(g.n):
+        inst = kind[i] == G.INST
+        zero = end[i] <= ts[i]
+        keys.append((ts[i], 2 if inst else 1, 2 * i))
+        keys.append((end[i], (4 if zero else -1) if inst else (3 if zero else 0), 2 * i + 1))
+    keys.sort()
+    vorder = [v for *_, v in keys]
+    pos = [0] * (2 * g.n)
+    for k, v in enumerate(vorder):
+        pos[v] = k
+    for i in range(g.n):
+        ps, pe = pos[2 * i], pos[2 * i + 1]
+        if ps > pe:
+            return toposort(g)
+        for e in g.starts[i]:
+            if pos[2 * e[0] + (1 if e[1] else 0)] >= ps:
+                return toposort(g)
+        for e in g.ends[i]:
+            if pos[2 * e[0] + 1] >= pe:
+                return toposort(g)
+    return vorder
+
+
+def toposort(g: G.Graph) -> list[int]:
     """Vertices (2·node: start, 2·node+1: end) in a topological order of the edges, the
     earliest measured time first among those ready (Kahn's algorithm with a heap); edges
     closing a cycle (the measured order cannot hold them) are dropped and counted in
@@ -185,7 +215,7 @@ def _kind(g: G.Graph, i: int, ek: int) -> str:
         return "host"
     if ek == G.E_TAIL:
         return "communication"
-    if ek in (G.E_STREAM, G.E_WAIT):
+    if ek in (G.E_STREAM, G.E_WAIT, G.E_UNEXPLAINED):
         return "idle"
     return "host"
 
@@ -218,6 +248,7 @@ def _gap_name(ek: int) -> str:
         G.E_ANCHOR: "window start",
         G.E_SYNC: "sync",
         G.E_HOSTWAIT: "host wait",
+        G.E_UNEXPLAINED: "unexplained wait",
     }.get(ek, "gap")
 
 

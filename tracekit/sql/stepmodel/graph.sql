@@ -3,23 +3,20 @@
 -- Placeholder {windows}: rows (rank, wid, start_ns, end_ns, n), each rank's analysed window.
 
 -- @query host
--- CPU ops and runtime calls that start in the window, per thread in time order, each with
--- its top-level ancestor on its thread (`top`: the ordinal of the enclosing top-level event,
--- 1-based per thread). Stage/step annotations and Python frames are left out: a top-level
--- event is the outermost op or runtime call, the unit the host timeline is replayed in.
+-- The top-level CPU ops and runtime calls of each thread that start in the window, in
+-- time order (the unit the host timeline is replayed in; stage/step annotations and Python
+-- frames are left out), each with whether a blocking sync runs inside it.
 -- @column rank: global rank
 -- @column tid: thread id
 -- @column ts_ns: start, ns since the epoch
 -- @column end_ns: end, ns since the epoch
--- @column kind: cpu_op or runtime
 -- @column name: event name
--- @column correlation: runtime ↔ device link (runtime calls)
--- @column is_top: the event is top-level on its thread
--- @column top: ordinal of its top-level ancestor on the thread
+-- @column has_sync: a runtime call inside it (or itself) synchronizes with the device (`cudaDeviceSynchronize`, `cudaStreamSynchronize`, `cudaEventSynchronize`, a blocking `cudaMemcpy`)
 WITH w AS ({windows}),
 h AS (
-    SELECT e.rank, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns, e.kind,
-           e.name::VARCHAR AS name, e.correlation
+    SELECT e.rank, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns, e.name,
+           e.kind = 'runtime' AND regexp_matches(e.name::VARCHAR,
+               'Synchronize|^(cuda|hip)Memcpy$|^(cuda|hip)MemcpyDtoH$') AS is_sync
     FROM events e JOIN w ON e.rank = w.rank
     WHERE e.kind IN ('cpu_op', 'runtime') AND e.ts_ns >= w.start_ns AND e.ts_ns < w.end_ns
 ), c AS (
@@ -27,11 +24,16 @@ h AS (
                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS _cover
     FROM h
 ), t AS (
-    SELECT * EXCLUDE (_cover), (_cover IS NULL OR ts_ns >= _cover) AS is_top FROM c
+    SELECT *, sum((_cover IS NULL OR ts_ns >= _cover)::INT) OVER (
+               PARTITION BY rank, tid ORDER BY ts_ns, end_ns DESC ROWS UNBOUNDED PRECEDING
+           ) AS top
+    FROM c
 )
-SELECT *, sum(is_top::INT) OVER (PARTITION BY rank, tid ORDER BY ts_ns, end_ns DESC
-                                 ROWS UNBOUNDED PRECEDING) AS top
-FROM t ORDER BY rank, tid, ts_ns, end_ns DESC
+SELECT rank, tid, arg_min(ts_ns, (ts_ns, -end_ns)) AS ts_ns,
+       arg_min(end_ns, (ts_ns, -end_ns)) AS end_ns,
+       arg_min(name, (ts_ns, -end_ns))::VARCHAR AS name, bool_or(is_sync) AS has_sync
+FROM t GROUP BY rank, tid, top
+ORDER BY rank, tid, ts_ns
 
 -- @query device
 -- Device work (kernels, copies, memsets) and gloo worker-thread spans starting in the
@@ -46,6 +48,7 @@ FROM t ORDER BY rank, tid, ts_ns, end_ns DESC
 -- @column comm: communication (a communication kernel or a gloo span)
 -- @column launch_tid: thread of the launching runtime call (null when none)
 -- @column launch_ts_ns: start of the launching runtime call (gloo: the issue op)
+-- @column launch_end_ns: end of the launching runtime call (null for gloo)
 -- @column coll: collective (all_reduce …) of a communication row
 -- @column instance_key: cross-rank instance of a matched collective (null otherwise)
 -- @column bytes: nccl-tests size S of a collective, bytes
@@ -58,12 +61,14 @@ d AS (
     WHERE e.kind IN ('kernel', 'memcpy', 'memset', 'comm_thread')
       AND e.ts_ns >= w.start_ns AND e.ts_ns < w.end_ns
 ), r AS (
-    SELECT rank, correlation, any_value(tid) AS tid, min(ts_ns) AS ts_ns FROM events
+    SELECT rank, correlation, any_value(tid) AS tid, min(ts_ns) AS ts_ns,
+           max(ts_ns + dur_ns) AS end_ns FROM events
     WHERE kind = 'runtime' AND correlation IS NOT NULL GROUP BY rank, correlation
 )
 SELECT d.rank, d.lane, d.ts_ns, d.end_ns, d.kind, d.name,
        (d.kind = 'comm_thread' OR coalesce(kc.category = 'communication', false)) AS comm,
        r.tid AS launch_tid, coalesce(r.ts_ns, c.issue_ts_ns) AS launch_ts_ns,
+       r.end_ns AS launch_end_ns,
        c.name AS coll, CASE WHEN c.matched THEN c.instance_key END AS instance_key,
        c.bytes, c.group_size
 FROM d
