@@ -44,6 +44,10 @@ class Edits:
     ends: list[list[tuple]]
     reorder: bool = False  # edges were added: the vertex order must be computed again
     extra_ms: float = 0.0
+    # rank → ns its unexplained starts move (a late rank's window start brought forward)
+    shift: dict[int, float] = field(default_factory=dict)
+    # node → its start where nothing in the graph explains it (else its measured start)
+    start_at: dict[int, float] = field(default_factory=dict)
 
     @classmethod
     def of(cls, g: G.Graph) -> Edits:
@@ -162,7 +166,9 @@ class Overlap(Change):
 class NoStraggler(Change):
     """Every rank at the median rank's pace, step by step: its compute (device compute; on
     CPU runs the host's ops) and, on GPU runs, its own host time (host work and the gaps
-    between host events that no wait explains) scaled to the median of that step."""
+    between host events that no wait explains) scaled to the median of that step; a rank
+    whose analysed window starts after the median rank's starts with it (its lateness
+    came from its pace before the window)."""
 
     pattern = re.compile(r"no-straggler")
     syntax = "no-straggler"
@@ -210,7 +216,37 @@ class NoStraggler(Change):
 
         scale(comp, compute_time, edit_compute)
         if not g.cpu:
-            scale(host, host_time, edit_host)
+            # ranks that run the same host program step by step (the same number of host
+            # events): each host event and the gap before it at the median over ranks of
+            # that event's; else the rank's host time scaled to the median
+            steps = {st for _r, st in host}
+            for st in steps:
+                keys = sorted(k for k in host if k[1] == st)
+                seqs = [sorted(host[k], key=lambda i: g.ts[i]) for k in keys]
+                if len(seqs) < 2 or len({len(q) for q in seqs}) != 1:
+                    scale({k: host[k] for k in keys}, host_time, edit_host)
+                    continue
+                for pos in zip(*seqs, strict=True):
+                    med_d = median(g.dur[i] for i in pos)
+                    med_l = median(_chain_lag(g, i) for i in pos)
+                    if not any(g.starts[i] for i in pos):  # first on its thread: its offset
+                        off = median(g.ts[i] - g.spans[g.rank[i]].start_ns for i in pos)
+                        for i in pos:
+                            e.start_at[i] = g.spans[g.rank[i]].start_ns + off
+                    for i in pos:
+                        e.dur[i] = med_d
+                        e.starts[i] = [
+                            (s, se, med_l if ek == G.E_CHAIN else lag, ek)
+                            for s, se, lag, ek in e.starts[i]
+                        ]
+        med = median(sp.start_ns for sp in g.spans.values())
+        for r, sp in g.spans.items():
+            if sp.start_ns > med:
+                e.shift[r] = med - sp.start_ns
+
+
+def _chain_lag(g: G.Graph, i: int) -> float:
+    return next((lag for *_, lag, ek in g.starts[i] if ek == G.E_CHAIN), 0)
 
 
 class NoHostGaps(Change):

@@ -80,7 +80,15 @@ class StepModel:
                 order = R.order(g)
             finally:
                 g.starts, g.ends = saved
-        rp = R.run(g, order, dur=e.dur, starts=e.starts, ends=e.ends)
+        rp = R.run(
+            g,
+            order,
+            dur=e.dur,
+            starts=e.starts,
+            ends=e.ends,
+            shift=e.shift,
+            start_at=e.start_at,
+        )
         return Outcome(
             change=[c.spec for c in changes],
             measured_step_ms=self.base.measured_step_ms,

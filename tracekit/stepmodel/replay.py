@@ -150,6 +150,8 @@ def run(
     starts: list[list[tuple]] | None = None,
     ends: list[list[tuple]] | None = None,
     path: bool = True,
+    shift: dict[int, float] | None = None,
+    start_at: dict[int, float] | None = None,
 ) -> Replay:
     """Replay `g` (with a change's durations / edges in place of its own)."""
     dur = dur if dur is not None else g.dur
@@ -168,7 +170,11 @@ def run(
                 if best is None or x > best:
                     best, arg = x, (sv, ek)
             if best is None:  # nothing the trace shows explains it: its measured start
-                best, arg = ts[i], None
+                if start_at and i in start_at:
+                    best = start_at[i]
+                else:
+                    best = ts[i] + (shift.get(g.rank[i], 0) if shift else 0)
+                arg = None
             t[v], pred[v] = best, arg
         else:
             best, arg = t[v - 1] + dur[i], (v - 1, G.E_DUR)
