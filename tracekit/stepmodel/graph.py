@@ -47,6 +47,7 @@ HOST, COMPUTE, COMM, INST = 0, 1, 2, 3
 # edge kinds: how a lag or a duration on the critical path is classified
 (E_DUR, E_LAUNCH, E_STREAM, E_WAIT, E_CHAIN, E_ANCHOR, E_SYNC, E_INST, E_TAIL, E_HOSTWAIT,
  E_UNEXPLAINED) = range(11)  # fmt: skip
+COMM_WAKE_NS = 200_000  # a thread waiting for a collective resumes within this after it
 WAIT_NS = 20_000  # an unexplained start this close after other work ended waits for it
 STREAM_SLACK_NS = 5_000  # device work starting this close after its stream freed was queued
 MAX_LAUNCH_NS = 20_000  # launch latencies above this are waits the trace does not show
@@ -85,6 +86,7 @@ class Graph:
     backward: list[bool] = field(default_factory=list)  # compute of the backward pass
     spans: dict[int, RankSpan] = field(default_factory=dict)
     dropped: int = 0  # edges the measured order cannot hold (none expected)
+    origin: int = 0  # ns since the epoch of time 0 (the earliest window start)
 
     def add(self, rank, lane, kind, name, ts, end, dur) -> int:
         self.rank.append(rank)
@@ -121,9 +123,22 @@ def build(run, windows: str) -> Graph:
     dev = con.sql(sql.query("stepmodel.graph", "device", windows=windows)).fetchall()
     steps = con.sql(sql.query("stepmodel.graph", "steps", windows=windows)).fetchall()
     g = Graph(cpu=not any(r[4] in ("kernel", "memcpy", "memset") for r in dev))
+    # times relative to the earliest window start: ns since the epoch (~1.8e18) are beyond
+    # a float's exact integers (2^53), and the replay adds floats
+    g.origin = o = min((int(s) for _r, s, _e, _n in wrows if s is not None), default=0)
+
+    def rel(x):
+        return None if x is None else int(x) - o
+
+    host = [(r, tid, rel(ts), rel(end), *rest) for r, tid, ts, end, *rest in host]
+    dev = [
+        (r, lane, rel(ts), rel(end), kind, name, comm, ltid, rel(lts), rel(lend), *rest)
+        for r, lane, ts, end, kind, name, comm, ltid, lts, lend, *rest in dev
+    ]
+    steps = [(r, st, rel(s), rel(e), tid) for r, st, s, e, tid in steps]
     for rank, s, e, n in wrows:
         if s is not None:
-            g.spans[rank] = RankSpan(rank, int(s), int(e), max(int(n), 1))
+            g.spans[rank] = RankSpan(rank, rel(s), rel(e), max(int(n), 1))
     for rank, _step, s, e, tid in steps:
         sp = g.spans.get(rank)
         if sp is not None:
@@ -220,6 +235,11 @@ def build(run, windows: str) -> Graph:
     for rank in g.spans:
         nodes = sorted(host_nodes.get(rank, []) + dev_nodes.get(rank, []), key=lambda i: g.end[i])
         all_ends[rank] = (nodes, [g.end[i] for i in nodes])
+    csrt = {
+        r: sorted((i for i in v if g.kind[i] == COMM), key=lambda i: g.end[i])
+        for r, v in dev_nodes.items()
+    }
+    ctimes = {r: [g.end[i] for i in v] for r, v in csrt.items()}
     hsrt = {r: sorted(v, key=lambda i: g.end[i]) for r, v in host_nodes.items()}
     htimes = {r: [g.end[i] for i in v] for r, v in hsrt.items()}
     for rank, nodes in host_nodes.items():
@@ -234,6 +254,17 @@ def build(run, windows: str) -> Graph:
             if p is None or g.ts[i] - prev_end > WAIT_NS:
                 srt, times = all_ends[rank]
                 w = _latest_before(srt, times, g.ts[i], exclude_lane=g.lane[i], g=g, after=prev_end)
+                if w is None and csrt.get(rank):  # a wait for a collective (gloo's
+                    # Work.wait() is not traced; the waiter wakes up tens of µs after it ends)
+                    w = _latest_before(
+                        csrt[rank],
+                        ctimes[rank],
+                        g.ts[i],
+                        exclude_lane=g.lane[i],
+                        g=g,
+                        after=prev_end,
+                        within=COMM_WAKE_NS,
+                    )
                 if w is None:  # else the thread waited for another thread of its rank
                     w = _latest_before(
                         hsrt[rank],

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from tracekit.stepmodel import graph as G
 
+ROUND_NS = 1_000  # replayed ends this close are a tie
 KINDS = ("compute", "communication", "waiting", "host", "idle")
 
 
@@ -185,14 +186,18 @@ def run(
             t[v], pred[v] = best, arg
     per_rank: dict[int, float] = {}
     measured: dict[int, float] = {}
-    last_rank, last_t, last_v = None, None, None
+    last_rank, last_t, last_v, last_lag = None, None, None, 0
     for r, sp in g.spans.items():
-        cands = [(t[2 * i + 1] + lag, 2 * i + 1) for i, lag in sp.end_edges]
-        end_t, end_v = max(cands) if cands else (float(sp.end_ns), None)
+        # the latest end; at a tie the work closest to the window's end (the step's)
+        cands = [(t[2 * i + 1] + lag, -lag, 2 * i + 1) for i, lag in sp.end_edges]
+        end_t, end_lag, end_v = float(sp.end_ns), 0, None
+        if cands:
+            end_t = max(c[0] for c in cands)
+            _, end_lag, end_v = max(c for c in cands if c[0] >= end_t - ROUND_NS)
         per_rank[r] = (end_t - sp.start_ns) / sp.n_steps / 1e6
         measured[r] = (sp.end_ns - sp.start_ns) / sp.n_steps / 1e6
         if last_t is None or end_t - sp.start_ns > last_t:
-            last_rank, last_t, last_v = r, end_t - sp.start_ns, end_v
+            last_rank, last_t, last_v, last_lag = r, end_t - sp.start_ns, end_v, -end_lag
     n = max(len(per_rank), 1)
     out = Replay(
         measured_step_ms=sum(measured.values()) / n,
@@ -203,6 +208,8 @@ def run(
     )
     if path and last_v is not None:
         out.path = _backtrack(g, t, pred, last_v, dur)
+        if last_lag > 0:  # host time from the last work to the step's end
+            out.path.append(Segment(last_rank, "host", "to the step's end", t[last_v], last_lag))
     return out
 
 
