@@ -134,6 +134,7 @@ def step_model(ctx: Context, findings: list[Finding], debug: bool = False) -> S.
                     saved_ms=o.saved_ms,
                 )
             )
+        block.notes += sm.notes
         if sm.graph.dropped:
             block.notes.append(
                 f"{sm.graph.dropped} dependencies the measured order cannot hold were dropped"

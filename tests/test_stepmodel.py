@@ -110,7 +110,7 @@ def test_predicted_step_is_within_5_percent_of_the_twin_without_the_problem(tmp_
     sc, twin, change = PAIRS[name]
     generate(sc, tmp_path / "problem")
     generate(replace(sc, **twin), tmp_path / "twin")
-    replayed, predicted = _predict(tmp_path / "problem", change)
+    _replayed, predicted = _predict(tmp_path / "problem", change)
     twin_ms = _measured_step(tmp_path / "twin")
     problem_ms = _measured_step(tmp_path / "problem")
     assert problem_ms > twin_ms * 1.05  # the problem costs something to win back
@@ -182,3 +182,13 @@ def test_change_syntax():
     assert C.parse(" no-straggler ").spec == "no-straggler"
     with pytest.raises(tracekit.errors.TracekitError):
         C.parse("compute-speed=0")
+
+
+def test_a_graph_past_the_node_budget_replays_the_last_steps_that_fit(tmp_path, monkeypatch):
+    from diagnosers.analyses import stepmodel
+
+    generate(Scenario(name="healthy", steps=3), tmp_path)
+    monkeypatch.setattr(stepmodel, "NODE_BUDGET", 1500)  # ~970 nodes a step here
+    sm = _report(tmp_path).step_model
+    assert any("last 1 of 3 analysed steps" in n for n in sm.notes)
+    assert abs(sm.replay_error) <= 0.03

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tracekit.metrics import windows as W
+from tracekit.metrics.breakdown import windows_of
 from tracekit.stepmodel import changes as C
 from tracekit.stepmodel.model import Outcome, StepModel
 
@@ -22,10 +23,52 @@ if TYPE_CHECKING:
     from diagnosers.findings import Finding
 
 
+NODE_BUDGET = 40_000  # the graph's size the report builds (Python loops: ~10 µs a node)
+
+
 def model(ctx: Context) -> StepModel | None:
-    """The step model of the run's analysed windows (None when no rank has a window)."""
-    sm = StepModel(ctx.run, ctx.windows)
-    return None if sm.empty else sm
+    """The step model of the run's analysed windows — or, where the graph of all of them
+    would pass NODE_BUDGET nodes, of each rank's last analysed steps that fit (a note says
+    which): a replay is a loop over nodes, and the report replays once per remedy. None
+    when no rank has a window."""
+    windows, note = _windows(ctx)
+    sm = StepModel(ctx.run, windows)
+    if sm.empty:
+        return None
+    sm.notes = [note] if note else []
+    return sm
+
+
+def _windows(ctx: Context) -> tuple[str, str | None]:
+    wins = [w for w in windows_of(ctx.ranks) if w.start_ns is not None]
+    steps = max((w.n_steps for w in wins), default=0)
+    if steps <= 1:
+        return ctx.windows, None
+    (n,) = ctx.run.sql(
+        f"""WITH w AS {ctx.window_sql()}
+        SELECT count(*) FROM events e JOIN w ON e.rank = w.rank
+        WHERE e.kind IN ('kernel', 'memcpy', 'memset', 'comm_thread', 'runtime')
+          AND e.ts_ns >= w.start_ns AND e.ts_ns < w.end_ns"""
+    ).fetchall()[0]
+    per_step = 2 * n / steps  # device work and the host events that launch it
+    keep = max(int(NODE_BUDGET // max(per_step, 1)), 1)
+    if keep >= steps:
+        return ctx.windows, None
+    rows = ctx.run.sql(
+        f"""WITH w AS {ctx.window_sql()},
+        s AS (SELECT st.rank, st.ts_ns, w.end_ns,
+                     row_number() OVER (PARTITION BY st.rank ORDER BY st.ts_ns DESC) AS k
+              FROM steps st JOIN w ON st.rank = w.rank
+              WHERE st.ts_ns >= w.start_ns AND st.ts_ns < w.end_ns)
+        SELECT rank, min(ts_ns), any_value(end_ns), count(*) FROM s WHERE k <= {keep}
+        GROUP BY rank ORDER BY rank"""
+    ).fetchall()
+    values = ", ".join(f"({int(r)}, 0, {int(a)}, {int(b)}, {int(c)})" for r, a, b, c in rows)
+    sql_rows = f"SELECT * FROM (VALUES {values}) AS w(rank, wid, start_ns, end_ns, n)"
+    return sql_rows, (
+        f"the step model covers each rank's last {keep} of {steps} analysed steps "
+        f"(≈ {per_step:,.0f} nodes a step; at most {NODE_BUDGET:,} are replayed)"
+    )
 
 
 def pipeline_shape(ctx: Context) -> C.PipelineShape | None:

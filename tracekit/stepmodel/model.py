@@ -40,6 +40,7 @@ class StepModel:
         self.order = R.order(self.graph)
         R.prune(self.graph, self.order)
         self.base = R.run(self.graph, self.order)
+        self.notes: list[str] = []  # what the caller chose about its windows
 
     @property
     def empty(self) -> bool:
