@@ -154,7 +154,12 @@ class Overlap(Change):
             producers = sorted(bwd.get(key, []), key=lambda i: g.end[i])
             if not producers:
                 continue
-            members.sort(key=lambda i: g.ts[i])
+            # the collectives of the backward: those that start once it has begun (an
+            # FSDP forward all-gather carries no gradient)
+            first = min(g.ts[i] for i in producers)
+            members = sorted((i for i in members if g.ts[i] >= first), key=lambda i: g.ts[i])
+            if not members:
+                continue
             b, n = len(members), len(producers)
             for j, i in enumerate(members):
                 ready = producers[max(math.ceil((j + 1) * n / b) - 1, 0)]

@@ -81,6 +81,9 @@ class StepModel:
                 order = R.order(g)
             finally:
                 g.starts, g.ends = saved
+            # a change's edges may contradict the rest (data that is not ready before the
+            # collective that needs it): those are dropped
+            R.prune(g, order, e.starts, e.ends)
         rp = R.run(
             g,
             order,

@@ -129,18 +129,28 @@ def toposort(g: G.Graph) -> list[int]:
     return result
 
 
-def prune(g: G.Graph, vorder: list[int]) -> None:
-    """Drop the edges the order cannot hold (counted in `g.dropped`)."""
+def prune(g: G.Graph, vorder: list[int], starts=None, ends=None) -> int:
+    """Drop the edges the order cannot hold (from `starts`/`ends`, the graph's own by
+    default, where they are counted in `g.dropped`); returns how many."""
+    own = starts is None
+    starts = g.starts if starts is None else starts
+    ends = g.ends if ends is None else ends
     pos = [0] * (2 * g.n)
     for k, v in enumerate(vorder):
         pos[v] = k
+    dropped = 0
     for i in range(g.n):
-        keep = [e for e in g.starts[i] if pos[2 * e[0] + (1 if e[1] else 0)] < pos[2 * i]]
-        g.dropped += len(g.starts[i]) - len(keep)
-        g.starts[i] = keep
-        keep = [e for e in g.ends[i] if pos[2 * e[0] + 1] < pos[2 * i + 1]]
-        g.dropped += len(g.ends[i]) - len(keep)
-        g.ends[i] = keep
+        keep = [e for e in starts[i] if pos[2 * e[0] + (1 if e[1] else 0)] < pos[2 * i]]
+        if len(keep) != len(starts[i]):
+            dropped += len(starts[i]) - len(keep)
+            starts[i] = keep
+        keep = [e for e in ends[i] if pos[2 * e[0] + 1] < pos[2 * i + 1]]
+        if len(keep) != len(ends[i]):
+            dropped += len(ends[i]) - len(keep)
+            ends[i] = keep
+    if own:
+        g.dropped += dropped
+    return dropped
 
 
 def run(
@@ -235,7 +245,9 @@ def _kind(g: G.Graph, i: int, ek: int) -> str:
 
 def _backtrack(g: G.Graph, t, pred, v, dur) -> list[Segment]:
     segs: list[Segment] = []
-    while v is not None and pred[v] is not None:
+    seen = set()
+    while v is not None and pred[v] is not None and v not in seen:
+        seen.add(v)
         u, ek = pred[v]
         i = v >> 1
         ns = t[v] - t[u]
