@@ -112,9 +112,15 @@ def toposort(g: G.Graph) -> list[int]:
     heapq.heapify(heap)
     seen = [False] * nv
     result: list[int] = []
+    by_time: list[tuple[int, int]] | None = None  # every vertex by measured time, for cycles
+    nxt = 0
     while len(result) < nv:
         if not heap:  # a cycle: release its earliest vertex, its late edges dropped below
-            v = min(key(u) for u in range(nv) if not seen[u])[1]
+            if by_time is None:
+                by_time = sorted(key(u) for u in range(nv))
+            while seen[by_time[nxt][1]]:
+                nxt += 1
+            v = by_time[nxt][1]
             indeg[v] = 0
             heapq.heappush(heap, key(v))
         _, v = heapq.heappop(heap)
