@@ -3,7 +3,8 @@ edges before a replay (`tracekit whatif RUN --change C`, and each finding's reme
 
 - `overlap:NAME`: collectives NAME start as soon as the backward compute producing their
   data is done (gradients ready evenly over the step's backward compute, buckets in issue
-  order), on their own lane beside compute; their launch and inferred waits are dropped;
+  order), on their own lane beside compute; their launch and inferred waits are dropped
+  (one that already starts before that stays as it is);
 - `bandwidth:NAME=GBPS`: collectives NAME transfer at that bus bandwidth, t = S·factor ÷
   busbw (nccl-tests' definition, `tracekit.model.collectives.bus_factor`);
 - `no-straggler`: every rank in each step at the median rank's pace in that step: its
@@ -163,6 +164,8 @@ class Overlap(Change):
             b, n = len(members), len(producers)
             for j, i in enumerate(members):
                 ready = producers[max(math.ceil((j + 1) * n / b) - 1, 0)]
+                if g.end[ready] >= g.ts[i]:
+                    continue  # it already starts before its data would be ready: as it is
                 keep = [(s, se, 0, ek) for s, se, _lag, ek in e.starts[i] if ek == G.E_STREAM]
                 e.starts[i] = [*keep, (ready, True, 0, G.E_WAIT)]
         e.reorder = True
