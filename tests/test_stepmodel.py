@@ -193,3 +193,11 @@ def test_a_graph_past_the_node_budget_replays_the_last_steps_that_fit(tmp_path, 
     sm = _report(tmp_path).step_model
     assert any("last 1 of 3 analysed steps" in n for n in sm.notes)
     assert abs(sm.replay_error) <= 0.03
+
+
+def test_slack_of_a_collective_on_the_path_is_zero_and_of_a_hidden_one_is_positive(tmp_path):
+    generate(Scenario(name="exposed", hidden=4096, buckets_after_backward=True), tmp_path / "e")
+    assert _report(tmp_path / "e").step_model.collective_slack_ms == {"all_reduce": 0.0}
+    # buckets reduced during backward: the early ones could start later (compute hides them)
+    generate(Scenario(name="healthy", hidden=4096), tmp_path / "h")
+    assert _report(tmp_path / "h").step_model.collective_slack_ms["all_reduce"] > 0.1

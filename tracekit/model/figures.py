@@ -242,4 +242,8 @@ SAVED_MS = _f("saved_ms", "saved", "ms", HIGHER,
 CRITICAL_PATH_MS = _f("critical_path_ms", "critical path", "map", None,
     "Time on the critical path per step (the chain of dependencies that sets the step, "
     "backtracked from its end across ranks), by kind or by rank.", of="ms")
+COLLECTIVE_SLACK_MS = _f("collective_slack_ms", "collective slack", "map", None,
+    "Per collective: the median over its instances (matched across ranks) of how much "
+    "later it could start without delaying the step's end, from a backward pass over the "
+    "step model's graph; 0 on the critical path.", of="ms")
 # fmt: on

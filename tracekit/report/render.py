@@ -162,6 +162,11 @@ def step_model_lines(sm: Any) -> list[str]:
         f"(replay error {units.fmt(sm.replay_error, F.REPLAY_ERROR.unit)})",
         *path_lines(sm.critical_path),
     ]
+    if sm.collective_slack_ms:
+        out.append(
+            "  collective slack (median): "
+            + " · ".join(f"{k} {units.fmt(v, ms)}" for k, v in sm.collective_slack_ms.items())
+        )
     for w in sm.what_if:
         out.append(
             f"  what if ({w.finding}) {' + '.join(w.change)}: "

@@ -337,6 +337,9 @@ class StepModelBlock(Struct, kw_only=True):
     critical_path: CriticalPath | None = None
     what_if: list[WhatIf] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # per collective: median over its matched instances of how much later it could start
+    # without delaying the step (0: on the critical path)
+    collective_slack_ms: F.COLLECTIVE_SLACK_MS.type(dict[str, float]) = field(default_factory=dict)
 
 
 class WhatIfReport(Struct, kw_only=True):

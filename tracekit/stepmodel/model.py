@@ -67,6 +67,16 @@ class StepModel:
         ]
         return CriticalPath(by_kind, dict(sorted(by_rank.items(), key=lambda kv: int(kv[0]))), segs)
 
+    def collective_slack_ms(self) -> dict[str, float]:
+        """Per collective: the median over its instances of how much later it could start
+        without delaying the step (0: on the critical path), ms."""
+        from statistics import median
+
+        by: dict[str, list[float]] = {}
+        for i, ns in R.slack(self.graph, self.order, self.base).items():
+            by.setdefault(self.graph.coll[i] or self.graph.name[i], []).append(ns / 1e6)
+        return {k: median(v) for k, v in sorted(by.items())}
+
     def what_if(self, changes: list[C.Change]) -> Outcome:
         """Replay with `changes` applied (NotApplicable when one does not apply)."""
         g = self.graph

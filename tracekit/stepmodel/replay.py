@@ -46,6 +46,8 @@ class Replay:
     path: list[Segment] = field(default_factory=list)  # in time order
     origin_ns: float = 0.0  # the earliest window start: segments' time zero
     steps: int = 1  # steps of the rank whose end the path starts from
+    times: list[float] = field(default_factory=list, repr=False)  # each vertex's time
+    end_ns: float = 0.0  # the latest rank's replayed window end
 
     @property
     def replay_error(self) -> float | None:
@@ -222,6 +224,10 @@ def run(
         origin_ns=min((sp.start_ns for sp in g.spans.values()), default=0),
         steps=g.spans[last_rank].n_steps if last_rank is not None else 1,
     )
+    out.times = t
+    out.end_ns = max(
+        (per_rank[r] * sp.n_steps * 1e6 + sp.start_ns for r, sp in g.spans.items()), default=0
+    )
     if path and last_v is not None:
         out.path = _backtrack(g, t, pred, last_v, dur)
         if last_lag > 0:  # host time from the last work to the step's end
@@ -297,3 +303,32 @@ def _merge(segs: list[Segment]) -> list[Segment]:
             out.append(Segment(s.rank, s.kind, s.name, s.start_ns, s.ns))
             longest.append(s.ns)
     return out
+
+
+def slack(g: G.Graph, vorder: list[int], rp: Replay) -> dict[int, float]:
+    """Slack of each collective instance, ns: how much later it could start without
+    delaying the step's end (the latest rank's replayed window end) — the latest start a
+    backward pass over the edges allows, less its replayed start; 0 on the critical path."""
+    inf = float("inf")
+    late = [inf] * (2 * g.n)
+    for sp in g.spans.values():
+        for i, lag in sp.end_edges:
+            late[2 * i + 1] = min(late[2 * i + 1], rp.end_ns - lag)
+    for v in reversed(vorder):
+        lv = late[v]
+        if lv == inf:
+            continue
+        i = v >> 1
+        if v & 1:
+            late[v - 1] = min(late[v - 1], lv - g.dur[i])
+            for src, lag, _ek in g.ends[i]:
+                late[2 * src + 1] = min(late[2 * src + 1], lv - lag)
+        else:
+            for src, src_end, lag, _ek in g.starts[i]:
+                u = 2 * src + (1 if src_end else 0)
+                late[u] = min(late[u], lv - lag)
+    return {
+        i: max(late[2 * i] - rp.times[2 * i], 0.0)
+        for i in range(g.n)
+        if g.kind[i] == G.INST and late[2 * i] != inf
+    }
