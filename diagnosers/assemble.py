@@ -70,6 +70,8 @@ def analyze(run: Run, options: AnalysisOptions | None = None, debug: bool = Fals
             ctx.raised.append(error_finding(f"the {name} level", exc, name))
             levels.append(level)
     findings = run_rules(ctx, [r for r in rules if r.level not in failed], debug=debug)
+    # each finding's impact: the step its remedy saves in the step model's replay
+    report.step_model = step_model(ctx, findings, debug)
     for level in levels:
         sev = {f.severity for f in findings if f.verdict_level == level.level}
         level.verdict = "critical" if "critical" in sev else "warning" if "warning" in sev else "ok"
@@ -110,6 +112,53 @@ def analyze(run: Run, options: AnalysisOptions | None = None, debug: bool = Fals
         kernels=[k.name for k in report.top_kernels],
     )
     return report
+
+
+def step_model(ctx: Context, findings: list[Finding], debug: bool = False) -> S.StepModelBlock:
+    """The step model block (tracekit.stepmodel): the replay, its error, the critical path,
+    and each finding's remedy replayed — which sets that finding's `impact_ms`."""
+    from diagnosers.analyses import stepmodel as SM
+
+    block = S.StepModelBlock()
+    try:
+        sm = ctx.step_model
+        if sm is None:
+            block.notes.append("no rank has an analysed window to replay")
+            return block
+        base = sm.base
+        block.measured_step_ms = base.measured_step_ms
+        block.replayed_step_ms = base.replayed_step_ms
+        block.replay_error = base.replay_error
+        block.critical_path = critical_path(sm.critical_path())
+        block.collective_slack_ms = sm.collective_slack_ms()
+        for f, o in SM.impacts(ctx, findings):
+            block.what_if.append(
+                S.WhatIf(
+                    finding=f.code,
+                    change=o.change,
+                    predicted_step_ms=o.predicted_step_ms,
+                    saved_ms=o.saved_ms,
+                )
+            )
+        block.notes += sm.notes
+        if sm.graph.dropped:
+            block.notes.append(
+                f"{sm.graph.dropped} dependencies the measured order cannot hold were dropped"
+            )
+    except Exception as exc:  # the step model fails: the report stands without it
+        if debug:
+            traceback.print_exc()
+        block.notes.append(f"step model figures are missing: computing them raised {exc!r}")
+    return block
+
+
+def critical_path(cp) -> S.CriticalPath:
+    """The report's critical path from the model's (`tracekit.stepmodel.model.CriticalPath`)."""
+    return S.CriticalPath(
+        by_kind=cp.by_kind,
+        by_rank=cp.by_rank,
+        segments=[S.PathSegment(**seg) for seg in cp.segments],
+    )
 
 
 def _fields(struct) -> dict:

@@ -16,6 +16,7 @@ Facts (each in `diagnosers/analyses/`):
 | `communication` | exposure per rank split by cause (straggler, slow, pipeline, rest) |
 | `bubble`        | the pipeline bubble: measured, formula, the schedule modeled       |
 | `projection`    | step time and efficiency at 2× and 8× the world size               |
+| `step_model`    | the dependency graph of the steps across ranks, replayed (what-ifs) |
 
 `raised` holds the findings of the rules run so far, in rule order: the one rule that
 looks at others (scaling.poor_projection stays quiet when a communication finding
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from diagnosers.analyses.stragglers import Attribution
     from diagnosers.analyses.topology import Topology
     from diagnosers.findings import Finding
+    from tracekit.stepmodel.model import StepModel
 
 
 class Context:
@@ -164,6 +166,12 @@ class Context:
         from diagnosers.analyses.scaling import projection
 
         return projection(self)
+
+    @cached_property
+    def step_model(self) -> StepModel | None:
+        from diagnosers.analyses.stepmodel import model
+
+        return model(self)
 
     def key_ms(self, row: dict, rank: int, field: str) -> float:
         """A collective's exposure figure (`field` of `tracekit.metrics.collectives.Exposure`)

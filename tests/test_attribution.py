@@ -43,6 +43,25 @@ EXPLAINING = {
 }
 
 
+def _step(path: Path) -> float:
+    """A generated run's measured step: each rank's analysed window ÷ its steps, mean over
+    ranks, from the steps table."""
+    with tracekit.open(path) as run:
+        rows = run.sql(
+            "SELECT (max(end_ns) - min(ts_ns)) / count(*) FROM steps GROUP BY rank"
+        ).fetchall()
+    return sum(v for (v,) in rows) / len(rows) / 1e6
+
+
+def _twin_step(tmp_path: Path, sc: Scenario, **without) -> float:
+    """The measured step of the scenario written again without its problem."""
+    from dataclasses import replace
+
+    out = tmp_path.parent / (tmp_path.name + "-twin-" + "-".join(sorted(without)))
+    generate(replace(sc, **without), out)
+    return _step(out)
+
+
 def _report(path: Path) -> dict:
     with tracekit.open(path) as run:
         return full_report(run)
@@ -76,7 +95,13 @@ def test_straggler_behind_queued_collectives(tmp_path):
     rep = _report(tmp_path)
     (f,) = [f for f in rep["findings"] if f["kind"] == "scaling.straggler"]
     assert f["ranks"] == [1] and rep["summary"]["straggler_ranks"] == [1]
-    assert f["impact_ms"] == pytest.approx(truth.imposed_wait_ms[1], rel=0.10)
+    assert f["measured"]["imposed_wait_ms_per_step"] == pytest.approx(
+        truth.imposed_wait_ms[1], rel=0.10
+    )
+    # its impact is its remedy replayed (the step model): the step the twin without the
+    # straggler takes
+    twin = _twin_step(tmp_path, sc, straggler=None)
+    assert f["impact_ms"] == pytest.approx(_step(tmp_path) - twin, rel=0.10)
     assert "host is late" in f["title"] and "every one of 3 steps" in f["title"]
     assert f["measured"]["host_late_ms"] == pytest.approx(3.0, rel=0.15)
     # counting last arrivals would miss it: at the queued buckets who is last is chance
@@ -88,7 +113,8 @@ def test_straggler_behind_queued_collectives(tmp_path):
     exposed_truth = sum(truth.exposed_ms.values()) / sc.world
     waiting = truth.imposed_wait_ms[1] * (sc.world - 1) / sc.world  # over all ranks
     (e,) = [f for f in rep["findings"] if f["kind"] == "communication.exposed"]
-    assert e["impact_ms"] + waiting == pytest.approx(exposed_truth, rel=0.05)
+    unexplained_ms = e["measured"]["unexplained_exposed_fraction"] * rep["summary"]["step_time_ms"]
+    assert unexplained_ms + waiting == pytest.approx(exposed_truth, rel=0.05)
 
 
 def test_compute_straggler_is_explained_by_its_device(tmp_path):
@@ -97,7 +123,11 @@ def test_compute_straggler_is_explained_by_its_device(tmp_path):
     rep = _report(tmp_path)
     (f,) = [f for f in rep["findings"] if f["kind"] == "scaling.straggler"]
     assert f["ranks"] == [3]
-    assert f["impact_ms"] == pytest.approx(truth.imposed_wait_ms[3], rel=0.10)
+    assert f["measured"]["imposed_wait_ms_per_step"] == pytest.approx(
+        truth.imposed_wait_ms[3], rel=0.10
+    )
+    twin = _twin_step(tmp_path, sc, straggler=None)
+    assert f["impact_ms"] == pytest.approx(_step(tmp_path) - twin, rel=0.10)
     assert "device" in f["title"] and "host is late" not in f["title"]
 
 
@@ -119,10 +149,21 @@ def test_slow_and_unoverlapped_raise_both_each_with_its_own_win(tmp_path):
     t_meas = 12e-6 + bucket * f / 150e9  # the generator's α and bandwidth
     t_pred = 10e-6 + bucket * f / 420e9  # H100 spec: α 10 µs, 420 GB/s in a node
     excess_ms = (t_meas - t_pred) * 4 * 1e3
-    assert slow["impact_ms"] == pytest.approx(excess_ms, rel=0.05)
+    assert slow["details"]["excess_ms_per_step"] == pytest.approx(excess_ms, rel=0.05)
     exposed_truth = sum(truth.exposed_ms.values()) / sc.world
-    assert exposed["impact_ms"] == pytest.approx(exposed_truth, rel=0.05)
     assert "bucket_cap_mb" in exposed["remedy"]
+    unexplained_ms = (
+        exposed["measured"]["unexplained_exposed_fraction"] * rep["summary"]["step_time_ms"]
+    )
+    assert unexplained_ms == pytest.approx(exposed_truth - excess_ms, rel=0.10)
+    # the impacts are the remedies replayed (the step model), each against the twin the
+    # generator writes without that problem: the H100's 420 GB/s (α 10 µs, the prediction's
+    # own), and the buckets issued during backward
+    step = _step(tmp_path)
+    twin_bw = _twin_step(tmp_path, sc, busbw_GBps=420, alpha_us=10.0)
+    assert slow["impact_ms"] == pytest.approx(step - twin_bw, rel=0.10)
+    twin_overlap = _twin_step(tmp_path, sc, buckets_after_backward=False)
+    assert exposed["impact_ms"] == pytest.approx(step - twin_overlap, rel=0.10)
     assert rep["summary"]["exposed_slow_fraction"] == pytest.approx(
         excess_ms / rep["summary"]["step_time_ms"], rel=0.05
     )
@@ -261,6 +302,10 @@ def test_dlrm_names_its_straggler(shared_trace, tmp_path):
     assert matched == 8 * 5  # 5 all-to-alls per rank, each matched across the 8 ranks
     assert rep["summary"]["straggler_ranks"] == [7]
     (f,) = [f for f in rep["findings"] if f["kind"] == "scaling.straggler"]
-    assert f["impact_ms"] == pytest.approx(5.1, rel=0.10)
+    assert f["measured"]["imposed_wait_ms_per_step"] == pytest.approx(5.1, rel=0.10)
+    # its impact is no-straggler replayed: rank 7 and the ranks that start late start with
+    # the median rank (a one-step trace: what made them late lies before it)
+    (w,) = [w for w in rep["step_model"]["what_if"] if w["finding"] == f["code"]]
+    assert w["change"] == ["no-straggler"] and f["impact_ms"] == pytest.approx(w["saved_ms"])
     assert f["measured"]["host_late_ms"] == pytest.approx(4.67, abs=0.05)
     assert "host is late" in f["title"]

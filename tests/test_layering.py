@@ -27,6 +27,7 @@ ENGINE_LAYERS: tuple[tuple[str, ...], ...] = (
     ("tracekit.ingest",),
     ("tracekit.store",),
     ("tracekit.metrics",),
+    ("tracekit.stepmodel",),
     ("tracekit.report",),
     ("tracekit.gate",),
 )
@@ -196,7 +197,7 @@ def test_no_import_cycles():
     [
         ("import tui\n", ["tracekit.report.render imports tui"]),
         ("def f():\n    import diagnosers\n", ["tracekit.report.render imports diagnosers"]),
-        ("def f():\n    from tracekit.gate import compare\n", ["layer 7) imports tracekit.gate"]),
+        ("def f():\n    from tracekit.gate import compare\n", ["layer 8) imports tracekit.gate"]),
         ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import tui\n", []),
     ],
 )

@@ -763,6 +763,65 @@ def _emit(text: str, output: str | None) -> None:
         raise TracekitError(f"-o {output}: cannot write ({exc.strerror or exc})") from exc
 
 
+@main.command()
+@_run_arg
+@click.option(
+    "--change",
+    "changes",
+    multiple=True,
+    required=True,
+    metavar="C",
+    help="A change to replay (repeatable, combined): overlap:NAME, bandwidth:NAME=GBPS, "
+    "no-straggler, no-host-gaps, compute-speed=F, microbatches=M.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
+@_window_options
+@_rank_options
+@_workers
+@_comm_kernel
+@_health_options
+def whatif(run, changes, fmt, window, steps, ranks, sample_ranks, workers, comm_kernels,
+           strict, allow_mixed):  # fmt: skip
+    """Replay the run's step model with changes: the step they predict, what they save,
+    and the critical path after them (docs/step-model.md)."""
+    from diagnosers import assemble
+    from diagnosers.analyses.stepmodel import what_if
+    from diagnosers.context import Context
+    from tracekit.report import schema as S
+    from tracekit.report.render import whatif_lines
+    from tracekit.stepmodel.changes import parse
+
+    for c in changes:  # a change that is not one fails before the run is read
+        parse(c)
+    options = _analysis(run, window, steps)
+    opts = OpenOptions(workers, comm_kernels, strict, allow_mixed, None, ranks, sample_ranks)
+    with _open(run, opts) as r:
+        r.materialize()
+        o = what_if(Context(r, options), list(changes))
+    out = S.WhatIfReport(
+        change=o.change,
+        measured_step_ms=o.measured_step_ms,
+        replayed_step_ms=o.replayed_step_ms,
+        predicted_step_ms=o.predicted_step_ms,
+        saved_ms=o.saved_ms,
+        critical_path=assemble.critical_path(o.critical_path),
+    )
+    if fmt == "json":
+        import msgspec
+
+        _emit(msgspec.json.format(msgspec.json.encode(out), indent=2).decode() + "\n", None)
+    else:
+        _emit("\n".join(whatif_lines(out)) + "\n", None)
+    _warn(r)
+
+
 _run_command()  # always listed; it needs torch (the `jobs` extra) only when it runs
 
 if __name__ == "__main__":

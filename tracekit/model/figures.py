@@ -228,3 +228,27 @@ def label(key: str, default: str | None = None) -> str:
 def unit(key: str) -> str | None:
     fig = CATALOG.get(key)
     return fig.unit if fig else None
+
+
+# fmt: off
+# ---------------------------------------------------------------- the step model (issue 18)
+MEASURED_STEP_MS = _f("measured_step_ms", "measured step", "ms", LOWER,
+    "The step the step model replays: each rank's analysed window ÷ its steps, mean over "
+    "ranks (tracekit.stepmodel.replay).")
+REPLAYED_STEP_MS = _f("replayed_step_ms", "replayed step", "ms", LOWER,
+    "The step of the dependency graph run forward unchanged, mean over ranks.")
+REPLAY_ERROR = _f("replay_error", "replay error", "relative", None,
+    "replayed_step_ms ÷ measured_step_ms − 1: how completely the graph explains the step "
+    "(0: every start explained by a dependency the trace shows).")
+PREDICTED_STEP_MS = _f("predicted_step_ms", "predicted step", "ms", LOWER,
+    "The step of the graph replayed with the what-if change applied.")
+SAVED_MS = _f("saved_ms", "saved", "ms", HIGHER,
+    "replayed_step_ms − predicted_step_ms: the step time the change wins.")
+CRITICAL_PATH_MS = _f("critical_path_ms", "critical path", "map", None,
+    "Time on the critical path per step (the chain of dependencies that sets the step, "
+    "backtracked from its end across ranks), by kind or by rank.", of="ms")
+COLLECTIVE_SLACK_MS = _f("collective_slack_ms", "collective slack", "map", None,
+    "Per collective: the median over its instances (matched across ranks) of how much "
+    "later it could start without delaying the step's end, from a backward pass over the "
+    "step model's graph; 0 on the critical path.", of="ms")
+# fmt: on

@@ -176,6 +176,66 @@ def uncounted_lines(report: Report, limit: int = 5) -> list[str]:
     return out
 
 
+def step_model_lines(sm: Any) -> list[str]:
+    """The "what bounds the step" block: the step model's replay, its critical path by kind and by
+    rank, the longest stretches of it, and each finding's remedy replayed."""
+    if sm is None or sm is UNSET:
+        return []
+    ms = F.MEASURED_STEP_MS.unit
+    if sm.replayed_step_ms is None or sm.critical_path is None:
+        return ["what bounds the step: " + ("; ".join(sm.notes) or "not known")]
+    out = [
+        f"what bounds the step — replayed {units.fmt(sm.replayed_step_ms, ms)} of "
+        f"{units.fmt(sm.measured_step_ms, ms)} measured "
+        f"(replay error {units.fmt(sm.replay_error, F.REPLAY_ERROR.unit)})",
+        *path_lines(sm.critical_path),
+    ]
+    if sm.collective_slack_ms:
+        out.append(
+            "  collective slack (median): "
+            + " · ".join(f"{k} {units.fmt(v, ms)}" for k, v in sm.collective_slack_ms.items())
+        )
+    for w in sm.what_if:
+        out.append(
+            f"  what if ({w.finding}) {' + '.join(w.change)}: "
+            f"{units.fmt(w.predicted_step_ms, ms)} per step, saves {units.fmt(w.saved_ms, ms)}"
+        )
+    return out + [f"  note: {n}" for n in sm.notes]
+
+
+def path_lines(cp: Any, longest: int = 3) -> list[str]:
+    """A critical path: per step by kind (share of the path) and by rank, its longest
+    stretches."""
+    ms = F.MEASURED_STEP_MS.unit
+    total = sum(cp.by_kind.values()) or 1.0
+    kinds = " · ".join(
+        f"{k} {units.fmt(v, ms)} ({units.percent(v / total, 0)})"
+        for k, v in cp.by_kind.items()
+        if v > 0
+    )
+    out = [
+        f"  critical path per step: {kinds or 'empty'}",
+        "  by rank: " + " · ".join(f"{r} {units.fmt(v, ms)}" for r, v in cp.by_rank.items()),
+    ]
+    for seg in sorted(cp.segments, key=lambda x: -x.ms)[:longest]:
+        out.append(
+            f"  longest: rank {seg.rank} {seg.kind} {units.fmt(seg.ms, ms)} "
+            f"at {units.fmt(seg.start_ms, ms)} — {seg.name}"
+        )
+    return out
+
+
+def whatif_lines(w: Any) -> list[str]:
+    """`tracekit whatif … --format text` (w: `schema.WhatIfReport`)."""
+    ms = F.MEASURED_STEP_MS.unit
+    return [
+        f"what if {' + '.join(w.change)}: {units.fmt(w.predicted_step_ms, ms)} per step "
+        f"(measured {units.fmt(w.measured_step_ms, ms)}, replayed "
+        f"{units.fmt(w.replayed_step_ms, ms)}; saves {units.fmt(w.saved_ms, ms)})",
+        *path_lines(w.critical_path),
+    ]
+
+
 def _rank_cells(report: Report) -> list[list[str]]:
     return [
         [units.fmt(getattr(r, k), unit, bare=True) for k, _, unit in RANK_COLUMNS]
@@ -233,6 +293,9 @@ def to_text(report: Report) -> str:
     for line in uncounted_lines(report):
         console.print(line, highlight=False, soft_wrap=True)
     console.print()
+    for line in step_model_lines(getattr(report, "step_model", None)):
+        console.print(line, highlight=False, soft_wrap=True)
+    console.print()
     lines = finding_lines(report)
     console.print(
         "findings" if lines else "findings: none — healthy at every level", highlight=False
@@ -278,6 +341,10 @@ def to_markdown(report: Report) -> str:
         unc = uncounted_lines(report)
         if unc:
             lines += ["", f"- {unc[0]}", *(f"  - {_md(u.strip())}" for u in unc[1:])]
+        bounds = step_model_lines(getattr(report, "step_model", None))
+        if bounds:
+            lines += ["", "### What bounds the step", ""]
+            lines += [f"- {_md(b.strip())}" for b in bounds]
         lines += ["", "### Findings", ""]
         if not report.findings:
             lines.append("None — healthy at every level.")

@@ -326,6 +326,60 @@ class FindingRow(Struct, kw_only=True):
     details: dict[str, Any] = field(default_factory=dict)
 
 
+class PathSegment(Struct, kw_only=True):
+    """`step_model.critical_path.segments[]`: one stretch of the critical path on one rank
+    and of one kind (consecutive pieces merged, named by the longest)."""
+
+    rank: int
+    kind: str  # compute, communication, waiting, host or idle
+    name: str
+    start_ms: float  # from the earliest analysed window start of any rank
+    ms: float
+
+
+class CriticalPath(Struct, kw_only=True):
+    """The chain of dependencies that sets the step, ms per step."""
+
+    by_kind: F.CRITICAL_PATH_MS.type(dict[str, float])
+    by_rank: F.CRITICAL_PATH_MS.type(dict[str, float])
+    segments: list[PathSegment] = field(default_factory=list)
+
+
+class WhatIf(Struct, kw_only=True):
+    """`step_model.what_if[]`: a finding's remedy replayed (its `impact_ms` is `saved_ms`)."""
+
+    finding: str  # the finding's code
+    change: list[str]
+    predicted_step_ms: F.PREDICTED_STEP_MS.type(float)
+    saved_ms: F.SAVED_MS.type(float)
+
+
+class StepModelBlock(Struct, kw_only=True):
+    """`step_model`: the dependency graph of the analysed steps across ranks, replayed
+    (tracekit.stepmodel; docs/step-model.md)."""
+
+    measured_step_ms: F.MEASURED_STEP_MS.type(float | None) = None
+    replayed_step_ms: F.REPLAYED_STEP_MS.type(float | None) = None
+    replay_error: F.REPLAY_ERROR.type(float | None) = None
+    critical_path: CriticalPath | None = None
+    what_if: list[WhatIf] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    # per collective: median over its matched instances of how much later it could start
+    # without delaying the step (0: on the critical path)
+    collective_slack_ms: F.COLLECTIVE_SLACK_MS.type(dict[str, float]) = field(default_factory=dict)
+
+
+class WhatIfReport(Struct, kw_only=True):
+    """`tracekit whatif RUN --change C … --format json`."""
+
+    change: list[str]
+    measured_step_ms: F.MEASURED_STEP_MS.type(float)
+    replayed_step_ms: F.REPLAYED_STEP_MS.type(float)
+    predicted_step_ms: F.PREDICTED_STEP_MS.type(float)
+    saved_ms: F.SAVED_MS.type(float)
+    critical_path: CriticalPath
+
+
 class Report(Struct, kw_only=True):
     schema: int = REPORT_SCHEMA
     tracekit_version: str
@@ -341,6 +395,7 @@ class Report(Struct, kw_only=True):
     samples: Samples | UnsetType = UNSET
     top_uncounted_ops: list[UncountedOpRow] | UnsetType = UNSET
     top_uncounted_kernels: list[UncountedKernelRow] | UnsetType = UNSET
+    step_model: StepModelBlock | UnsetType = UNSET
 
     @property
     def full(self) -> bool:

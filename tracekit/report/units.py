@@ -91,6 +91,8 @@ def fmt(value: Any, unit: str | None = None, *, bare: bool = False, of: str | No
         return sig(value) if bare else f"{sig(value)} GB/s"
     if unit == "ratio":
         return f"×{value:.2f}"
+    if unit == "relative":  # a signed relative difference (replay error): +1.25%
+        return f"{100 * value:+.2f}" if bare else f"{100 * value:+.2f}%"
     if unit == "count":
         return f"{int(value):,}" if value == int(value) else sig(value)
     return f"{value:,}" if isinstance(value, int) else sig(value)

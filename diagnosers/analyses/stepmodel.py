@@ -1,0 +1,180 @@
+"""The step model of the run (`tracekit.stepmodel`), and what each finding's remedy wins.
+
+`model(ctx)` builds the graph of each rank's analysed window once (`ctx.step_model`);
+`what_if(ctx, specs)` replays it with changes — `microbatches=M` gets the pipeline's
+measured operations from `diagnosers.analyses.pipeline`; `remedy(ctx, finding)` names the
+change that a finding's remedy makes (overlap for exposed communication, the predicted
+bus bandwidth for a slow collective, no straggler, no host gaps, M = 4·P microbatches for
+a pipeline bubble), so the finding's `impact_ms` is the step time that change saves in the
+replay, not a per-finding estimate.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tracekit.metrics import windows as W
+from tracekit.metrics.breakdown import windows_of
+from tracekit.stepmodel import changes as C
+from tracekit.stepmodel.model import Outcome, StepModel
+
+if TYPE_CHECKING:
+    from diagnosers.context import Context
+    from diagnosers.findings import Finding
+
+
+NODE_BUDGET = 40_000  # the graph's size the report builds (Python loops: ~10 µs a node)
+
+
+def model(ctx: Context) -> StepModel | None:
+    """The step model of the run's analysed windows — or, where the graph of all of them
+    would pass NODE_BUDGET nodes, of each rank's last analysed steps that fit (a note says
+    which): a replay is a loop over nodes, and the report replays once per remedy. None
+    when no rank has a window."""
+    windows, note = _windows(ctx)
+    sm = StepModel(ctx.run, windows)
+    if sm.empty:
+        return None
+    sm.notes = [note] if note else []
+    return sm
+
+
+def _windows(ctx: Context) -> tuple[str, str | None]:
+    wins = [w for w in windows_of(ctx.ranks) if w.start_ns is not None]
+    steps = max((w.n_steps for w in wins), default=0)
+    if steps <= 1:
+        return ctx.windows, None
+    (n,) = ctx.run.sql(
+        f"""WITH w AS {ctx.window_sql()}
+        SELECT count(*) FROM events e JOIN w ON e.rank = w.rank
+        WHERE e.kind IN ('kernel', 'memcpy', 'memset', 'comm_thread', 'runtime')
+          AND e.ts_ns >= w.start_ns AND e.ts_ns < w.end_ns"""
+    ).fetchall()[0]
+    per_step = 2 * n / steps  # device work and the host events that launch it
+    keep = max(int(NODE_BUDGET // max(per_step, 1)), 1)
+    if keep >= steps:
+        return ctx.windows, None
+    rows = ctx.run.sql(
+        f"""WITH w AS {ctx.window_sql()},
+        s AS (SELECT st.rank, st.ts_ns, w.end_ns,
+                     row_number() OVER (PARTITION BY st.rank ORDER BY st.ts_ns DESC) AS k
+              FROM steps st JOIN w ON st.rank = w.rank
+              WHERE st.ts_ns >= w.start_ns AND st.ts_ns < w.end_ns)
+        SELECT rank, min(ts_ns), any_value(end_ns), count(*) FROM s WHERE k <= {keep}
+        GROUP BY rank ORDER BY rank"""
+    ).fetchall()
+    values = ", ".join(f"({int(r)}, 0, {int(a)}, {int(b)}, {int(c)})" for r, a, b, c in rows)
+    sql_rows = f"SELECT * FROM (VALUES {values}) AS w(rank, wid, start_ns, end_ns, n)"
+    return sql_rows, (
+        f"the step model covers each rank's last {keep} of {steps} analysed steps "
+        f"(≈ {per_step:,.0f} nodes a step; at most {NODE_BUDGET:,} are replayed)"
+    )
+
+
+def pipeline_shape(ctx: Context) -> C.PipelineShape | None:
+    """The pipeline's measured operations, split into the part that scales with the
+    microbatch's size (compute with counted FLOPs: kernels on GPU runs, ops on CPU runs)
+    and the per-operation rest (host work, launches), with the measured hop."""
+    from diagnosers.analyses.pipeline import measure
+
+    pipe = ctx.pipeline
+    if pipe is None or not pipe.microbatches or pipe.virtual != 1:
+        return None
+    if (pipe.schedule or "1f1b").lower() not in ("1f1b", "gpipe"):
+        return None
+    meas = measure(ctx, pipe)
+    if meas is None or not meas.duration:
+        return None
+    # per rank: the share of its time inside operations that counted-FLOP work takes
+    flop_ns = dict(
+        ctx.run.sql(
+            "SELECT rank, sum(device_ns) FROM ("
+            + W.starting_in("SELECT * FROM op_flops WHERE flops IS NOT NULL", ctx.windows)
+            + ") GROUP BY rank"
+        ).fetchall()
+    )
+    share = {}
+    for rank, occ in meas.occupied_ms.items():
+        steps = ctx.steps_of.get(rank, 1)
+        flop_ms = (flop_ns.get(rank) or 0) / steps / 1e6
+        share[rank] = min(flop_ms / occ, 1.0) if occ else 0.0
+    scaled: dict[tuple[str, int], list[float]] = {}
+    fixed: dict[tuple[str, int], list[float]] = {}
+    for op, d in meas.duration.items():
+        kind, stage, _mb = op
+        if kind not in ("F", "B"):
+            continue
+        s = share.get(meas.stage_rank.get(stage, stage), 0.0)
+        scaled.setdefault((kind, stage), []).append(d * s)
+        fixed.setdefault((kind, stage), []).append(d * (1 - s) + meas.overhead_ms.get(op, 0.0))
+
+    def mean(v: list[float]) -> float:
+        return sum(v) / len(v) if v else 0.0
+
+    return C.PipelineShape(
+        stages=pipe.stages,
+        microbatches=pipe.microbatches,
+        schedule=(pipe.schedule or "1f1b").lower(),
+        stage_rank=meas.stage_rank,
+        scaled_ms={k: mean(v) for k, v in scaled.items()},
+        fixed_ms={k: mean(v) for k, v in fixed.items()},
+        hop_ms=max(meas.latency_ms, 0.0),
+    )
+
+
+def what_if(ctx: Context, specs: list[str]) -> Outcome:
+    """The replay with the changes `specs` (TracekitError / NotApplicable: exit 2)."""
+    changes = [C.parse(s) for s in specs]
+    sm = ctx.step_model
+    if sm is None:
+        raise C.NotApplicable("the run has no analysed window to replay")
+    for ch in changes:
+        if isinstance(ch, C.Microbatches):
+            ch.pipeline = pipeline_shape(ctx)
+    return sm.what_if(changes)
+
+
+def remedy(ctx: Context, f: Finding) -> list[str] | None:
+    """The change a finding's remedy makes, or None when the model has none for it."""
+    kind = f.kind
+    if kind == "communication.exposed":
+        rows = (f.details or {}).get("collectives") or []
+        name = next((r.get("name") for r in rows if r.get("name")), None)
+        return [f"overlap:{name}"] if name else None
+    if kind == "communication.slow_collective":
+        rows = (f.details or {}).get("sizes") or []
+        name = next((r.get("name") for r in rows if r.get("name")), None)
+        bw = (f.predicted or {}).get("busbw_GBps")
+        return [f"bandwidth:{name}={bw:.6g}"] if name and bw else None
+    if kind == "scaling.straggler":
+        return ["no-straggler"]
+    if kind == "compute.host_bound":
+        return ["no-host-gaps"]
+    if kind == "scaling.pipeline_bubble":
+        from diagnosers.rules.pipeline_bubble import PipelineBubble
+
+        pipe = ctx.pipeline
+        if pipe and pipe.microbatches:
+            target = PipelineBubble.microbatches_per_stage * pipe.stages
+            if target > pipe.microbatches:
+                return [f"microbatches={target}"]
+    return None
+
+
+def impacts(ctx: Context, findings: list[Finding]) -> list[tuple[Finding, Outcome]]:
+    """Each finding whose remedy the model can replay, with the replay; the finding's
+    `impact_ms` becomes the step time it saves (never below 0)."""
+    out = []
+    if ctx.step_model is None:
+        return out
+    for f in findings:
+        specs = remedy(ctx, f)
+        if not specs:
+            continue
+        try:
+            o = what_if(ctx, specs)
+        except C.NotApplicable:
+            continue
+        f.impact_ms = max(o.saved_ms, 0.0)
+        out.append((f, o))
+    return out

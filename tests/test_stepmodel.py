@@ -1,0 +1,203 @@
+"""The step model (tracekit/stepmodel): replay error, the critical path where the problem
+is, and what-if predictions checked against truth — twins the generator writes without
+the problem (tests/synth.py: the truth is its own schedule), never the model's own output.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import tracekit
+from diagnosers import assemble
+from diagnosers.analyses.stepmodel import what_if
+from diagnosers.context import Context
+from tests.synth import SCENARIOS, Scenario, generate
+from tracekit.cli import main
+from tracekit.options import AnalysisOptions
+from tracekit.stepmodel import changes as C
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_traces"
+
+
+def _report(path: Path):
+    with tracekit.open(path) as run:
+        return assemble.analyze(run, AnalysisOptions())
+
+
+def _predict(path: Path, *specs: str) -> tuple[float, float]:
+    """(replayed step, predicted step) of the run at `path` with the changes."""
+    with tracekit.open(path) as run:
+        run.materialize()
+        o = what_if(Context(run, AnalysisOptions()), list(specs))
+    return o.replayed_step_ms, o.predicted_step_ms
+
+
+def _measured_step(path: Path) -> float:
+    """The twin's measured step: each rank's analysed window ÷ its steps, mean over ranks
+    (what the trace says, read from the steps table, not from the model)."""
+    with tracekit.open(path) as run:
+        rows = run.sql(
+            "SELECT rank, (max(end_ns) - min(ts_ns)) / count(*) FROM steps GROUP BY rank"
+        ).fetchall()
+    return sum(v for _r, v in rows) / len(rows) / 1e6
+
+
+# ------------------------------------------------------------------ replay error
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_replay_error_of_every_synthetic_run_is_within_3_percent(tmp_path, name):
+    sc, _kind = SCENARIOS[name]
+    generate(sc, tmp_path)
+    sm = _report(tmp_path).step_model
+    assert sm.replay_error is not None and abs(sm.replay_error) <= 0.03
+    cp = sm.critical_path
+    # the path covers the step it sets: its kinds add up to the replayed step (±3%)
+    assert sum(cp.by_kind.values()) == pytest.approx(sm.replayed_step_ms, rel=0.03)
+    assert set(cp.by_kind) == {"compute", "communication", "waiting", "host", "idle"}
+
+
+@pytest.mark.parametrize("name", ["ddp", "fsdp", "tp", "pp_1f1b", "pp_interleaved", "moe"])
+def test_replay_error_of_every_sample_run_is_within_5_percent(tmp_path, name):
+    run_dir = tmp_path / name
+    shutil.copytree(SAMPLES / name, run_dir)
+    sm = _report(run_dir).step_model
+    assert abs(sm.replay_error) <= 0.05
+
+
+# ------------------------------------------------------------------ what-if against twins
+# Each pair: a problem the generator injects, the change that removes it, and the same
+# scenario written without it. The predicted step must be within 5% of the twin's
+# measured one.
+PAIRS = {
+    "overlap": (
+        Scenario(name="exposed", hidden=4096, buckets_after_backward=True),
+        dict(buckets_after_backward=False),
+        "overlap:all_reduce",
+    ),
+    "bandwidth": (
+        Scenario(name="slowbw", busbw_GBps=25),
+        dict(busbw_GBps=400),
+        "bandwidth:all_reduce=400",
+    ),
+    "straggler": (
+        Scenario(name="straggler", straggler=2, straggler_slowdown=1.4),
+        dict(straggler=None),
+        "no-straggler",
+    ),
+    "host_bound": (
+        Scenario(name="host_bound", hidden=512, tokens=1024, host_op_us=45.0),
+        dict(host_op_us=1.0),
+        "no-host-gaps",
+    ),
+    "microbatches": (  # same global batch: twice the microbatches, half the tokens each
+        Scenario(name="pp", pipeline=(4, 4), layers=8, tokens=4096),
+        dict(pipeline=(4, 8), tokens=2048),
+        "microbatches=8",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PAIRS))
+def test_predicted_step_is_within_5_percent_of_the_twin_without_the_problem(tmp_path, name):
+    sc, twin, change = PAIRS[name]
+    generate(sc, tmp_path / "problem")
+    generate(replace(sc, **twin), tmp_path / "twin")
+    _replayed, predicted = _predict(tmp_path / "problem", change)
+    twin_ms = _measured_step(tmp_path / "twin")
+    problem_ms = _measured_step(tmp_path / "problem")
+    assert problem_ms > twin_ms * 1.05  # the problem costs something to win back
+    assert predicted == pytest.approx(twin_ms, rel=0.05)
+
+
+# ------------------------------------------------------------------ where the path lies
+
+
+def test_a_stragglers_rank_carries_most_of_the_critical_path(tmp_path):
+    generate(Scenario(name="straggler", straggler=2, straggler_slowdown=1.4), tmp_path)
+    cp = _report(tmp_path).step_model.critical_path
+    assert max(cp.by_rank, key=cp.by_rank.get) == "2"
+    assert cp.by_rank["2"] > 0.5 * sum(cp.by_rank.values())
+
+
+def test_an_exposed_all_reduce_is_on_the_critical_path(tmp_path):
+    generate(Scenario(name="exposed", hidden=4096, buckets_after_backward=True), tmp_path)
+    sm = _report(tmp_path).step_model
+    on_path = [s for s in sm.critical_path.segments if s.kind == "communication"]
+    # the instances (all_reduce) and the members' tails (their kernels)
+    assert on_path and all(s.name == "all_reduce" or "AllReduce" in s.name for s in on_path)
+    # the whole last bucket chain after backward: 4 buckets of ~3.2 ms per step
+    assert sm.critical_path.by_kind["communication"] > 0.1 * sm.replayed_step_ms
+
+
+def test_in_a_host_bound_run_the_host_is_most_of_the_path(tmp_path):
+    sc, _ = SCENARIOS["host_bound"]
+    generate(sc, tmp_path)
+    cp = _report(tmp_path).step_model.critical_path
+    assert cp.by_kind["host"] > 0.5 * sum(cp.by_kind.values())
+
+
+def test_a_findings_impact_is_its_remedys_replay(tmp_path):
+    generate(Scenario(name="exposed", hidden=4096, buckets_after_backward=True), tmp_path)
+    rep = _report(tmp_path)
+    (f,) = [f for f in rep.findings if f.kind == "communication.exposed"]
+    (w,) = [w for w in rep.step_model.what_if if w.finding == f.code]
+    assert w.change == ["overlap:all_reduce"]
+    assert f.impact_ms == pytest.approx(w.saved_ms)
+
+
+# ------------------------------------------------------------------ the command
+
+
+def test_whatif_command_json_and_the_changes_that_do_not_apply(tmp_path):
+    generate(Scenario(name="slowbw", busbw_GBps=25, steps=2), tmp_path)
+    r = CliRunner().invoke(
+        main, ["whatif", str(tmp_path), "--change", "bandwidth:all_reduce=400", "--format", "json"]
+    )
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert set(out) == {"change", "measured_step_ms", "replayed_step_ms", "predicted_step_ms",
+                        "saved_ms", "critical_path"}  # fmt: skip
+    assert out["saved_ms"] == pytest.approx(out["replayed_step_ms"] - out["predicted_step_ms"])
+    assert set(out["critical_path"]) == {"by_kind", "by_rank", "segments"}
+    for change, says in [
+        ("microbatches=8", "no pipeline"),
+        ("overlap:all_to_all", "no all_to_all"),
+        ("bandwidth:all_gather=100", "no all_gather"),
+        ("nonsense", "is not a change"),
+    ]:
+        r = CliRunner().invoke(main, ["whatif", str(tmp_path), "--change", change])
+        assert r.exit_code == 2 and says in r.output and "Traceback" not in r.output
+
+
+def test_change_syntax():
+    assert isinstance(C.parse("bandwidth:all_reduce=400"), C.Bandwidth)
+    assert C.parse("bandwidth:all_reduce=400").gbps == 400
+    assert C.parse(" no-straggler ").spec == "no-straggler"
+    with pytest.raises(tracekit.errors.TracekitError):
+        C.parse("compute-speed=0")
+
+
+def test_a_graph_past_the_node_budget_replays_the_last_steps_that_fit(tmp_path, monkeypatch):
+    from diagnosers.analyses import stepmodel
+
+    generate(Scenario(name="healthy", steps=3), tmp_path)
+    monkeypatch.setattr(stepmodel, "NODE_BUDGET", 1500)  # ~970 nodes a step here
+    sm = _report(tmp_path).step_model
+    assert any("last 1 of 3 analysed steps" in n for n in sm.notes)
+    assert abs(sm.replay_error) <= 0.03
+
+
+def test_slack_of_a_collective_on_the_path_is_zero_and_of_a_hidden_one_is_positive(tmp_path):
+    generate(Scenario(name="exposed", hidden=4096, buckets_after_backward=True), tmp_path / "e")
+    assert _report(tmp_path / "e").step_model.collective_slack_ms == {"all_reduce": 0.0}
+    # buckets reduced during backward: the early ones could start later (compute hides them)
+    generate(Scenario(name="healthy", hidden=4096), tmp_path / "h")
+    assert _report(tmp_path / "h").step_model.collective_slack_ms["all_reduce"] > 0.1

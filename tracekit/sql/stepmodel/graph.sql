@@ -1,0 +1,94 @@
+-- The step model's inputs (tracekit/stepmodel/graph.py builds the dependency graph from
+-- them): host events, device work with its launch, collective rows, the steps.
+-- Placeholder {windows}: rows (rank, wid, start_ns, end_ns, n), each rank's analysed window.
+
+-- @query host
+-- The top-level CPU ops and runtime calls of each thread that start in the window, in
+-- time order (the unit the host timeline is replayed in; stage/step annotations and Python
+-- frames are left out), each with whether a blocking sync runs inside it.
+-- @column rank: global rank
+-- @column tid: thread id
+-- @column ts_ns: start, ns since the epoch
+-- @column end_ns: end, ns since the epoch
+-- @column name: event name
+-- @column has_sync: a runtime call inside it (or itself) synchronizes with the device (`cudaDeviceSynchronize`, `cudaStreamSynchronize`, `cudaEventSynchronize`, a blocking `cudaMemcpy`)
+WITH w AS ({windows}),
+h AS (
+    SELECT e.rank, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns, e.name,
+           e.kind = 'runtime' AND regexp_matches(e.name::VARCHAR,
+               'Synchronize|^(cuda|hip)Memcpy$|^(cuda|hip)MemcpyDtoH$') AS is_sync
+    FROM events e JOIN w ON e.rank = w.rank
+    WHERE e.kind IN ('cpu_op', 'runtime') AND e.ts_ns >= w.start_ns AND e.ts_ns < w.end_ns
+), c AS (
+    SELECT *, max(end_ns) OVER (PARTITION BY rank, tid ORDER BY ts_ns, end_ns DESC
+                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS _cover
+    FROM h
+), t AS (
+    SELECT *, sum((_cover IS NULL OR ts_ns >= _cover)::INT) OVER (
+               PARTITION BY rank, tid ORDER BY ts_ns, end_ns DESC ROWS UNBOUNDED PRECEDING
+           ) AS top
+    FROM c
+)
+SELECT rank, tid, arg_min(ts_ns, (ts_ns, -end_ns)) AS ts_ns,
+       arg_min(end_ns, (ts_ns, -end_ns)) AS end_ns,
+       arg_min(name, (ts_ns, -end_ns))::VARCHAR AS name, bool_or(is_sync) AS has_sync
+FROM t GROUP BY rank, tid, top
+ORDER BY rank, tid, ts_ns
+
+-- @query device
+-- Device work (kernels, copies, memsets) and gloo worker-thread spans starting in the
+-- window, with the runtime call that launched it (same correlation) and, for
+-- communication, its collective row.
+-- @column rank: global rank
+-- @column lane: stream (device) or worker thread (gloo)
+-- @column ts_ns: start, ns since the epoch
+-- @column end_ns: end, ns since the epoch
+-- @column kind: kernel, memcpy, memset or comm_thread
+-- @column name: event name
+-- @column comm: communication (a communication kernel or a gloo span)
+-- @column launch_tid: thread of the launching runtime call (null when none)
+-- @column launch_ts_ns: start of the launching runtime call (gloo: the issue op)
+-- @column launch_end_ns: end of the launching runtime call (null for gloo)
+-- @column coll: collective (all_reduce …) of a communication row
+-- @column instance_key: cross-rank instance of a matched collective (null otherwise)
+-- @column bytes: nccl-tests size S of a collective, bytes
+-- @column group_size: ranks in its group
+WITH w AS ({windows}),
+d AS (
+    SELECT e.rank, coalesce(e.stream, e.tid) AS lane, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns,
+           e.kind, e.name::VARCHAR AS name, e.correlation
+    FROM events e JOIN w ON e.rank = w.rank
+    WHERE e.kind IN ('kernel', 'memcpy', 'memset', 'comm_thread')
+      AND e.ts_ns >= w.start_ns AND e.ts_ns < w.end_ns
+), r AS (
+    SELECT rank, correlation, any_value(tid) AS tid, min(ts_ns) AS ts_ns,
+           max(ts_ns + dur_ns) AS end_ns FROM events
+    WHERE kind = 'runtime' AND correlation IS NOT NULL GROUP BY rank, correlation
+)
+SELECT d.rank, d.lane, d.ts_ns, d.end_ns, d.kind, d.name,
+       (d.kind = 'comm_thread' OR coalesce(kc.category = 'communication', false)) AS comm,
+       r.tid AS launch_tid, coalesce(r.ts_ns, c.issue_ts_ns) AS launch_ts_ns,
+       r.end_ns AS launch_end_ns,
+       c.name AS coll, CASE WHEN c.matched THEN c.instance_key END AS instance_key,
+       c.bytes, c.group_size
+FROM d
+LEFT JOIN r ON r.rank = d.rank AND r.correlation = d.correlation AND d.kind <> 'comm_thread'
+LEFT JOIN kernel_classes kc ON kc.rank = d.rank AND kc.name = d.name
+LEFT JOIN collectives c ON c.rank = d.rank AND c.ts_ns = d.ts_ns AND c.lane = d.lane
+ORDER BY d.rank, d.lane, d.ts_ns
+
+-- @query steps
+-- The ProfilerSteps inside each window, and the thread that records them.
+-- @column rank: global rank
+-- @column step: N of ProfilerStep#N
+-- @column ts_ns: step start
+-- @column end_ns: step end
+-- @column tid: thread of the step annotation
+WITH w AS ({windows})
+SELECT s.rank, s.step, s.ts_ns, s.end_ns,
+       (SELECT any_value(e.tid) FROM events e
+        WHERE e.rank = s.rank AND e.ts_ns = s.ts_ns
+          AND starts_with(e.name::VARCHAR, 'ProfilerStep#')) AS tid
+FROM steps s JOIN w ON s.rank = w.rank
+WHERE s.ts_ns >= w.start_ns AND s.ts_ns < w.end_ns
+ORDER BY s.rank, s.ts_ns

@@ -1,0 +1,341 @@
+"""What-if changes: each a small class that edits a copy of the graph's durations and
+edges before a replay (`tracekit whatif RUN --change C`, and each finding's remedy).
+
+- `overlap:NAME`: collectives NAME start as soon as the backward compute producing their
+  data is done (gradients ready evenly over the step's backward compute, buckets in issue
+  order), on their own lane beside compute; their launch and inferred waits are dropped
+  (one that already starts before that stays as it is);
+- `bandwidth:NAME=GBPS`: collectives NAME transfer at that bus bandwidth, t = S·factor ÷
+  busbw (nccl-tests' definition, `tracekit.model.collectives.bus_factor`);
+- `no-straggler`: every rank in each step at the median rank's pace in that step: its
+  compute, and on GPU runs its host time;
+- `no-host-gaps`: host work, launches and host gaps take no time: device work starts as
+  soon as its stream (and what it waits for) allows; syncs still wait for the device;
+- `compute-speed=F`: compute F× faster (device compute; on CPU runs the host's ops);
+- `microbatches=M`: the pipeline with M microbatches and the same global batch
+  (`tracekit.stepmodel.pipeline`).
+
+A change that does not apply to the run raises `NotApplicable` (one line: the CLI exits 2).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from statistics import median
+from typing import ClassVar
+
+from tracekit.errors import TracekitError
+from tracekit.model.collectives import bus_factor
+from tracekit.stepmodel import graph as G
+
+
+class NotApplicable(TracekitError):
+    """The change does not apply to this run (no such collective, no pipeline …)."""
+
+
+@dataclass
+class Edits:
+    """A change's copy of what a replay reads; `extra_ms` is added to the predicted step
+    (changes modeled outside the graph: the pipeline schedule)."""
+
+    dur: list[float]
+    starts: list[list[tuple]]
+    ends: list[list[tuple]]
+    reorder: bool = False  # edges were added: the vertex order must be computed again
+    extra_ms: float = 0.0
+    # rank → ns its unexplained starts move (a late rank's window start brought forward)
+    shift: dict[int, float] = field(default_factory=dict)
+    # node → its start where nothing in the graph explains it (else its measured start)
+    start_at: dict[int, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, g: G.Graph) -> Edits:
+        return cls(list(g.dur), list(g.starts), list(g.ends))
+
+
+def is_compute(g: G.Graph, i: int) -> bool:
+    """Compute work: device compute; on a CPU run the host's ops (not collective issue)."""
+    if g.kind[i] == G.COMPUTE:
+        return True
+    return (
+        g.cpu
+        and g.kind[i] == G.HOST
+        and not g.name[i].startswith(("c10d::", "gloo:", "record_param_comms"))
+    )
+
+
+class Change:
+    """One what-if change; `spec` is how it was written."""
+
+    pattern: ClassVar[re.Pattern]
+    syntax: ClassVar[str]
+
+    def __init__(self, spec: str, m: re.Match):
+        self.spec = spec
+
+    def apply(self, g: G.Graph, e: Edits) -> None:
+        raise NotImplementedError
+
+
+class ComputeSpeed(Change):
+    pattern = re.compile(r"compute-speed=([0-9.]+)")
+    syntax = "compute-speed=F"
+
+    def __init__(self, spec, m):
+        super().__init__(spec, m)
+        self.factor = float(m.group(1))
+        if not self.factor > 0:
+            raise TracekitError(f"--change {spec}: the speed-up F must be > 0")
+
+    def apply(self, g, e):
+        hit = False
+        for i in range(g.n):
+            if is_compute(g, i):
+                e.dur[i] = e.dur[i] / self.factor
+                hit = True
+        if not hit:
+            raise NotApplicable(f"--change {self.spec}: the run has no compute work")
+
+
+class Bandwidth(Change):
+    pattern = re.compile(r"bandwidth:(\w+)=([0-9.]+)")
+    syntax = "bandwidth:NAME=GBPS"
+
+    def __init__(self, spec, m):
+        super().__init__(spec, m)
+        self.name, self.gbps = m.group(1), float(m.group(2))
+        if not self.gbps > 0:
+            raise TracekitError(f"--change {spec}: the bandwidth must be > 0 GB/s")
+
+    def apply(self, g, e):
+        hit = False
+        for i in range(g.n):
+            if g.coll[i] != self.name or g.inst[i] >= 0 or g.kind[i] not in (G.COMM, G.INST):
+                continue  # a matched member's transfer is its instance's
+            f = bus_factor(self.name, g.group[i])
+            if f is None or not g.nbytes[i]:
+                continue
+            e.dur[i] = g.nbytes[i] * f / (self.gbps * 1e9) * 1e9
+            hit = True
+        if not hit:
+            raise NotApplicable(
+                f"--change {self.spec}: no {self.name} collective with a known size in the "
+                "analysed steps"
+            )
+
+
+class Overlap(Change):
+    pattern = re.compile(r"overlap:(\w+)")
+    syntax = "overlap:NAME"
+
+    def __init__(self, spec, m):
+        super().__init__(spec, m)
+        self.name = m.group(1)
+
+    def apply(self, g, e):
+        comms: dict[tuple[int, int], list[int]] = {}
+        bwd: dict[tuple[int, int], list[int]] = {}
+        for i in range(g.n):
+            if g.kind[i] == G.COMM and g.coll[i] == self.name:
+                comms.setdefault((g.rank[i], g.step_of(i)), []).append(i)
+            elif g.backward[i] and is_compute(g, i):
+                bwd.setdefault((g.rank[i], g.step_of(i)), []).append(i)
+        if not comms:
+            raise NotApplicable(
+                f"--change {self.spec}: no {self.name} collective in the analysed steps"
+            )
+        if not bwd:
+            raise NotApplicable(
+                f"--change {self.spec}: no backward compute found (autograd "
+                "ops or work of the backward thread) to overlap with"
+            )
+        for key, members in comms.items():
+            producers = sorted(bwd.get(key, []), key=lambda i: g.end[i])
+            if not producers:
+                continue
+            # the collectives of the backward: those that start once it has begun (an
+            # FSDP forward all-gather carries no gradient)
+            first = min(g.ts[i] for i in producers)
+            members = sorted((i for i in members if g.ts[i] >= first), key=lambda i: g.ts[i])
+            if not members:
+                continue
+            b, n = len(members), len(producers)
+            for j, i in enumerate(members):
+                ready = producers[max(math.ceil((j + 1) * n / b) - 1, 0)]
+                if g.end[ready] >= g.ts[i]:
+                    continue  # it already starts before its data would be ready: as it is
+                keep = [(s, se, 0, ek) for s, se, _lag, ek in e.starts[i] if ek == G.E_STREAM]
+                e.starts[i] = [*keep, (ready, True, 0, G.E_WAIT)]
+        e.reorder = True
+
+
+class NoStraggler(Change):
+    """Every rank at the median rank's pace, step by step: its compute (device compute; on
+    CPU runs the host's ops) and, on GPU runs, its own host time (host work and the gaps
+    between host events that no wait explains) scaled to the median of that step; a rank
+    whose analysed window starts after the median rank's starts with it (its lateness
+    came from its pace before the window)."""
+
+    pattern = re.compile(r"no-straggler")
+    syntax = "no-straggler"
+
+    def apply(self, g, e):
+        if len(g.spans) < 2:
+            raise NotApplicable(f"--change {self.spec}: one rank in the run, no straggler")
+        comp: dict[tuple[int, int], list[int]] = {}
+        host: dict[tuple[int, int], list[int]] = {}
+        for i in range(g.n):
+            key = (g.rank[i], g.step_of(i))
+            if is_compute(g, i):
+                comp.setdefault(key, []).append(i)
+            elif g.kind[i] == G.HOST:
+                host.setdefault(key, []).append(i)
+
+        def compute_time(nodes):
+            return sum(g.dur[i] for i in nodes)
+
+        def host_time(nodes):
+            return sum(
+                g.dur[i] + sum(lag for *_, lag, ek in g.starts[i] if ek == G.E_CHAIN) for i in nodes
+            )
+
+        def scale(groups, time, edit):
+            for s in {st for _r, st in groups}:
+                keys = [k for k in groups if k[1] == s]
+                if len(keys) < 2:
+                    continue
+                vals = {k: time(groups[k]) for k in keys}
+                med = median(vals.values())
+                for k in keys:
+                    if vals[k] > 0:
+                        for i in groups[k]:
+                            edit(i, med / vals[k])
+
+        def edit_compute(i, f):
+            e.dur[i] = e.dur[i] * f
+
+        def edit_host(i, f):
+            e.dur[i] = e.dur[i] * f
+            e.starts[i] = [
+                (s, se, lag * f if ek == G.E_CHAIN else lag, ek) for s, se, lag, ek in e.starts[i]
+            ]
+
+        scale(comp, compute_time, edit_compute)
+        if not g.cpu:
+            # ranks that run the same host program step by step (the same number of host
+            # events): each host event and the gap before it at the median over ranks of
+            # that event's; else the rank's host time scaled to the median
+            steps = {st for _r, st in host}
+            for st in steps:
+                keys = sorted(k for k in host if k[1] == st)
+                seqs = [sorted(host[k], key=lambda i: g.ts[i]) for k in keys]
+                if len(seqs) < 2 or len({len(q) for q in seqs}) != 1:
+                    scale({k: host[k] for k in keys}, host_time, edit_host)
+                    continue
+                for pos in zip(*seqs, strict=True):
+                    med_d = median(g.dur[i] for i in pos)
+                    med_l = median(_chain_lag(g, i) for i in pos)
+                    if not any(g.starts[i] for i in pos):  # first on its thread: its offset
+                        off = median(g.ts[i] - g.spans[g.rank[i]].start_ns for i in pos)
+                        for i in pos:
+                            e.start_at[i] = g.spans[g.rank[i]].start_ns + off
+                    for i in pos:
+                        e.dur[i] = med_d
+                        e.starts[i] = [
+                            (s, se, med_l if ek == G.E_CHAIN else lag, ek)
+                            for s, se, lag, ek in e.starts[i]
+                        ]
+        med = median(sp.start_ns for sp in g.spans.values())
+        for r, sp in g.spans.items():
+            if sp.start_ns > med:
+                e.shift[r] = med - sp.start_ns
+
+
+def _chain_lag(g: G.Graph, i: int) -> float:
+    return next((lag for *_, lag, ek in g.starts[i] if ek == G.E_CHAIN), 0)
+
+
+class NoHostGaps(Change):
+    pattern = re.compile(r"no-host-gaps")
+    syntax = "no-host-gaps"
+
+    def apply(self, g, e):
+        if g.cpu:
+            raise NotApplicable(
+                f"--change {self.spec}: a CPU run has no device to launch "
+                "work on; its host time is the work"
+            )
+        for i in range(g.n):
+            k = g.kind[i]
+            if k == G.HOST:
+                e.dur[i] = 0.0 if not g.ends[i] else e.dur[i]
+                e.starts[i] = [
+                    (s, se, 0 if ek in (G.E_CHAIN, G.E_HOSTWAIT) else lag, ek)
+                    for s, se, lag, ek in e.starts[i]
+                ]
+            elif k in (G.COMPUTE, G.COMM):  # no later than the (instant) host gets there
+                e.starts[i] = [
+                    (s, se, 0 if ek in (G.E_STREAM, G.E_LAUNCH) else lag, ek)
+                    for s, se, lag, ek in e.starts[i]
+                ]
+
+
+@dataclass
+class PipelineShape:
+    """What `microbatches=M` needs of a pipeline (the diagnosers measure it): the
+    schedule's operations and their measured parts, for `tracekit.stepmodel.pipeline`."""
+
+    stages: int
+    microbatches: int
+    schedule: str  # 1f1b or gpipe
+    stage_rank: dict[int, int]
+    scaled_ms: dict[tuple[str, int], float]  # (F|B, stage) → work that scales with FLOPs
+    fixed_ms: dict[tuple[str, int], float]  # (F|B, stage) → per-operation host/launch work
+    hop_ms: float  # between stages on different ranks, as measured
+    notes: list[str] = field(default_factory=list)
+
+
+class Microbatches(Change):
+    pattern = re.compile(r"microbatches=(\d+)")
+    syntax = "microbatches=M"
+    pipeline: PipelineShape | None = None  # set by the caller that measured the pipeline
+
+    def __init__(self, spec, m):
+        super().__init__(spec, m)
+        self.m = int(m.group(1))
+        if self.m < 1:
+            raise TracekitError(f"--change {spec}: M must be ≥ 1")
+
+    def apply(self, g, e):
+        from tracekit.stepmodel import pipeline
+
+        p = self.pipeline
+        if p is None:
+            raise NotApplicable(
+                f"--change {self.spec}: the run has no pipeline (or its "
+                "microbatch count is unknown)"
+            )
+        e.extra_ms += pipeline.span_ms(p, self.m) - pipeline.span_ms(p, p.microbatches)
+
+
+CHANGES: tuple[type[Change], ...] = (
+    Overlap,
+    Bandwidth,
+    NoStraggler,
+    NoHostGaps,
+    ComputeSpeed,
+    Microbatches,
+)
+
+
+def parse(spec: str) -> Change:
+    """The change `spec` names (TracekitError, exit 2, when it names none)."""
+    text = spec.strip()
+    for cls in CHANGES:
+        if m := cls.pattern.fullmatch(text):
+            return cls(text, m)
+    raise TracekitError(
+        f"--change {spec!r} is not a change; use one of: " + ", ".join(c.syntax for c in CHANGES)
+    )

@@ -1,0 +1,414 @@
+"""The dependency graph of the analysed steps, across ranks, from the trace alone.
+
+Nodes (one per unit of work, each with a start and an end):
+- **host**: a top-level CPU op or runtime call on a thread (`stepmodel.graph:host`); what
+  it contains (launches, blocking syncs, collective issue ops) acts through it;
+- **device**: a kernel, copy or memset on its stream, or a gloo span on its worker thread;
+- **instance**: a collective instance matched across every rank of its group
+  (`collectives.matched`), a node of its own.
+
+Edges (a node starts at the latest of its start edges; ends at the later of start + its
+duration and its end edges), each with a lag measured from the trace:
+- host order: a top-level event follows the one before it on its thread, after the
+  measured gap (host work between ops is taken as measured);
+- launch: device work starts no earlier than its launch call (correlation) plus the launch
+  latency: the measured one where the work waited for its launch (its stream was free),
+  else the rank's median launch latency;
+- stream order: device work follows the work before it on its stream;
+- blocking sync: a host event containing `cudaDeviceSynchronize`, `cudaStreamSynchronize`,
+  `cudaEventSynchronize` or a blocking `cudaMemcpy` ends no earlier than the last device
+  work that ended during it, plus the measured tail;
+- inferred waits: device work that starts later than its launch and its stream allow, within
+  `WAIT_NS` after work on another lane of its rank ended, waits for that work (an event
+  wait the trace does not record: the optimizer after the gradient all-reduce, the
+  all-reduce after its bucket's gradients); a host event that starts more than `WAIT_NS`
+  after its predecessor on the thread, within `WAIT_NS` after work of another thread or
+  lane of its rank ended, waits for it (a gloo `Work.wait()`, the autograd thread
+  starting after the forward);
+- collectives: every member of an instance starts as its own lane allows; the instance
+  starts at its last member's start and takes the transfer time (the earliest member end
+  − the last start: the collective without the wait for peers); each member ends at the
+  instance's end plus its own measured tail. Unmatched collectives and point-to-point
+  transfers keep their measured duration (send ↔ recv are not paired: see
+  docs/step-model.md).
+
+Every lag is measured, so replaying the graph unchanged gives the measured times up to the
+edges the trace cannot explain; `replay_error` says how complete the graph is.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, field
+
+from tracekit import sql
+
+HOST, COMPUTE, COMM, INST = 0, 1, 2, 3
+# edge kinds: how a lag or a duration on the critical path is classified
+(E_DUR, E_LAUNCH, E_STREAM, E_WAIT, E_CHAIN, E_ANCHOR, E_SYNC, E_INST, E_TAIL, E_HOSTWAIT,
+ E_UNEXPLAINED) = range(11)  # fmt: skip
+COMM_WAKE_NS = 200_000  # a thread waiting for a collective resumes within this after it
+WAIT_NS = 20_000  # an unexplained start this close after other work ended waits for it
+STREAM_SLACK_NS = 5_000  # device work starting this close after its stream freed was queued
+MAX_LAUNCH_NS = 20_000  # launch latencies above this are waits the trace does not show
+DEFAULT_LAUNCH_NS = 5_000  # launch latency when no device work waited for its launch
+ROUND_NS = 10  # timestamps in µs with 3 decimals: ends and starts meet within rounding
+P2P = ("send", "recv", "send_recv")
+
+
+@dataclass
+class RankSpan:
+    rank: int
+    start_ns: int  # window start (the anchor)
+    end_ns: int  # window end
+    n_steps: int
+    end_edges: list[tuple[int, int]] = field(default_factory=list)  # (node, lag from its end)
+    steps: list[tuple[int, int]] = field(default_factory=list)  # (start, end) of each step
+    main_tid: int | None = None
+
+
+@dataclass
+class Graph:
+    cpu: bool  # a CPU run: the host is the device
+    rank: list[int] = field(default_factory=list)
+    lane: list[str] = field(default_factory=list)
+    kind: list[int] = field(default_factory=list)
+    name: list[str] = field(default_factory=list)
+    ts: list[int] = field(default_factory=list)  # measured start
+    end: list[int] = field(default_factory=list)  # measured end
+    dur: list[float] = field(default_factory=list)  # own duration (start → end)
+    starts: list[list[tuple]] = field(default_factory=list)  # (src, src_end, lag, ekind)
+    ends: list[list[tuple]] = field(default_factory=list)  # (src, lag, ekind): src end → end
+    coll: list[str | None] = field(default_factory=list)
+    nbytes: list[int | None] = field(default_factory=list)
+    group: list[int | None] = field(default_factory=list)
+    inst: list[int] = field(default_factory=list)  # member → its instance node (−1)
+    backward: list[bool] = field(default_factory=list)  # compute of the backward pass
+    spans: dict[int, RankSpan] = field(default_factory=dict)
+    dropped: int = 0  # edges the measured order cannot hold (none expected)
+    origin: int = 0  # ns since the epoch of time 0 (the earliest window start)
+
+    def add(self, rank, lane, kind, name, ts, end, dur) -> int:
+        self.rank.append(rank)
+        self.lane.append(lane)
+        self.kind.append(kind)
+        self.name.append(name)
+        self.ts.append(int(ts))
+        self.end.append(int(end))
+        self.dur.append(float(dur))
+        self.starts.append([])
+        self.ends.append([])
+        self.coll.append(None)
+        self.nbytes.append(None)
+        self.group.append(None)
+        self.inst.append(-1)
+        self.backward.append(False)
+        return len(self.rank) - 1
+
+    @property
+    def n(self) -> int:
+        return len(self.rank)
+
+    def step_of(self, i: int) -> int:
+        """Index of the step (of its rank) node `i` starts in (0 before the first)."""
+        sp = self.spans[self.rank[i]]
+        return max(bisect_right([s for s, _ in sp.steps], self.ts[i]) - 1, 0)
+
+
+def build(run, windows: str) -> Graph:
+    """The graph of each rank's window (`windows`: SQL rows rank, wid, start_ns, end_ns, n)."""
+    con = run.con
+    wrows = con.sql(f"SELECT rank, start_ns, end_ns, n FROM ({windows})").fetchall()
+    host = con.sql(sql.query("stepmodel.graph", "host", windows=windows)).fetchall()
+    dev = con.sql(sql.query("stepmodel.graph", "device", windows=windows)).fetchall()
+    steps = con.sql(sql.query("stepmodel.graph", "steps", windows=windows)).fetchall()
+    g = Graph(cpu=not any(r[4] in ("kernel", "memcpy", "memset") for r in dev))
+    # times relative to the earliest window start: ns since the epoch (~1.8e18) are beyond
+    # a float's exact integers (2^53), and the replay adds floats
+    g.origin = o = min((int(s) for _r, s, _e, _n in wrows if s is not None), default=0)
+
+    def rel(x):
+        return None if x is None else int(x) - o
+
+    host = [(r, tid, rel(ts), rel(end), *rest) for r, tid, ts, end, *rest in host]
+    dev = [
+        (r, lane, rel(ts), rel(end), kind, name, comm, ltid, rel(lts), rel(lend), *rest)
+        for r, lane, ts, end, kind, name, comm, ltid, lts, lend, *rest in dev
+    ]
+    steps = [(r, st, rel(s), rel(e), tid) for r, st, s, e, tid in steps]
+    for rank, s, e, n in wrows:
+        if s is not None:
+            g.spans[rank] = RankSpan(rank, rel(s), rel(e), max(int(n), 1))
+    for rank, _step, s, e, tid in steps:
+        sp = g.spans.get(rank)
+        if sp is not None:
+            sp.steps.append((int(s), int(e)))
+            sp.main_tid = sp.main_tid if sp.main_tid is not None else tid
+    for sp in g.spans.values():
+        if not sp.steps:
+            sp.steps = [(sp.start_ns, sp.end_ns)]
+
+    # ---- host: top-level events per thread (what they contain acts through them)
+    sync_of: dict[int, bool] = {}
+    host_nodes: dict[int, list[int]] = {}  # rank → host nodes (any thread), by start
+    for rank, tid, ts, end, name, has_sync in host:
+        i = g.add(rank, f"thread {tid}", HOST, name, ts, end, end - ts)
+        host_nodes.setdefault(rank, []).append(i)
+        main = g.spans[rank].main_tid if rank in g.spans else None
+        g.backward[i] = name.startswith("autograd::engine") or (main is not None and tid != main)
+        if has_sync:
+            sync_of[i] = True
+    # ---- device work and gloo spans
+    dev_nodes: dict[int, list[int]] = {}
+    lat_bound: dict[int, list[int]] = {}
+    launch_of: dict[int, tuple[int, int]] = {}  # device node → (host node, launch ts)
+    by_instance: dict[str, list[int]] = {}
+    for v in host_nodes.values():
+        v.sort(key=lambda i: (g.ts[i], i))
+    host_ts = {r: [g.ts[i] for i in v] for r, v in host_nodes.items()}
+    blocking: dict[int, int] = {}  # host node → the device work its call waited for
+    for rank, lane, ts, end, kind, name, comm, _ltid, lts, lend, coll, key, nbytes, gsize in dev:
+        k = COMM if comm else COMPUTE
+        i = g.add(
+            rank,
+            f"stream {lane}" if kind != "comm_thread" else f"thread {lane}",
+            k,
+            name,
+            ts,
+            end,
+            end - ts,
+        )
+        dev_nodes.setdefault(rank, []).append(i)
+        g.coll[i], g.nbytes[i], g.group[i] = coll, nbytes, gsize
+        if key is not None:
+            by_instance.setdefault(key, []).append(i)
+        h = None
+        if lts is not None:
+            h = _containing(g, host_nodes.get(rank, []), host_ts.get(rank, []), int(lts))
+        if h is not None:
+            launch_of[i] = (h, int(lts))
+            # a call that returns only once its own work is done (a blocking copy) waited
+            if (
+                lend is not None
+                and int(lts) <= end <= int(lend) >= end >= g.end[blocking.get(h, i)]
+            ):
+                blocking[h] = i
+            g.backward[i] = g.backward[h] and k == COMPUTE
+    # ---- stream order and launch edges
+    for rank, nodes in dev_nodes.items():
+        nodes.sort(key=lambda i: (g.lane[i], g.ts[i]))
+        prev: dict[str, int] = {}
+        for i in nodes:
+            p = prev.get(g.lane[i])
+            prev[g.lane[i]] = i
+            if i in launch_of and (p is None or g.ts[i] - g.end[p] > STREAM_SLACK_NS):
+                lat_bound.setdefault(rank, []).append(g.ts[i] - launch_of[i][1])
+            g.inst[i] = -2 if p is None else p  # the stream predecessor, for now
+        # the launch latency: the low end of what launch-bound work shows (its median
+        # would count work that waited for something the trace does not show)
+        lat = {r: _low(v) for r, v in lat_bound.items()}
+        ends_sorted = sorted(nodes, key=lambda i: g.end[i])
+        end_times = [g.end[i] for i in ends_sorted]
+        for i in nodes:
+            p = g.inst[i]
+            g.inst[i] = -1
+            _device_edges(
+                g, i, p, launch_of.get(i), lat.get(rank, DEFAULT_LAUNCH_NS), ends_sorted, end_times
+            )
+    # ---- a collective's data: the compute its rank had launched before issuing it (what
+    # the event a process group records on the current stream and waits for captures)
+    for nodes in dev_nodes.values():
+        comp = sorted(
+            (launch_of[i][1], i) for i in nodes if i in launch_of and g.kind[i] == COMPUTE
+        )
+        lts_sorted = [x for x, _ in comp]
+        for i in nodes:
+            if g.kind[i] != COMM or i not in launch_of:
+                continue
+            k = bisect_right(lts_sorted, launch_of[i][1]) - 1
+            if k >= 0:
+                d = comp[k][1]
+                if g.end[d] <= g.ts[i] + ROUND_NS and not any(s == d for s, *_ in g.starts[i]):
+                    g.starts[i].append((d, True, min(g.ts[i] - g.end[d], 0), E_WAIT))
+    # ---- host order, blocking syncs, host waits
+    all_ends: dict[int, tuple[list[int], list[int]]] = {}
+    for rank in g.spans:
+        nodes = sorted(host_nodes.get(rank, []) + dev_nodes.get(rank, []), key=lambda i: g.end[i])
+        all_ends[rank] = (nodes, [g.end[i] for i in nodes])
+    csrt = {
+        r: sorted((i for i in v if g.kind[i] == COMM), key=lambda i: g.end[i])
+        for r, v in dev_nodes.items()
+    }
+    ctimes = {r: [g.end[i] for i in v] for r, v in csrt.items()}
+    hsrt = {r: sorted(v, key=lambda i: g.end[i]) for r, v in host_nodes.items()}
+    htimes = {r: [g.end[i] for i in v] for r, v in hsrt.items()}
+    for rank, nodes in host_nodes.items():
+        by_thread: dict[str, int] = {}
+        dev_sorted = sorted(dev_nodes.get(rank, []), key=lambda i: g.end[i])
+        dev_ends = [g.end[i] for i in dev_sorted]
+        for i in nodes:  # in start order
+            p = by_thread.get(g.lane[i])
+            by_thread[g.lane[i]] = i
+            prev_end = g.end[p] if p is not None else g.spans[rank].start_ns
+            w = None
+            if p is None or g.ts[i] - prev_end > WAIT_NS:
+                srt, times = all_ends[rank]
+                w = _latest_before(srt, times, g.ts[i], exclude_lane=g.lane[i], g=g, after=prev_end)
+                if w is None and csrt.get(rank):  # a wait for a collective (gloo's
+                    # Work.wait() is not traced; the waiter wakes up tens of µs after it ends)
+                    w = _latest_before(
+                        csrt[rank],
+                        ctimes[rank],
+                        g.ts[i],
+                        exclude_lane=g.lane[i],
+                        g=g,
+                        after=prev_end,
+                        within=COMM_WAKE_NS,
+                    )
+                if w is None:  # else the thread waited for another thread of its rank
+                    w = _latest_before(
+                        hsrt[rank],
+                        htimes[rank],
+                        g.ts[i],
+                        exclude_lane=g.lane[i],
+                        g=g,
+                        after=prev_end,
+                        within=None,
+                    )
+                if w is not None:  # the gap was a wait for it: the thread was free before
+                    g.starts[i].append((w, True, g.ts[i] - g.end[w], E_HOSTWAIT))
+            if p is not None:
+                g.starts[i].append((p, True, 0 if w is not None else g.ts[i] - g.end[p], E_CHAIN))
+            d = blocking.get(i)
+            if d is None and sync_of.get(i):
+                j = bisect_right(dev_ends, g.end[i]) - 1
+                if j >= 0 and dev_ends[j] >= g.ts[i]:
+                    d = dev_sorted[j]
+            if d is not None:
+                g.ends[i].append((d, g.end[i] - g.end[d], E_SYNC))
+                # its own time: up to the blocking call, and the tail after the device
+                # work it waited for
+                before = max(launch_of[d][1] - g.ts[i], 0) if d in blocking.values() else 0
+                g.dur[i] = min(g.dur[i], before + g.end[i] - g.end[d])
+    # ---- collectives matched across ranks: the instance node
+    for _key, members in by_instance.items():
+        if len(members) != (g.group[members[0]] or 0) or len({g.rank[m] for m in members}) != len(
+            members
+        ):
+            continue  # a member lies outside some rank's window
+        last = max(members, key=lambda m: g.ts[m])
+        first_end = min(g.end[m] for m in members)
+        transfer = max(first_end - g.ts[last], 0)
+        j = g.add(
+            g.rank[last],
+            "collective",
+            INST,
+            g.coll[last] or g.name[last],
+            g.ts[last],
+            g.ts[last] + transfer,
+            transfer,
+        )
+        g.coll[j], g.nbytes[j], g.group[j] = g.coll[last], g.nbytes[last], g.group[last]
+        for m in members:
+            g.starts[j].append((m, False, 0, E_INST))
+            g.inst[m] = j
+            g.dur[m] = 0.0
+            g.ends[m].append((j, g.end[m] - g.end[j], E_TAIL))
+    # ---- each rank's window end: its step thread's last host event, or its last work
+    for rank, sp in g.spans.items():
+        hn = [
+            i
+            for i in host_nodes.get(rank, [])
+            if sp.main_tid is None or g.lane[i] == f"thread {sp.main_tid}"
+        ]
+        tails = [hn[-1]] if hn else []
+        last_by_lane: dict[str, int] = {}
+        for i in dev_nodes.get(rank, []):
+            if g.lane[i] not in last_by_lane or g.end[i] > g.end[last_by_lane[g.lane[i]]]:
+                last_by_lane[g.lane[i]] = i
+        tails += list(last_by_lane.values())
+        sp.end_edges = [(i, sp.end_ns - g.end[i]) for i in tails]
+    return g
+
+
+def _device_edges(g: Graph, i: int, p: int, launch, lat: float, srt, times) -> None:
+    """Start edges of device work `i` (stream predecessor `p`, −2 for none; `launch`:
+    (host node, launch call start) or None). What set its start, first that explains it:
+    its stream (it was queued: started within STREAM_SLACK_NS of the stream freeing), its
+    launch (within the launch latency of its call), work on another lane that ended within
+    WAIT_NS before it (an event wait), its stream after a longer gap; else its launch with
+    the measured delay. Edges that did not bind keep the smallest lag the trace allows."""
+    ts = g.ts[i]
+    gap_s = None
+    if p >= 0:
+        # overlapping on one stream (ns rounding, or a trace quirk): from the
+        # predecessor's start, at the measured distance
+        gap_s = ts - g.end[p] if g.end[p] <= ts + STREAM_SLACK_NS else None
+    r = ts - launch[1] if launch is not None else None
+    w = None
+    bound_s = gap_s is not None and gap_s <= STREAM_SLACK_NS
+    bound_l = r is not None and not bound_s and r <= lat + STREAM_SLACK_NS
+    if not bound_s and not bound_l:
+        after = max(launch[1] if launch else 0, g.end[p] if p >= 0 else 0)
+        w = _waited_for(g, srt, times, i, after)
+    stream_lag = 0
+    if gap_s is not None and (bound_s or (w is None and not bound_l and gap_s <= WAIT_NS)):
+        stream_lag = gap_s
+        bound_s = True
+    if p >= 0:
+        if gap_s is not None:
+            g.starts[i].append((p, True, stream_lag, E_STREAM))
+        else:
+            g.starts[i].append((p, False, ts - g.ts[p], E_STREAM))
+            bound_s = True
+    if w is not None:
+        g.starts[i].append((w, True, ts - g.end[w], E_WAIT))
+    if launch is not None:
+        h, lts = launch
+        explained = bound_s or w is not None or bound_l
+        lag = r if not (bound_s or w is not None) else min(r, lat)
+        # started long after its launch with nothing in the trace to say why: an
+        # unexplained wait, kept as measured (not host time)
+        ek = E_LAUNCH if explained else E_UNEXPLAINED
+        g.starts[i].append((h, False, lts - g.ts[h] + lag, ek))
+    elif p >= 0 and not bound_s and w is None and gap_s is not None:
+        g.starts[i][-1] = (p, True, gap_s, E_STREAM)  # nothing else explains it
+
+
+def _containing(g: Graph, nodes: list[int], starts: list[int], t: int) -> int | None:
+    """The top-level host node (any thread of the rank) whose span holds time `t`."""
+    k = bisect_right(starts, t) - 1
+    for j in range(k, max(k - 8, -1), -1):
+        i = nodes[j]
+        if g.ts[i] <= t <= g.end[i]:
+            return i
+    return nodes[k] if k >= 0 else None
+
+
+def _waited_for(g: Graph, srt: list[int], times: list[int], i: int, after: int) -> int | None:
+    """Work on another lane of i's rank that ended within WAIT_NS before i started and
+    after `after` (what i's start waited for), else None."""
+    return _latest_before(
+        srt, times, g.ts[i], exclude_lane=g.lane[i], g=g, after=after, rank=g.rank[i]
+    )
+
+
+def _latest_before(
+    srt, times, t, *, exclude_lane, g, after, rank=None, within: int | None = WAIT_NS
+) -> int | None:
+    # ends a few ns after t: the trace's µs timestamps with 3 decimals round
+    k = bisect_right(times, t + ROUND_NS) - 1
+    while k >= 0 and times[k] >= after:
+        j = srt[k]
+        if g.lane[j] != exclude_lane and (rank is None or g.rank[j] == rank):
+            return j if within is None or t - times[k] <= within else None
+        k -= 1
+    return None
+
+
+def _low(values: list[int]) -> float:
+    """The launch latency: the 10th percentile of the non-negative values, at most
+    MAX_LAUNCH_NS (DEFAULT_LAUNCH_NS without any): when the host runs far ahead, work that
+    did not queue behind its stream waited for something else (an event), not its launch."""
+    v = sorted(x for x in values if x >= 0)
+    return float(min(v[len(v) // 10], MAX_LAUNCH_NS)) if v else float(DEFAULT_LAUNCH_NS)

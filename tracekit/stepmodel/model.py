@@ -1,0 +1,112 @@
+"""`StepModel`: the graph of a run's analysed windows, its replay, its critical path and
+what-if replays — what the report's `step_model` block and `tracekit whatif` print."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tracekit.stepmodel import changes as C
+from tracekit.stepmodel import graph as G
+from tracekit.stepmodel import replay as R
+
+SEGMENTS = 100  # the longest segments of the path the report keeps
+
+
+@dataclass
+class CriticalPath:
+    by_kind: dict[str, float]  # ms per step
+    by_rank: dict[str, float]  # ms per step
+    segments: list[dict] = field(default_factory=list)  # rank, kind, name, start_ms, ms
+
+
+@dataclass
+class Outcome:
+    change: list[str]
+    measured_step_ms: float
+    replayed_step_ms: float
+    predicted_step_ms: float
+    critical_path: CriticalPath
+
+    @property
+    def saved_ms(self) -> float:
+        return self.replayed_step_ms - self.predicted_step_ms
+
+
+class StepModel:
+    """Build once per run and windows; replay as often as asked."""
+
+    def __init__(self, run, windows: str):
+        self.graph = G.build(run, windows)
+        self.order = R.order(self.graph)
+        R.prune(self.graph, self.order)
+        self.base = R.run(self.graph, self.order)
+        self.notes: list[str] = []  # what the caller chose about its windows
+
+    @property
+    def empty(self) -> bool:
+        return not self.graph.spans
+
+    def critical_path(self, rp: R.Replay | None = None) -> CriticalPath:
+        rp = rp or self.base
+        n = max(rp.steps, 1)
+        by_kind = {k: 0.0 for k in R.KINDS}
+        by_rank: dict[str, float] = {}
+        for s in rp.path:
+            by_kind[s.kind] += s.ns / n / 1e6
+            by_rank[str(s.rank)] = by_rank.get(str(s.rank), 0.0) + s.ns / n / 1e6
+        longest = sorted(rp.path, key=lambda s: -s.ns)[:SEGMENTS]
+        segs = [
+            {
+                "rank": s.rank,
+                "kind": s.kind,
+                "name": s.name,
+                "start_ms": (s.start_ns - rp.origin_ns) / 1e6,
+                "ms": s.ns / 1e6,
+            }
+            for s in sorted(longest, key=lambda s: s.start_ns)
+        ]
+        return CriticalPath(by_kind, dict(sorted(by_rank.items(), key=lambda kv: int(kv[0]))), segs)
+
+    def collective_slack_ms(self) -> dict[str, float]:
+        """Per collective: the median over its instances of how much later it could start
+        without delaying the step (0: on the critical path), ms."""
+        from statistics import median
+
+        by: dict[str, list[float]] = {}
+        for i, ns in R.slack(self.graph, self.order, self.base).items():
+            by.setdefault(self.graph.coll[i] or self.graph.name[i], []).append(ns / 1e6)
+        return {k: median(v) for k, v in sorted(by.items())}
+
+    def what_if(self, changes: list[C.Change]) -> Outcome:
+        """Replay with `changes` applied (NotApplicable when one does not apply)."""
+        g = self.graph
+        e = C.Edits.of(g)
+        for ch in changes:
+            ch.apply(g, e)
+        order = self.order
+        if e.reorder:
+            saved = g.starts, g.ends
+            g.starts, g.ends = e.starts, e.ends
+            try:
+                order = R.order(g)
+            finally:
+                g.starts, g.ends = saved
+            # a change's edges may contradict the rest (data that is not ready before the
+            # collective that needs it): those are dropped
+            R.prune(g, order, e.starts, e.ends)
+        rp = R.run(
+            g,
+            order,
+            dur=e.dur,
+            starts=e.starts,
+            ends=e.ends,
+            shift=e.shift,
+            start_at=e.start_at,
+        )
+        return Outcome(
+            change=[c.spec for c in changes],
+            measured_step_ms=self.base.measured_step_ms,
+            replayed_step_ms=self.base.replayed_step_ms,
+            predicted_step_ms=rp.replayed_step_ms + e.extra_ms,
+            critical_path=self.critical_path(rp),
+        )

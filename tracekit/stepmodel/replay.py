@@ -1,0 +1,334 @@
+"""Replay: run the graph forward, and backtrack the critical path that sets the step.
+
+Each node's start is the latest of its start edges (the source's start or end plus the
+lag), its end the later of its start plus its duration and its end edges; a node with no
+start edge starts at its rank's window start plus its measured offset. Vertices (a node's
+start, its end) run in measured-time order, which every edge respects (an edge the
+measured order cannot hold is dropped and counted in `Graph.dropped`).
+
+A rank's replayed window ends at the latest of its end edges (its step thread's last
+host event, each lane's last work, plus their measured distance to the window end); its
+replayed step is that window ÷ its steps, and the run's step is the mean over ranks, as
+`summary.step_time_ms` is the mean of the ranks' measured steps.
+
+The critical path starts at the end of the rank whose replayed window ends last and
+follows, from each vertex, the edge that set its time; each edge is a segment of the path
+classified by kind (docs/step-model.md): compute (device compute, on CPU runs the host's
+ops), communication (a collective's transfer), waiting (point-to-point transfers the graph
+does not pair: their duration is mostly the wait for the peer), host (host work, launch
+latency, syncs' tails) and idle (gaps on a lane with nothing on the path to explain them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tracekit.stepmodel import graph as G
+
+ROUND_NS = 1_000  # replayed ends this close are a tie
+KINDS = ("compute", "communication", "waiting", "host", "idle")
+
+
+@dataclass
+class Segment:
+    rank: int
+    kind: str
+    name: str
+    start_ns: float
+    ns: float
+
+
+@dataclass
+class Replay:
+    measured_step_ms: float
+    replayed_step_ms: float
+    by_rank_step_ms: dict[int, float]  # replayed step per rank
+    path: list[Segment] = field(default_factory=list)  # in time order
+    origin_ns: float = 0.0  # the earliest window start: segments' time zero
+    steps: int = 1  # steps of the rank whose end the path starts from
+    times: list[float] = field(default_factory=list, repr=False)  # each vertex's time
+    end_ns: float = 0.0  # the latest rank's replayed window end
+
+    @property
+    def replay_error(self) -> float | None:
+        if not self.measured_step_ms:
+            return None
+        return self.replayed_step_ms / self.measured_step_ms - 1
+
+
+def order(g: G.Graph) -> list[int]:
+    """Vertices (2·node: start, 2·node+1: end) in an order every edge respects: measured
+    time (at one instant an instance's end, nodes' ends, nodes' starts, instances' starts,
+    then zero-length ends) when that order holds every edge — the usual case — else a
+    topological sort (`toposort`)."""
+    ts, end, kind = g.ts, g.end, g.kind
+    keys = []
+    for i in range(g.n):
+        inst = kind[i] == G.INST
+        zero = end[i] <= ts[i]
+        keys.append((ts[i], 2 if inst else 1, 2 * i))
+        keys.append((end[i], (4 if zero else -1) if inst else (3 if zero else 0), 2 * i + 1))
+    keys.sort()
+    vorder = [v for *_, v in keys]
+    pos = [0] * (2 * g.n)
+    for k, v in enumerate(vorder):
+        pos[v] = k
+    for i in range(g.n):
+        ps, pe = pos[2 * i], pos[2 * i + 1]
+        if ps > pe:
+            return toposort(g)
+        for e in g.starts[i]:
+            if pos[2 * e[0] + (1 if e[1] else 0)] >= ps:
+                return toposort(g)
+        for e in g.ends[i]:
+            if pos[2 * e[0] + 1] >= pe:
+                return toposort(g)
+    return vorder
+
+
+def toposort(g: G.Graph) -> list[int]:
+    """Vertices (2·node: start, 2·node+1: end) in a topological order of the edges, the
+    earliest measured time first among those ready (Kahn's algorithm with a heap); edges
+    closing a cycle (the measured order cannot hold them) are dropped and counted in
+    `g.dropped`."""
+    import heapq
+
+    nv = 2 * g.n
+    indeg = [0] * nv
+    out: list[list[int]] = [[] for _ in range(nv)]
+    for i in range(g.n):
+        out[2 * i].append(2 * i + 1)
+        indeg[2 * i + 1] += 1
+        for src, src_end, *_ in g.starts[i]:
+            out[2 * src + (1 if src_end else 0)].append(2 * i)
+            indeg[2 * i] += 1
+        for src, *_ in g.ends[i]:
+            out[2 * src + 1].append(2 * i + 1)
+            indeg[2 * i + 1] += 1
+    ts, end = g.ts, g.end
+
+    def key(v: int) -> tuple[int, int]:
+        return (end[v >> 1] if v & 1 else ts[v >> 1], v)
+
+    heap = [key(v) for v in range(nv) if indeg[v] == 0]
+    heapq.heapify(heap)
+    seen = [False] * nv
+    result: list[int] = []
+    by_time: list[tuple[int, int]] | None = None  # every vertex by measured time, for cycles
+    nxt = 0
+    while len(result) < nv:
+        if not heap:  # a cycle: release its earliest vertex, its late edges dropped below
+            if by_time is None:
+                by_time = sorted(key(u) for u in range(nv))
+            while seen[by_time[nxt][1]]:
+                nxt += 1
+            v = by_time[nxt][1]
+            indeg[v] = 0
+            heapq.heappush(heap, key(v))
+        _, v = heapq.heappop(heap)
+        if seen[v]:
+            continue
+        seen[v] = True
+        result.append(v)
+        for w in out[v]:
+            indeg[w] -= 1
+            if indeg[w] == 0 and not seen[w]:
+                heapq.heappush(heap, key(w))
+    return result
+
+
+def prune(g: G.Graph, vorder: list[int], starts=None, ends=None) -> int:
+    """Drop the edges the order cannot hold (from `starts`/`ends`, the graph's own by
+    default, where they are counted in `g.dropped`); returns how many."""
+    own = starts is None
+    starts = g.starts if starts is None else starts
+    ends = g.ends if ends is None else ends
+    pos = [0] * (2 * g.n)
+    for k, v in enumerate(vorder):
+        pos[v] = k
+    dropped = 0
+    for i in range(g.n):
+        keep = [e for e in starts[i] if pos[2 * e[0] + (1 if e[1] else 0)] < pos[2 * i]]
+        if len(keep) != len(starts[i]):
+            dropped += len(starts[i]) - len(keep)
+            starts[i] = keep
+        keep = [e for e in ends[i] if pos[2 * e[0] + 1] < pos[2 * i + 1]]
+        if len(keep) != len(ends[i]):
+            dropped += len(ends[i]) - len(keep)
+            ends[i] = keep
+    if own:
+        g.dropped += dropped
+    return dropped
+
+
+def run(
+    g: G.Graph,
+    vorder: list[int],
+    *,
+    dur: list[float] | None = None,
+    starts: list[list[tuple]] | None = None,
+    ends: list[list[tuple]] | None = None,
+    path: bool = True,
+    shift: dict[int, float] | None = None,
+    start_at: dict[int, float] | None = None,
+) -> Replay:
+    """Replay `g` (with a change's durations / edges in place of its own)."""
+    dur = dur if dur is not None else g.dur
+    starts = starts if starts is not None else g.starts
+    ends = ends if ends is not None else g.ends
+    t = [0.0] * (2 * g.n)
+    pred: list[tuple[int, int] | None] = [None] * (2 * g.n)  # (vertex, edge kind)
+    ts = g.ts
+    for v in vorder:
+        i = v >> 1
+        if v & 1 == 0:
+            best, arg = None, None
+            for src, src_end, lag, ek in starts[i]:
+                sv = 2 * src + (1 if src_end else 0)
+                x = t[sv] + lag
+                if best is None or x > best:
+                    best, arg = x, (sv, ek)
+            if best is None:  # nothing the trace shows explains it: its measured start
+                if start_at and i in start_at:
+                    best = start_at[i]
+                else:
+                    best = ts[i] + (shift.get(g.rank[i], 0) if shift else 0)
+                arg = None
+            t[v], pred[v] = best, arg
+        else:
+            best, arg = t[v - 1] + dur[i], (v - 1, G.E_DUR)
+            for src, lag, ek in ends[i]:
+                x = t[2 * src + 1] + lag
+                if x > best:
+                    best, arg = x, (2 * src + 1, ek)
+            t[v], pred[v] = best, arg
+    per_rank: dict[int, float] = {}
+    measured: dict[int, float] = {}
+    last_rank, last_t, last_v, last_lag = None, None, None, 0
+    for r, sp in g.spans.items():
+        # the latest end; at a tie the work closest to the window's end (the step's)
+        cands = [(t[2 * i + 1] + lag, -lag, 2 * i + 1) for i, lag in sp.end_edges]
+        end_t, end_lag, end_v = float(sp.end_ns), 0, None
+        if cands:
+            end_t = max(c[0] for c in cands)
+            _, end_lag, end_v = max(c for c in cands if c[0] >= end_t - ROUND_NS)
+        per_rank[r] = (end_t - sp.start_ns) / sp.n_steps / 1e6
+        measured[r] = (sp.end_ns - sp.start_ns) / sp.n_steps / 1e6
+        if last_t is None or end_t - sp.start_ns > last_t:
+            last_rank, last_t, last_v, last_lag = r, end_t - sp.start_ns, end_v, -end_lag
+    n = max(len(per_rank), 1)
+    out = Replay(
+        measured_step_ms=sum(measured.values()) / n,
+        replayed_step_ms=sum(per_rank.values()) / n,
+        by_rank_step_ms=per_rank,
+        origin_ns=min((sp.start_ns for sp in g.spans.values()), default=0),
+        steps=g.spans[last_rank].n_steps if last_rank is not None else 1,
+    )
+    out.times = t
+    out.end_ns = max(
+        (per_rank[r] * sp.n_steps * 1e6 + sp.start_ns for r, sp in g.spans.items()), default=0
+    )
+    if path and last_v is not None:
+        out.path = _backtrack(g, t, pred, last_v, dur)
+        if last_lag > 0:  # host time from the last work to the step's end
+            out.path.append(Segment(last_rank, "host", "to the step's end", t[last_v], last_lag))
+    return out
+
+
+def _kind(g: G.Graph, i: int, ek: int) -> str:
+    if ek == G.E_DUR:
+        k = g.kind[i]
+        if k == G.COMPUTE:
+            return "compute"
+        if k == G.INST:
+            return "communication"
+        if k == G.COMM:
+            return "waiting" if g.coll[i] in G.P2P else "communication"
+        # host events: on a CPU run the host's ops are the compute
+        if g.cpu and not g.name[i].startswith(("c10d::", "gloo:", "record_param_comms")):
+            return "compute"
+        return "host"
+    if ek == G.E_TAIL:
+        return "communication"
+    if ek in (G.E_STREAM, G.E_WAIT, G.E_UNEXPLAINED):
+        return "idle"
+    return "host"
+
+
+def _backtrack(g: G.Graph, t, pred, v, dur) -> list[Segment]:
+    segs: list[Segment] = []
+    seen = set()
+    while v is not None and pred[v] is not None and v not in seen:
+        seen.add(v)
+        u, ek = pred[v]
+        i = v >> 1
+        ns = t[v] - t[u]
+        if ns > 0:
+            kind = _kind(g, i, ek)
+            name = g.name[i] if ek in (G.E_DUR, G.E_TAIL) else _gap_name(ek)
+            segs.append(Segment(g.rank[i], kind, name, t[u], ns))
+        v = u
+    i = v >> 1 if v is not None else None
+    origin = g.spans[g.rank[i]].start_ns if i is not None else None
+    if origin is not None and t[v] > origin:  # a node the graph does not explain
+        segs.append(Segment(g.rank[i], "host", "measured start", origin, t[v] - origin))
+    segs.reverse()
+    return _merge(segs)
+
+
+def _gap_name(ek: int) -> str:
+    return {
+        G.E_LAUNCH: "launch",
+        G.E_STREAM: "stream gap",
+        G.E_WAIT: "wait on another stream",
+        G.E_CHAIN: "host gap",
+        G.E_ANCHOR: "window start",
+        G.E_SYNC: "sync",
+        G.E_HOSTWAIT: "host wait",
+        G.E_UNEXPLAINED: "unexplained wait",
+    }.get(ek, "gap")
+
+
+def _merge(segs: list[Segment]) -> list[Segment]:
+    """Consecutive segments of one rank and kind as one, named by its longest part."""
+    out: list[Segment] = []
+    longest: list[float] = []
+    for s in segs:
+        if out and out[-1].rank == s.rank and out[-1].kind == s.kind:
+            o = out[-1]
+            if s.ns > longest[-1]:
+                o.name, longest[-1] = s.name, s.ns
+            o.ns = s.start_ns + s.ns - o.start_ns
+        else:
+            out.append(Segment(s.rank, s.kind, s.name, s.start_ns, s.ns))
+            longest.append(s.ns)
+    return out
+
+
+def slack(g: G.Graph, vorder: list[int], rp: Replay) -> dict[int, float]:
+    """Slack of each collective instance, ns: how much later it could start without
+    delaying the step's end (the latest rank's replayed window end) — the latest start a
+    backward pass over the edges allows, less its replayed start; 0 on the critical path."""
+    inf = float("inf")
+    late = [inf] * (2 * g.n)
+    for sp in g.spans.values():
+        for i, lag in sp.end_edges:
+            late[2 * i + 1] = min(late[2 * i + 1], rp.end_ns - lag)
+    for v in reversed(vorder):
+        lv = late[v]
+        if lv == inf:
+            continue
+        i = v >> 1
+        if v & 1:
+            late[v - 1] = min(late[v - 1], lv - g.dur[i])
+            for src, lag, _ek in g.ends[i]:
+                late[2 * src + 1] = min(late[2 * src + 1], lv - lag)
+        else:
+            for src, src_end, lag, _ek in g.starts[i]:
+                u = 2 * src + (1 if src_end else 0)
+                late[u] = min(late[u], lv - lag)
+    return {
+        i: max(late[2 * i] - rp.times[2 * i], 0.0)
+        for i in range(g.n)
+        if g.kind[i] == G.INST and late[2 * i] != inf
+    }
