@@ -68,6 +68,30 @@ def build_run(source: Path, ranks: int, dest: Path) -> list[Path]:
     return files
 
 
+DLRM_SOURCE = ROOT.parent / "shared" / "traces" / "v100_dlrm_8rank"
+
+
+def build_small_run(source: Path, ranks: int, dest: Path) -> list[Path]:
+    """`dest/rank-R.json.gz` for R in 0..ranks-1 from a run of a few ranks (the 8-rank
+    DLRM step): rank R is source trace R mod n with distributedInfo.rank = R and
+    world_size = ranks, as a user of a big job with small traces per rank has them.
+    Files already there are kept; each is written whole or not at all."""
+    dest.mkdir(parents=True, exist_ok=True)
+    files = [dest / f"rank-{r}.json.gz" for r in range(ranks)]
+    if all(f.exists() for f in files):
+        return files
+    srcs = [p for p in sorted(source.iterdir()) if p.name.endswith((".json", ".json.gz"))]
+    texts = []
+    for src in srcs:
+        doc = read_doc(src)
+        doc.setdefault("distributedInfo", {}).update(rank="@RANK@", world_size=ranks)
+        texts.append(json.dumps(doc).encode())
+    for r, out in enumerate(files):
+        if not out.exists():
+            _write_atomic(out, texts[r % len(texts)].replace(b'"@RANK@"', str(r).encode(), 1))
+    return files
+
+
 def gzip_text_bytes(path: Path) -> int:
     """Uncompressed size of a single-member gzip file below 4 GiB (its ISIZE field)."""
     with open(path, "rb") as fh:

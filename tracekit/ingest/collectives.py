@@ -506,6 +506,13 @@ def derive(
     rows from its `events` and `kernel_classes` tables (cross-rank matching is the
     `collectives` view), and the groups they ran on. `pgs`: the rank's `process_groups`
     rows; `tmp_dir`: where `coltable` may write."""
+    tables(con, derive_rows(con, rank, pgs, world_size), tmp_dir)
+
+
+def derive_rows(
+    con: duckdb.DuckDBPyConnection, rank: int, pgs: list[dict], world_size: int | None
+) -> list[dict]:
+    """The rank-local collective rows of one rank (`derive`), as dicts of `COLUMNS`."""
     rows: list[dict] = []
     default = _default_group(pgs, world_size)
     default_n = default[0]
@@ -573,6 +580,12 @@ def derive(
         )
     for r in rows:
         r["rank"] = rank
+    return rows
+
+
+def tables(con: duckdb.DuckDBPyConnection, rows: list[dict], tmp_dir: Path) -> None:
+    """Tables `_collectives` and `collective_groups` of `con` from collective rows (of one
+    rank or several: `derive_rows`)."""
     coltable.create(con, "_derived", COLUMNS, rows, tmp_dir)
     # a group's ranks once per group (collective_groups), the rows a 64-bit key of them:
     # matching then never carries a world-sized list per collective row

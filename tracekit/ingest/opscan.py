@@ -45,6 +45,11 @@ SCHEMA = (
 def scan(con, tmp_dir: Path) -> None:
     """Table `_ops` of `con`: the rank's counted ops (needs `events`; `tmp_dir`: where
     `coltable` may write)."""
+    coltable.create(con, "_ops", SCHEMA, scan_rows(con), tmp_dir)
+
+
+def scan_rows(con) -> list[dict]:
+    """The rank's counted ops (`scan`), as dicts of `SCHEMA` (needs `events` of one rank)."""
     names = ", ".join("'" + n + "'" for n in sorted(COUNTED_OPS))
     rows = con.sql(f"""
         SELECT rank, tid, name::VARCHAR, ts_ns, dur_ns, input_dims, input_types,
@@ -111,4 +116,4 @@ def scan(con, tmp_dir: Path) -> None:
                 "innermost": o["innermost"],
             }
         )
-    coltable.create(con, "_ops", SCHEMA, rows, tmp_dir)
+    return rows

@@ -19,9 +19,41 @@ from tracekit.ingest import cache, resources
 @dataclass
 class Source:
     path: Path
-    key: str
+    key: str  # the part's own key (a merged file's rank: `<file key>.r<rank>`)
     rank: int
     rank_source: str
+    batch: str  # the cached tables it is in: `<batch>.<table>.parquet` (`cache.table_path`)
+    batch_parts: int  # how many parts (ranks) that batch holds
+
+
+# Batches (`ingest_batch`): traces of less than SMALL_BYTES of JSON are ingested together,
+# up to BATCH_BYTES of JSON a batch, in at least as many batches as there are workers; a
+# bigger trace is a batch of its own (its tables alone are what a worker can hold).
+SMALL_BYTES = 16 * 2**20
+BATCH_BYTES = 64 * 2**20
+
+
+def plan_batches(files: list[Path], workers: int) -> list[list[Path]]:
+    """`files` cut into the batches of one ingest: big traces alone, small ones in runs of
+    consecutive files of about equal JSON size, at least `workers` batches of them when
+    there are that many files."""
+    sizes = {f: resources.text_bytes(f) for f in files}
+    big = [[f] for f in files if sizes[f] >= SMALL_BYTES]
+    small = [f for f in files if sizes[f] < SMALL_BYTES]
+    if not small:
+        return big
+    total = sum(sizes[f] for f in small)
+    count = min(len(small), max(workers, -(-total // BATCH_BYTES)))
+    per = total / count
+    batches: list[list[Path]] = [[]]
+    acc = 0
+    for f in small:
+        # a new batch once this one has its share, keeping one file for each batch to come
+        if batches[-1] and acc >= per * len(batches) and len(batches) < count:
+            batches.append([])
+        batches[-1].append(f)
+        acc += sizes[f]
+    return big + batches
 
 
 @dataclass
@@ -35,6 +67,8 @@ class IngestNotes:
 
 # tables whose name in the ingest connection differs from their cache name
 _INTERNAL = {"collectives": "_collectives"}
+# the tables built in SQL that each rank appends to its batch's (`_batch_<name>`)
+_BATCHED = ("events", "flows", "memory", "threads", "kernel_classes")
 
 
 def ingest_file(
@@ -45,36 +79,154 @@ def ingest_file(
     threads: int = 1,
     comm_kernels: tuple[str, ...] = (),
 ) -> dict:
-    """Parse one trace and write its tables to the cache. Runs in a worker process.
+    """Parse one trace and write its tables to the cache as a batch of one, named `key`.
 
     Returns the file's `parts`, one per rank it holds (one for a Kineto trace, several
-    for a merged multi-rank file, TraceLens TraceFusion, each cached under its own key),
-    the events it skipped by reason, and its Kineto `trace_id`. A value no table can hold
-    (a number out of every range) stops this file with a `TracekitError` naming it, as a
-    file that cannot be read does."""
+    for a merged multi-rank file, TraceLens TraceFusion, each under its own key), the
+    events it skipped by reason, and its Kineto `trace_id`. A file that cannot be read
+    raises its `TracekitError`."""
+    (result,) = ingest_batch([(path, key)], cdir, key, single, threads, comm_kernels)
+    if "error" in result:
+        raise (_OutOfMemory if result.get("out_of_memory") else TracekitError)(result["error"])
+    return result
+
+
+def ingest_batch(
+    items: list[tuple[Path, str]],
+    cdir: Path,
+    batch: str,
+    single: bool,
+    threads: int = 1,
+    comm_kernels: tuple[str, ...] = (),
+) -> list[dict]:
+    """Parse the traces `items` ((path, key) pairs) in one DuckDB connection and write
+    their tables to the cache as one Parquet file per table, `<batch>.<table>.parquet`,
+    the ranks one after another. Runs in a worker process (or a Dask task).
+
+    One result per item, in order: `ingest_file`'s dict (each part with its `batch`),
+    or `{"error": reason, "out_of_memory": bool}` for a file that cannot be read (the
+    batch goes on without it). A value no table can hold (a number out of every range)
+    stops that file with an error naming it, as a file that cannot be read does.
+
+    Why batches: a run of many small traces (1,024 ranks of a few MB) paid ~90 ms per
+    rank for a connection, ~14 Parquet files and a process hand-off each; a batch pays
+    them once."""
     import duckdb
 
+    errors = _file_errors()
+    con = duckdb.connect()
+    con.execute(f"SET threads = {threads}")
+    con.execute("SET asof_loop_join_threshold = 0")  # see tracekit.store.Run
+    results: list[dict] = []
+    rows = _BatchRows()
     try:
-        return _ingest_file(path, cdir, key, single, threads, comm_kernels)
-    except (duckdb.ConversionException, duckdb.OutOfRangeException) as exc:
-        detail = str(exc).splitlines()[0][:200]
-        raise TracekitError(
-            f"{path} holds a value tracekit cannot store ({detail}); fix or re-export the "
-            "trace, and report it if the trace is as torch wrote it"
-        ) from exc
-    except (MemoryError, duckdb.OutOfMemoryException) as exc:
-        raise _OutOfMemory(
-            f"{path}: out of memory while ingesting it; free memory, use --workers 1, or "
-            "a bigger machine"
-        ) from exc
+        for path, key in items:
+            try:
+                results.append(_ingest_file(con, path, cdir, key, single, comm_kernels, rows))
+            except errors as exc:
+                results.append(_failure(path, exc))
+        parts = [p for r in results for p in r.get("parts", ())]
+        if parts:
+            try:
+                _derive_and_write(con, cdir, batch, rows)
+            except errors as exc:
+                if len(items) == 1:
+                    return [_failure(items[0][0], exc)]
+                # one file's rows stopped the batch's derived tables: each file alone
+                con.close()
+                return [
+                    ingest_batch([item], cdir, f"{batch}-{i}", single, threads, comm_kernels)[0]
+                    for i, item in enumerate(items)
+                ]
+        for part in parts:
+            part["batch"] = batch
+            part["batch_parts"] = len(parts)
+    finally:
+        con.close()
+    return results
 
 
 class _OutOfMemory(TracekitError):
     """Not the file's fault: not remembered as a damaged file."""
 
 
+def _file_errors() -> tuple[type[BaseException], ...]:
+    import duckdb
+
+    return (
+        TracekitError,
+        MemoryError,
+        duckdb.ConversionException,
+        duckdb.OutOfRangeException,
+        duckdb.OutOfMemoryException,
+    )
+
+
+def _failure(path: Path, exc: BaseException) -> dict:
+    """The result of a file that could not be ingested: why, and whether for want of memory."""
+    import duckdb
+
+    if isinstance(exc, duckdb.ConversionException | duckdb.OutOfRangeException):
+        detail = str(exc).splitlines()[0][:200]
+        return {
+            "error": f"{path} holds a value tracekit cannot store ({detail}); fix or re-export "
+            "the trace, and report it if the trace is as torch wrote it"
+        }
+    if isinstance(exc, MemoryError | duckdb.OutOfMemoryException):
+        return {
+            "error": f"{path}: out of memory while ingesting it; free memory, use --workers 1, "
+            "or a bigger machine",
+            "out_of_memory": True,
+        }
+    return {"error": str(exc)}
+
+
+@dataclass
+class _BatchRows:
+    """What the ranks of a batch built in Python, made tables once per batch."""
+
+    appended: set[str] = field(default_factory=set)  # the `_batch_<name>` tables made
+    rank_info: list[dict] = field(default_factory=list)
+    process_groups: list[dict] = field(default_factory=list)
+    collectives: list[dict] = field(default_factory=list)
+    ops: list[dict] = field(default_factory=list)
+
+
+def _derive_and_write(con, cdir: Path, batch: str, rows: _BatchRows) -> None:
+    """The batch's tables built from Python rows and its rank-local derived tables
+    (`tracekit.sql.RANK_MODULES`), each computed once over all its ranks (every module
+    partitions by rank), then every table of the batch written to the cache."""
+    from tracekit import sql
+    from tracekit.ingest import collectives, coltable, opscan
+    from tracekit.ingest import tables as ingest
+
+    for name in _BATCHED:
+        con.execute(f"DROP TABLE IF EXISTS {name}")  # the last rank's own
+        con.execute(f"ALTER TABLE _batch_{name} RENAME TO {name}")
+    coltable.create(con, "rank_info", ingest.RANK_INFO, rows.rank_info, cdir)
+    coltable.create(con, "process_groups", ingest.PROCESS_GROUPS, rows.process_groups, cdir)
+    collectives.tables(con, rows.collectives, cdir)
+    coltable.create(con, "_ops", opscan.SCHEMA, rows.ops, cdir)
+    # materialized once here (each a table before the next module reads it, so none is
+    # computed twice) and read back from Parquet
+    for module in sql.RANK_MODULES:
+        name = sql.table_name(module)
+        con.execute(sql.module(module))
+        con.execute(f"CREATE TABLE _m AS SELECT * FROM {name}")
+        con.execute(f"DROP VIEW {name}")
+        con.execute(f"ALTER TABLE _m RENAME TO {name}")
+    for table in cache.TABLES:
+        cache.write_table(con, cdir, batch, table, _INTERNAL.get(table, table))
+
+
 def _ingest_file(
-    path: Path, cdir: Path, key: str, single: bool, threads: int, comm_kernels: tuple[str, ...]
+    con,
+    path: Path,
+    cdir: Path,
+    key: str,
+    single: bool,
+    comm_kernels: tuple[str, ...],
+    rows: _BatchRows,
 ) -> dict:
     import duckdb
 
@@ -82,9 +234,6 @@ def _ingest_file(
     from tracekit.ingest.tracefile import decode, resolve_rank
 
     header, text = decode(path)
-    con = duckdb.connect()
-    con.execute(f"SET threads = {threads}")
-    con.execute("SET asof_loop_join_threshold = 0")  # see tracekit.store.Run
     # beside the cache, named as the lock holder's leftovers are (removed after a kill)
     fd, tmp = tempfile.mkstemp(dir=cdir, prefix=f".{key}.events.", suffix=".tmp")
     typed = True
@@ -108,24 +257,28 @@ def _ingest_file(
     merged = ingest.merged_ranks(con, header, typed)
     if merged is None:
         rank, rank_source = resolve_rank(path, header, single)
-        _ingest_rank(con, path, header, rank, rank_source, cdir, key, typed, comm_kernels)
+        _ingest_rank(con, path, header, rank, rank_source, cdir, typed, comm_kernels, rows)
         parts = [{"rank": rank, "rank_source": rank_source, "key": key}]
     else:
         con.execute("ALTER TABLE raw RENAME TO _raw_all")
         parts = []
         for rank in merged:
             con.execute(f"CREATE OR REPLACE TABLE raw AS {ingest.merged_rank_sql(rank)}")
-            part_key = f"{key}.r{rank}"
             source = f"merged file (RANK {rank})"
-            _ingest_rank(con, path, header, rank, source, cdir, part_key, typed, comm_kernels)
-            parts.append({"rank": rank, "rank_source": source, "key": part_key})
-    con.close()
+            _ingest_rank(con, path, header, rank, source, cdir, typed, comm_kernels, rows)
+            parts.append({"rank": rank, "rank_source": source, "key": f"{key}.r{rank}"})
+        con.execute("DROP TABLE _raw_all")
+        con.execute("DROP TABLE IF EXISTS _pid_rank")
     return {"parts": parts, "skipped_events": skipped, "trace_id": header.trace_id}
 
 
-def _ingest_rank(con, path, header, rank, rank_source, cdir, key, typed, comm_kernels) -> None:
-    """The tables of one rank from the `raw` table of `con`, written to the cache."""
-    from tracekit import sql
+def _ingest_rank(
+    con, path, header, rank, rank_source, cdir, typed, comm_kernels, rows: _BatchRows
+) -> None:
+    """The tables of one rank from the `raw` table of `con`, added to the batch's: the
+    tables built in SQL appended to `_batch_<table>`, the rows built in Python (rank info,
+    process groups, collective rows, counted ops) to `rows` (`_derive_and_write` makes
+    their tables once per batch)."""
     from tracekit.ingest import collectives, opscan
     from tracekit.ingest import tables as ingest
 
@@ -135,21 +288,27 @@ def _ingest_rank(con, path, header, rank, rank_source, cdir, key, typed, comm_ke
     con.execute(f"CREATE OR REPLACE TABLE memory AS {ingest.memory_sql(rank, base, typed)}")
     con.execute(f"CREATE OR REPLACE TABLE threads AS {ingest.threads_sql(rank, typed)}")
     con.execute("DROP TABLE raw")
-    info, pgs = ingest.rank_info_tables(con, rank, rank_source, path, header, cdir)
+    info, pgs = ingest.rank_info_rows(con, rank, rank_source, path, header)
     collectives.kernel_classes(con, rank, cdir, comm_kernels)
-    collectives.derive(con, rank, pgs, info["world_size"], cdir)
-    opscan.scan(con, cdir)
-    # rank-local derived views, materialized once here (each a table before the next
-    # module reads it, so none is computed twice) and read back from Parquet
-    for module in sql.RANK_MODULES:
-        name = sql.table_name(module)
-        con.execute(f"DROP TABLE IF EXISTS {name}")  # the previous part of a merged file
-        con.execute(sql.module(module))
-        con.execute(f"CREATE TABLE _m AS SELECT * FROM {name}")
-        con.execute(f"DROP VIEW {name}")
-        con.execute(f"ALTER TABLE _m RENAME TO {name}")
-    for table in cache.TABLES:
-        cache.write_table(con, cdir, key, table, _INTERNAL.get(table, table))
+    derived = collectives.derive_rows(con, rank, pgs, info["world_size"])
+    ops = opscan.scan_rows(con)
+    # the rank's rows join the batch's (all of a rank's tables, or none of them)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for name in _BATCHED:
+            if name in rows.appended:
+                con.execute(f"INSERT INTO _batch_{name} BY NAME SELECT * FROM {name}")
+            else:
+                con.execute(f"CREATE TABLE _batch_{name} AS SELECT * FROM {name}")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+    rows.appended.update(_BATCHED)
+    rows.rank_info.append(info)
+    rows.process_groups.extend(pgs)
+    rows.collectives.extend(derived)
+    rows.ops.extend(ops)
 
 
 def _progress(total: int):
@@ -242,36 +401,39 @@ def _ingest_locked(
         threads = max(1, cores // n) if not cluster else 1
         # fingerprints before reading: a file that changes during ingest is ingested again
         prints = {f: cache.fingerprint(f, comm_kernels) for f in todo}
+        batches = plan_batches(todo, n)
         results: dict[Path, dict] = {}
         out_of_memory: set[Path] = set()
-        args = {f: (f, cdir, keys[f], single, threads, comm_kernels) for f in todo}
+
+        def args(batch: list[Path]) -> tuple:
+            name = cache.batch_name([(keys[f], prints[f]) for f in batch])
+            return ([(f, keys[f]) for f in batch], cdir, name, single, threads, comm_kernels)
+
+        def take(batch: list[Path], out: list[dict]) -> None:
+            for f, r in zip(batch, out, strict=True):
+                if "error" not in r:
+                    results[f] = r
+                    continue
+                failed[f] = r["error"]
+                if r.get("out_of_memory"):
+                    out_of_memory.add(f)
+
         with _progress(len(todo)) as prog:
             task = prog.add_task(f"ingesting {len(todo)} traces", total=len(todo)) if prog else None
             if n == 1 and not cluster:
-                for f in todo:
-                    try:
-                        results[f] = ingest_file(*args[f])
-                    except _OutOfMemory as exc:
-                        failed[f] = str(exc)
-                        out_of_memory.add(f)
-                    except TracekitError as exc:
-                        failed[f] = str(exc)
+                for batch in batches:
+                    take(batch, ingest_batch(*args(batch)))
                     if prog:
-                        prog.advance(task)
+                        prog.advance(task, len(batch))
             else:
                 with _executor(n, cluster) as pool:
-                    futs = {pool.submit(ingest_file, *args[f]): f for f in todo}
+                    futs = {pool.submit(ingest_batch, *args(b)): i for i, b in enumerate(batches)}
                     try:
                         for fut in as_completed(futs):
-                            try:
-                                results[futs[fut]] = fut.result()
-                            except _OutOfMemory as exc:
-                                failed[futs[fut]] = str(exc)
-                                out_of_memory.add(futs[fut])
-                            except TracekitError as exc:
-                                failed[futs[fut]] = str(exc)
+                            batch = batches[futs[fut]]
+                            take(batch, fut.result())
                             if prog:
-                                prog.advance(task)
+                                prog.advance(task, len(batch))
                     except BrokenProcessPool as exc:  # a worker was killed (the OOM killer)
                         raise TracekitError(
                             f"an ingest process died while reading {root} (out of memory?); "
@@ -305,6 +467,7 @@ def _ingest_locked(
                     "error": failed[f],
                 }
         cache.save_index(cdir, index)
+        cache.prune(cdir, index)
     if len(failed) == len(files):
         first = next(iter(failed.values()))
         if len(files) == 1:
@@ -320,10 +483,10 @@ def _ingest_locked(
             notes.skipped_events[entry["source"]] = entry["skipped_events"]
         if entry.get("trace_id"):
             notes.trace_ids[entry["source"]] = entry["trace_id"]
-        parts = entry.get("parts") or [
-            {"rank": entry["rank"], "rank_source": entry["rank_source"], "key": keys[f]}
-        ]
-        sources.extend(Source(f, p["key"], p["rank"], p["rank_source"]) for p in parts)
+        sources.extend(
+            Source(f, p["key"], p["rank"], p["rank_source"], p["batch"], p["batch_parts"])
+            for p in entry["parts"]
+        )
     by_rank: dict[int, Source] = {}
     for s in sources:
         if s.rank in by_rank:

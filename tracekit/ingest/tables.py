@@ -412,6 +412,16 @@ def rank_info_tables(
 ) -> tuple[dict, list[dict]]:
     """Tables `rank_info` (one row) and `process_groups` of one rank in `con` (needs
     `events`); returns their rows. (`tmp_dir`: where `coltable` may write.)"""
+    row, pg = rank_info_rows(con, rank, rank_source, path, header)
+    coltable.create(con, "rank_info", RANK_INFO, [row], tmp_dir)
+    coltable.create(con, "process_groups", PROCESS_GROUPS, pg, tmp_dir)
+    return row, pg
+
+
+def rank_info_rows(
+    con: duckdb.DuckDBPyConnection, rank: int, rank_source: str, path: Path, header: Header
+) -> tuple[dict, list[dict]]:
+    """The `rank_info` row and the `process_groups` rows of one rank (needs `events`)."""
     info = header.distributedInfo or {}
     devices = {d.get("id"): d for d in header.deviceProperties or [] if isinstance(d, dict)}
     dev_id, start, end, n, has_dev = con.execute(
@@ -463,6 +473,4 @@ def rank_info_tables(
         }
         for p in pgs
     ]
-    coltable.create(con, "rank_info", RANK_INFO, [row], tmp_dir)
-    coltable.create(con, "process_groups", PROCESS_GROUPS, pg, tmp_dir)
     return row, pg
