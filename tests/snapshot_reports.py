@@ -202,13 +202,13 @@ def _diff_tables(before: Path, after: Path) -> int:
             print(f"== table {label}: columns {was} → {now}")
             changed += 1
             continue
-        gone = con.sql(f"SELECT count(*) FROM (FROM {a} EXCEPT ALL FROM {b})").fetchone()[0]
-        new = con.sql(f"SELECT count(*) FROM (FROM {b} EXCEPT ALL FROM {a})").fetchone()[0]
+        gone = con.sql(f"SELECT count(*) FROM (FROM {a} EXCEPT ALL FROM {b})").fetchall()[0][0]
+        new = con.sql(f"SELECT count(*) FROM (FROM {b} EXCEPT ALL FROM {a})").fetchall()[0][0]
         if gone or new:
             ranks = con.sql(
                 f"SELECT list(DISTINCT rank ORDER BY rank) FROM "
                 f"((FROM {a} EXCEPT ALL FROM {b}) UNION ALL (FROM {b} EXCEPT ALL FROM {a}))"
-            ).fetchone()[0]
+            ).fetchall()[0][0]
             print(f"== table {label}: {gone} rows gone, {new} rows new (ranks {ranks})")
             changed += 1
     n = len(list(before.glob("*/*.parquet")))
