@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tracekit.errors import TracekitError
 from tracekit.ingest import cache, resources
+from tracekit.sql.text import sql_str
 
 
 @dataclass
@@ -67,8 +68,8 @@ class IngestNotes:
 
 # tables whose name in the ingest connection differs from their cache name
 _INTERNAL = {"collectives": "_collectives"}
-# the tables built in SQL that each rank appends to its batch's (`_batch_<name>`)
-_BATCHED = ("events", "flows", "memory", "threads", "kernel_classes")
+# the base tables each rank appends to its batch's (`_batch_<name>`)
+_BATCHED = ("events", "flows", "memory", "threads")
 
 
 def ingest_file(
@@ -109,41 +110,51 @@ def ingest_batch(
     stops that file with an error naming it, as a file that cannot be read does.
 
     Why batches: a run of many small traces (1,024 ranks of a few MB) paid ~90 ms per
-    rank for a connection, ~14 Parquet files and a process hand-off each; a batch pays
-    them once."""
+    rank for a connection, ~14 Parquet files, ~60 statements and a process hand-off
+    each. A batch of Kineto traces is read by one JSON scan (`_read_together`); every
+    table after that is one statement over all its ranks, every query of the Python-built
+    tables one query, and the Parquet files one set."""
     import duckdb
 
     errors = _file_errors()
     con = duckdb.connect()
     con.execute(f"SET threads = {threads}")
     con.execute("SET asof_loop_join_threshold = 0")  # see tracekit.store.Run
-    results: list[dict] = []
     rows = _BatchRows()
     try:
-        for path, key in items:
-            try:
-                results.append(_ingest_file(con, path, cdir, key, single, comm_kernels, rows))
-            except errors as exc:
-                results.append(_failure(path, exc))
+        results = _read_together(con, items, cdir, batch, single, rows) if len(items) > 1 else None
+        if results is None:  # one at a time: merged files, odd values, a single file
+            results = []
+            for path, key in items:
+                try:
+                    results.append(_ingest_file(con, path, cdir, key, single, rows))
+                except errors as exc:
+                    results.append(_failure(path, exc))
         parts = [p for r in results for p in r.get("parts", ())]
+        if len({p["rank"] for p in parts}) < len(parts) and len(items) > 1:
+            con.close()  # a rank twice in one batch (the run will refuse it): each file alone
+            return _each_alone(items, cdir, batch, single, threads, comm_kernels)
         if parts:
             try:
-                _derive_and_write(con, cdir, batch, rows)
+                _derive_and_write(con, cdir, batch, rows, comm_kernels)
             except errors as exc:
                 if len(items) == 1:
                     return [_failure(items[0][0], exc)]
-                # one file's rows stopped the batch's derived tables: each file alone
-                con.close()
-                return [
-                    ingest_batch([item], cdir, f"{batch}-{i}", single, threads, comm_kernels)[0]
-                    for i, item in enumerate(items)
-                ]
+                con.close()  # one file's rows stopped the batch's tables: each file alone
+                return _each_alone(items, cdir, batch, single, threads, comm_kernels)
         for part in parts:
             part["batch"] = batch
             part["batch_parts"] = len(parts)
     finally:
         con.close()
     return results
+
+
+def _each_alone(items, cdir, batch, single, threads, comm_kernels) -> list[dict]:
+    return [
+        ingest_batch([item], cdir, f"{batch}-{i}", single, threads, comm_kernels)[0]
+        for i, item in enumerate(items)
+    ]
 
 
 class _OutOfMemory(TracekitError):
@@ -183,19 +194,90 @@ def _failure(path: Path, exc: BaseException) -> dict:
 
 @dataclass
 class _BatchRows:
-    """What the ranks of a batch built in Python, made tables once per batch."""
+    """The ranks of a batch so far: the `_batch_<name>` tables made, and what each rank's
+    rank_info row is made of (rank, rank source, path, header)."""
 
-    appended: set[str] = field(default_factory=set)  # the `_batch_<name>` tables made
-    rank_info: list[dict] = field(default_factory=list)
-    process_groups: list[dict] = field(default_factory=list)
-    collectives: list[dict] = field(default_factory=list)
-    ops: list[dict] = field(default_factory=list)
+    appended: set[str] = field(default_factory=set)
+    ranks: list[tuple] = field(default_factory=list)
 
 
-def _derive_and_write(con, cdir: Path, batch: str, rows: _BatchRows) -> None:
-    """The batch's tables built from Python rows and its rank-local derived tables
-    (`tracekit.sql.RANK_MODULES`), each computed once over all its ranks (every module
-    partitions by rank), then every table of the batch written to the cache."""
+def _read_together(con, items, cdir: Path, batch: str, single: bool, rows: _BatchRows):
+    """Read a batch of one-rank Kineto traces with one JSON scan into `raw` (the file of
+    each event in column `_f`), then its base tables in one statement each. Returns the
+    results as `ingest_batch`'s, or None when the batch is to be read one file at a time
+    (a file without distributedInfo may be a merged one; a value the typed read cannot
+    take is read leniently, file by file)."""
+    import duckdb
+
+    from tracekit.ingest import tables as ingest
+    from tracekit.ingest.tracefile import decode, resolve_rank
+
+    results: list[dict | None] = [None] * len(items)
+    read: list[tuple[int, Path, str, object, int, str]] = []
+    tmps: list[Path] = []
+    try:
+        for i, (path, key) in enumerate(items):
+            try:
+                header, text = decode(path)
+                if not header.distributedInfo:
+                    return None
+                rank, rank_source = resolve_rank(path, header, single)
+            except TracekitError as exc:
+                results[i] = _failure(path, exc)
+                continue
+            # beside the cache, named as the lock holder's leftovers are (removed after a kill)
+            tmp = cdir / f".{batch}.{len(read):06d}.events.tmp"
+            tmps.append(tmp)
+            tmp.write_bytes(text)
+            del text
+            read.append((i, path, key, header, rank, rank_source))
+        if not read:
+            return results
+        listed = ", ".join(sql_str(str(t)) for t in tmps)
+        try:
+            con.execute(
+                "CREATE OR REPLACE TABLE raw AS SELECT * EXCLUDE (filename), "
+                "TRY_CAST(split_part(filename, '.', -3) AS INTEGER) AS _f FROM read_json("
+                f"[{listed}], format = 'array', columns = {ingest.raw_columns(True)}, "
+                "maximum_object_size = 268435456, filename = true)"
+            )
+        except duckdb.Error:
+            return None
+    finally:
+        for t in tmps:
+            t.unlink(missing_ok=True)
+    counts = dict(con.execute("SELECT _f, count(*) FROM raw GROUP BY _f").fetchall())
+    skipped = ingest.skipped_events_by(con, "_f")
+    # each event's rank and base time: the file's, by its index `_f`
+    rank = "([" + ", ".join(str(r[4]) for r in read) + "][_f + 1])"
+    bases = ", ".join(str(r[3].baseTimeNanoseconds or 0) for r in read)
+    base = f"(([{bases}]::BIGINT[])[_f + 1])"
+    con.execute(f"CREATE TABLE _batch_events AS {ingest.events_sql(rank, base, True)}")
+    con.execute(f"CREATE TABLE _batch_flows AS {ingest.flows_sql(rank, base)}")
+    con.execute(f"CREATE TABLE _batch_memory AS {ingest.memory_sql(rank, base, True)}")
+    con.execute(f"CREATE TABLE _batch_threads AS {ingest.threads_sql(rank, True)}")
+    con.execute("DROP TABLE raw")
+    rows.appended.update(("events", "flows", "memory", "threads"))
+    for f, (i, path, key, header, r, rank_source) in enumerate(read):
+        if not counts.get(f):
+            results[i] = {"error": f"{path} has no traceEvents: it is empty or not a Kineto trace"}
+            continue
+        rows.ranks.append((r, rank_source, path, header))
+        results[i] = {
+            "parts": [{"rank": r, "rank_source": rank_source, "key": key}],
+            "skipped_events": skipped.get(f, {}),
+            "trace_id": header.trace_id,
+        }
+    return results
+
+
+def _derive_and_write(
+    con, cdir: Path, batch: str, rows: _BatchRows, comm_kernels: tuple[str, ...]
+) -> None:
+    """The batch's derived tables, each built once over all its ranks from its base
+    tables (rank info, kernel classes, collective rows, counted ops, then the rank-local
+    SQL modules `tracekit.sql.RANK_MODULES`, which partition by rank), then every table
+    of the batch written to the cache."""
     from tracekit import sql
     from tracekit.ingest import collectives, coltable, opscan
     from tracekit.ingest import tables as ingest
@@ -203,10 +285,22 @@ def _derive_and_write(con, cdir: Path, batch: str, rows: _BatchRows) -> None:
     for name in _BATCHED:
         con.execute(f"DROP TABLE IF EXISTS {name}")  # the last rank's own
         con.execute(f"ALTER TABLE _batch_{name} RENAME TO {name}")
-    coltable.create(con, "rank_info", ingest.RANK_INFO, rows.rank_info, cdir)
-    coltable.create(con, "process_groups", ingest.PROCESS_GROUPS, rows.process_groups, cdir)
-    collectives.tables(con, rows.collectives, cdir)
-    coltable.create(con, "_ops", opscan.SCHEMA, rows.ops, cdir)
+    stats = ingest.rank_stats(con)
+    info, pgs = [], []
+    for rank, rank_source, path, header in rows.ranks:
+        row, pg = ingest.rank_info_rows(
+            rank, rank_source, path, header, stats.get(rank, ingest.NO_EVENTS)
+        )
+        info.append(row)
+        pgs.append(pg)
+    coltable.create(con, "rank_info", ingest.RANK_INFO, info, cdir)
+    coltable.create(
+        con, "process_groups", ingest.PROCESS_GROUPS, [g for pg in pgs for g in pg], cdir
+    )
+    collectives.kernel_classes(con, cdir, comm_kernels)
+    groups = {r["rank"]: (pg, r["world_size"]) for r, pg in zip(info, pgs, strict=True)}
+    collectives.tables(con, collectives.derive_rows(con, groups), cdir)
+    opscan.scan(con, cdir)
     # materialized once here (each a table before the next module reads it, so none is
     # computed twice) and read back from Parquet
     for module in sql.RANK_MODULES:
@@ -219,15 +313,8 @@ def _derive_and_write(con, cdir: Path, batch: str, rows: _BatchRows) -> None:
         cache.write_table(con, cdir, batch, table, _INTERNAL.get(table, table))
 
 
-def _ingest_file(
-    con,
-    path: Path,
-    cdir: Path,
-    key: str,
-    single: bool,
-    comm_kernels: tuple[str, ...],
-    rows: _BatchRows,
-) -> dict:
+def _ingest_file(con, path: Path, cdir: Path, key: str, single: bool, rows: _BatchRows) -> dict:
+    """One trace read on its own into the batch's base tables (`_ingest_rank`)."""
     import duckdb
 
     from tracekit.ingest import tables as ingest
@@ -257,7 +344,7 @@ def _ingest_file(
     merged = ingest.merged_ranks(con, header, typed)
     if merged is None:
         rank, rank_source = resolve_rank(path, header, single)
-        _ingest_rank(con, path, header, rank, rank_source, cdir, typed, comm_kernels, rows)
+        _ingest_rank(con, path, header, rank, rank_source, typed, rows)
         parts = [{"rank": rank, "rank_source": rank_source, "key": key}]
     else:
         con.execute("ALTER TABLE raw RENAME TO _raw_all")
@@ -265,50 +352,41 @@ def _ingest_file(
         for rank in merged:
             con.execute(f"CREATE OR REPLACE TABLE raw AS {ingest.merged_rank_sql(rank)}")
             source = f"merged file (RANK {rank})"
-            _ingest_rank(con, path, header, rank, source, cdir, typed, comm_kernels, rows)
+            _ingest_rank(con, path, header, rank, source, typed, rows)
             parts.append({"rank": rank, "rank_source": source, "key": f"{key}.r{rank}"})
         con.execute("DROP TABLE _raw_all")
         con.execute("DROP TABLE IF EXISTS _pid_rank")
     return {"parts": parts, "skipped_events": skipped, "trace_id": header.trace_id}
 
 
-def _ingest_rank(
-    con, path, header, rank, rank_source, cdir, typed, comm_kernels, rows: _BatchRows
-) -> None:
-    """The tables of one rank from the `raw` table of `con`, added to the batch's: the
-    tables built in SQL appended to `_batch_<table>`, the rows built in Python (rank info,
-    process groups, collective rows, counted ops) to `rows` (`_derive_and_write` makes
-    their tables once per batch)."""
-    from tracekit.ingest import collectives, opscan
+def _ingest_rank(con, path, header, rank, rank_source, typed, rows: _BatchRows) -> None:
+    """The base tables of one rank from the `raw` table of `con`, appended to the
+    batch's (`_batch_<table>`); the derived tables are built once per batch
+    (`_derive_and_write`)."""
     from tracekit.ingest import tables as ingest
 
     base = header.baseTimeNanoseconds or 0
-    con.execute(f"CREATE OR REPLACE TABLE events AS {ingest.events_sql(rank, base, typed)}")
-    con.execute(f"CREATE OR REPLACE TABLE flows AS {ingest.flows_sql(rank, base)}")
-    con.execute(f"CREATE OR REPLACE TABLE memory AS {ingest.memory_sql(rank, base, typed)}")
-    con.execute(f"CREATE OR REPLACE TABLE threads AS {ingest.threads_sql(rank, typed)}")
-    con.execute("DROP TABLE raw")
-    info, pgs = ingest.rank_info_rows(con, rank, rank_source, path, header)
-    collectives.kernel_classes(con, rank, cdir, comm_kernels)
-    derived = collectives.derive_rows(con, rank, pgs, info["world_size"])
-    ops = opscan.scan_rows(con)
-    # the rank's rows join the batch's (all of a rank's tables, or none of them)
+    built = {
+        "events": ingest.events_sql(rank, base, typed),
+        "flows": ingest.flows_sql(rank, base),
+        "memory": ingest.memory_sql(rank, base, typed),
+        "threads": ingest.threads_sql(rank, typed),
+    }
+    # the rank's rows join the batch's (all of its tables, or none of them)
     con.execute("BEGIN TRANSACTION")
     try:
-        for name in _BATCHED:
+        for name, query in built.items():
             if name in rows.appended:
-                con.execute(f"INSERT INTO _batch_{name} BY NAME SELECT * FROM {name}")
+                con.execute(f"INSERT INTO _batch_{name} BY NAME {query}")
             else:
-                con.execute(f"CREATE TABLE _batch_{name} AS SELECT * FROM {name}")
+                con.execute(f"CREATE TABLE _batch_{name} AS {query}")
     except BaseException:
         con.execute("ROLLBACK")
         raise
     con.execute("COMMIT")
-    rows.appended.update(_BATCHED)
-    rows.rank_info.append(info)
-    rows.process_groups.extend(pgs)
-    rows.collectives.extend(derived)
-    rows.ops.extend(ops)
+    con.execute("DROP TABLE raw")
+    rows.appended.update(built)
+    rows.ranks.append((rank, rank_source, path, header))
 
 
 def _progress(total: int):
@@ -383,10 +461,11 @@ def _ingest_locked(
         if "error" in index.get(keys[f], {})
         and index[keys[f]].get("fingerprint") == cache.fingerprint(f, comm_kernels)
     }
+    present = set(os.listdir(cdir))
     todo = [
         f
         for f in files
-        if f not in failed and not cache.is_fresh(cdir, index, keys[f], f, comm_kernels)
+        if f not in failed and not cache.is_fresh(cdir, index, keys[f], f, comm_kernels, present)
     ]
     # a trace too big for the memory left is named now, not killed by the OOM killer later
     # (not remembered: another time, or machine, may have the memory)
