@@ -109,10 +109,12 @@ class Measured:
     returncode: int = 0
     stdout: str = ""
     stderr: str = ""
+    cpu_seconds: float | None = None  # user + system CPU of the whole process tree
 
     def figures(self) -> dict:
         secs = None if self.seconds is None else round(self.seconds, 3)
-        return {"seconds": secs, "peak_rss_bytes": self.peak_rss_bytes}
+        cpu = None if self.cpu_seconds is None else round(self.cpu_seconds, 3)
+        return {"seconds": secs, "peak_rss_bytes": self.peak_rss_bytes, "cpu_seconds": cpu}
 
 
 def _rss(procs: list) -> int:
@@ -144,9 +146,12 @@ def measure(cmd: list[str], timeout: float | None = None) -> Measured:
     and only the listed processes' RSS is read every 10 ms: the sampler costs ~2% of
     a core instead of ~30% on a 2-core machine; a worker that lives less than 0.25 s
     may be missed."""
+    import resource
+
     import psutil
 
     env = dict(os.environ, TRACEKIT_NO_PROGRESS="1")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT, text=True
@@ -173,7 +178,13 @@ def measure(cmd: list[str], timeout: float | None = None) -> Measured:
     wall = time.perf_counter() - t0
     for t in readers:
         t.join()
-    return Measured(wall, peak, proc.returncode, "".join(chunks["out"]), "".join(chunks["err"]))
+    # every process of the tree was waited for by its parent (the pool waits for its
+    # workers), so the children's rusage holds them all: CPU seconds, far less sensitive
+    # to other users of a shared machine than wall seconds
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    out, err = "".join(chunks["out"]), "".join(chunks["err"])
+    return Measured(wall, peak, proc.returncode, out, err, cpu_seconds=cpu)
 
 
 def best_of(runs: Iterable[Measured]) -> Measured:
@@ -406,8 +417,8 @@ def markdown(result: dict) -> str:
     """The speed tables of docs/speed.md from `ingest.py --json`'s figures: every phase of
     each run (seconds, peak RSS, × the floor of that run), then the targets."""
     runs = result["runs"]
-    head = "| phase | " + " | ".join(f"{n} | peak RSS | × floor" for n in runs) + " |"
-    lines = [head, "|---" * (1 + 3 * len(runs)) + "|"]
+    head = "| phase | " + " | ".join(f"{n} | CPU | peak RSS | × floor" for n in runs) + " |"
+    lines = [head, "|---" * (1 + 4 * len(runs)) + "|"]
     for ph, label in LABELS.items():
         if not any(ph in r["phases"] for r in runs.values()):
             continue
@@ -415,10 +426,12 @@ def markdown(result: dict) -> str:
         for r in runs.values():
             m, floor = r["phases"].get(ph), r["phases"].get("floor")
             if m is None or m.get("seconds") is None:
-                cells += ["", "", ""]
+                cells += ["", "", "", ""]
                 continue
             rel = f"{m['seconds'] / floor['seconds']:.2f}×" if floor else ""
-            cells += [f"{m['seconds']:.2f} s", f"{m['peak_rss_bytes'] / 2**20:.0f} MiB", rel]
+            cpu = f"{m['cpu_seconds']:.2f} s" if m.get("cpu_seconds") is not None else ""
+            mib = f"{m['peak_rss_bytes'] / 2**20:.0f} MiB"
+            cells += [f"{m['seconds']:.2f} s", cpu, mib, rel]
         label = label.format(workers=result.get("workers"))
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines += ["", "| target | measured | met? |", "|---|---|---|"]

@@ -199,9 +199,10 @@ def bench_run(
         rel = f"{best.seconds / floor:6.2f}× floor" if floor else ""
         if hta and ph.startswith("analyze"):
             rel += f"  {hta / best.seconds:5.1f}× faster than HTA"
+        cpu = f"cpu {best.cpu_seconds:7.2f} s" if best.cpu_seconds is not None else ""
         print(
-            f"  {ph:18} {best.seconds:8.2f} s   peak RSS {best.peak_rss_bytes / 2**20:7.0f} MiB"
-            f"   {rel}",
+            f"  {ph:18} {best.seconds:8.2f} s   {cpu}   "
+            f"peak RSS {best.peak_rss_bytes / 2**20:7.0f} MiB   {rel}",
             flush=True,
         )
     return out

@@ -212,9 +212,9 @@ def test_markdown_rows_and_ratios():
     }
     lines = bl.markdown(result).splitlines()
     cold = next(x for x in lines if "cold (no cache)" in x)
-    assert cold.endswith("| 2.50 s | 512 MiB | 1.25× |  |  |  |")
+    assert cold.endswith("| 2.50 s |  | 512 MiB | 1.25× |  |  |  |  |")
     warm = next(x for x in lines if "warm:" in x)
-    assert warm.endswith("|  |  |  | 1.00 s | 64 MiB | 0.06× |")
-    assert lines[0].startswith("| phase | 8 big ranks | peak RSS | × floor | 64 big ranks |")
+    assert warm.endswith("|  |  |  |  | 1.00 s |  | 64 MiB | 0.06× |")
+    assert lines[0].startswith("| phase | 8 big ranks | CPU | peak RSS | × floor | 64 big ranks |")
     assert not any("HTA" in x for x in lines)  # no row for a phase not measured
     assert lines[-1] == "| warm ≤ 1.5 s | 1.00 s | yes |"

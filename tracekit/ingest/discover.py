@@ -113,6 +113,14 @@ def find_trace_files(inputs: list[Path]) -> tuple[Path, list[Path]]:
     root = Path(os.path.commonpath([str(r.resolve()) for r in roots]))
     # one file listed twice is one file
     seen: dict[Path, None] = {}
+    real_dirs: dict[str, str] = {}  # each folder resolved once, not once per file
     for f in files:
-        seen.setdefault(f.resolve(), None)
+        p = os.path.abspath(f)
+        if os.path.islink(p):
+            seen.setdefault(Path(os.path.realpath(p)), None)
+            continue
+        head, name = os.path.split(p)
+        if head not in real_dirs:
+            real_dirs[head] = os.path.realpath(head)
+        seen.setdefault(Path(real_dirs[head], name), None)
     return root, list(seen)
