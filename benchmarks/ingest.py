@@ -1,37 +1,39 @@
-"""Speed and scale benchmark: tracekit beside HTA and the decode floor, at 8 and 64 ranks.
+"""Speed and scale benchmark: tracekit beside HTA and the decode floor, for two shapes of run.
 
-    python benchmarks/ingest.py [--source ../shared/traces/v100_ddp_rank1] [--ranks 8,64]
-        [--keep DIR] [--repeat N] [--skip-hta] [--hta-at-64] [--big] [--json PATH] [--markdown PATH]
+    python benchmarks/ingest.py [--keep DIR] [--repeat N] [--skip-hta] [--quick]
+        [--big-ranks 8,64] [--small-ranks 1024] [--skip-big] [--skip-small]
+        [--source ../shared/traces/v100_ddp_rank1] [--small-source ../shared/traces/v100_dlrm_8rank]
+        [--json PATH] [--markdown PATH]
 
-One run answers the "Done when" of the speed-and-scale issue. From one trace it builds
-an N-rank run per rank count (gzip copies with distributedInfo.rank = 0..N-1 and
-world_size = N; cached under `--keep DIR`), then times each phase in a fresh process,
-with the peak of the summed RSS of that process tree (psutil, every 10 ms, workers
-included). Best of `--repeat` for each phase.
+One run answers the "Done when" of the speed issues. It builds (and keeps under `--keep
+DIR`) two shapes of run, then times each phase in a fresh process, with the peak of the
+summed RSS of that process tree (psutil, every 10 ms, workers included). Best of
+`--repeat` for each phase.
 
-At the first rank count (8):
-- `hta`: HTA's `TraceAnalysis(trace_dir=RUN)`, its load alone (pandas);
-- `floor`: the issue's single-process typed decode floor: each file isal-gunzipped and
-  decoded by `msgspec.json.Decoder(Doc)` into a minimal event struct, sequentially
-  (`Doc(Struct): traceEvents: list[Ev]`; `Ev(Struct)`: ph, name, cat: str, pid, tid: Any,
-  ts, dur: float, args: msgspec.Raw, left undecoded). All ratios are against this floor;
-- `floor_orjson`: isal gunzip + orjson decoding the whole document into Python objects
-  (context: a generic decoder's cost);
-- `floor_parallel`: the msgspec floor over the same number of processes as tracekit's
-  workers (the floor a parallel ingest could reach);
+- big ranks: N gzip copies of one big trace (`--source`, 47 MB of JSON per rank) with
+  distributedInfo.rank = 0..N-1 and world_size = N, at 8 ranks and at 64 (the scaling);
+- small ranks: 1,024 ranks from the 8-rank DLRM step (`--small-source`): rank R is
+  trace R mod 8 with its rank and world size set (~0.9 MB of JSON per rank), as a
+  big job with a few MB of trace per rank has them.
+
+Phases:
+- `hta`: HTA's `TraceAnalysis(trace_dir=RUN)`, its load alone (pandas); at 8 big and
+  1,024 small ranks (`--skip-hta`: none; `--hta-at-64`: also at 64);
+- `floor`: the typed decode floor every ratio is against: each file isal-gunzipped and
+  decoded by `msgspec.json.Decoder(Doc)` into a minimal event struct, one process,
+  sequentially (`Doc(Struct): traceEvents: list[Ev]`; `Ev(Struct)`: ph, name, cat: str,
+  pid, tid: Any, ts, dur: float, args: msgspec.Raw, left undecoded);
+- `floor_parallel`: the same floor over as many processes as tracekit's workers;
 - `analyze_cold`, `analyze_recompute`, `analyze_warm`: a whole `python -m tracekit.cli
   analyze RUN --format json --workers W` process (interpreter start and imports
   included), with no cache; with the cached tables but no cached report (what a new
   `--steps` or override costs); and with the report cache answering.
 
-At the second rank count (64): `floor`, `analyze_cold` and `analyze_warm` (and `hta`
-with `--hta-at-64`: minutes and ~9 GB), for the scaling targets: time linear in ranks,
-memory bounded by the work in flight.
+`--quick` skips HTA and the 64-rank run (the 8 big and 1,024 small ranks stay): for
+iterating. `--big` adds `benchmarks/bigtrace.py`: one trace of ≥ 1 GiB of JSON, cold.
 
-`--big` adds `benchmarks/bigtrace.py`: one trace of ≥ 1 GiB of JSON, analyzed cold.
-
-Prints each phase, then a "target / measured / met?" table for the issue's lines;
-`--json PATH` writes every figure, `--markdown PATH` the speed tables of docs/benchmarks.md.
+Prints each phase beside its floor and HTA, then a "target / measured / met?" table;
+`--json PATH` writes every figure, `--markdown PATH` the tables of docs/speed.md.
 """
 
 from __future__ import annotations
@@ -47,7 +49,16 @@ import textwrap
 from pathlib import Path
 
 import benchlib
-from benchlib import DEFAULT_SOURCE, Measured, best_of, build_run, evaluate, measure
+from benchlib import (
+    DEFAULT_SOURCE,
+    DLRM_SOURCE,
+    Measured,
+    best_of,
+    build_run,
+    build_small_run,
+    evaluate,
+    measure,
+)
 
 # module-level helpers of the generated phase scripts (picklable for worker processes)
 PRELUDE = """
@@ -125,10 +136,15 @@ def _checked(m: Measured, what: str) -> Measured:
     return m
 
 
-def run_phase(name: str, run_dir: Path, workers: int) -> Measured:
+def run_phase(name: str, run_dir: Path, workers: int, timeout: float | None = None) -> Measured:
     """A floor or HTA phase: the seconds of its timed body (interpreter start and
-    imports not included), the peak RSS of its process."""
-    m = _checked(measure([sys.executable, "-c", phase_script(name, run_dir, workers)]), name)
+    imports not included), the peak RSS of its process. Past `timeout` seconds the
+    phase is stopped: its seconds are then None (and its peak RSS the peak so far)."""
+    m = measure([sys.executable, "-c", phase_script(name, run_dir, workers)], timeout)
+    if timeout is not None and m.returncode == -9 and m.seconds >= timeout:
+        m.seconds = None
+        return m
+    m = _checked(m, name)
     m.seconds = float(m.stdout.split("ELAPSED")[-1])
     return m
 
@@ -150,29 +166,57 @@ def run_analyze(name: str, run_dir: Path, workers: int) -> Measured:
     return _checked(measure(analyze_cmd(run_dir, workers)), f"{name} of {run_dir}")
 
 
-def phases_for(first: bool, skip_hta: bool, hta_at_large: bool) -> list[str]:
-    if first:
-        hta = [] if skip_hta else ["hta"]
-        return [*hta, "floor", "floor_orjson", "floor_parallel", *ANALYZE]
-    return [*(["hta"] if hta_at_large else []), "floor", "analyze_cold", "analyze_warm"]
+def phases_for(kind: str, skip_hta: bool, hta_at_scaled: bool) -> list[str]:
+    """The phases of a run: `base` (8 big ranks) and `many` (1,024 small) get every
+    phase, `scaled` (64 big) the floor, cold and warm."""
+    if kind == "scaled":
+        return [*(["hta"] if hta_at_scaled and not skip_hta else []), "floor", *COLD_WARM]
+    return [*([] if skip_hta else ["hta"]), "floor", "floor_parallel", *ANALYZE]
 
 
-def bench_run(run_dir: Path, phases: list[str], workers: int, repeat: int) -> dict[str, dict]:
+COLD_WARM = ("analyze_cold", "analyze_warm")
+
+
+def bench_run(
+    run_dir: Path, phases: list[str], workers: int, repeat: int, hta_timeout: float
+) -> dict[str, dict]:
     """{phase: {"seconds", "peak_rss_bytes"}}, each the best of `repeat`, printed as
-    it comes."""
+    it comes beside the floor and HTA."""
     out: dict[str, dict] = {}
     for ph in phases:
-        run = run_analyze if ph in ANALYZE else run_phase
-        best = best_of(run(ph, run_dir, workers) for _ in range(repeat))
+        if ph in ANALYZE:
+            runs = (run_analyze(ph, run_dir, workers) for _ in range(repeat))
+        else:
+            t = hta_timeout if ph == "hta" else None
+            runs = (run_phase(ph, run_dir, workers, t) for _ in range(repeat))
+        best = best_of(runs)
         out[ph] = best.figures()
+        if best.seconds is None:
+            print(f"  {ph:18} stopped after {hta_timeout:.0f} s", flush=True)
+            continue
         floor = out.get("floor", {}).get("seconds")
+        hta = out.get("hta", {}).get("seconds")
         rel = f"{best.seconds / floor:6.2f}× floor" if floor else ""
+        if hta and ph.startswith("analyze"):
+            rel += f"  {hta / best.seconds:5.1f}× faster than HTA"
+        cpu = f"cpu {best.cpu_seconds:7.2f} s" if best.cpu_seconds is not None else ""
         print(
-            f"  {ph:18} {best.seconds:8.2f} s   peak RSS {best.peak_rss_bytes / 2**20:7.0f} MiB"
-            f"   {rel}",
+            f"  {ph:18} {best.seconds:8.2f} s   {cpu}   "
+            f"peak RSS {best.peak_rss_bytes / 2**20:7.0f} MiB   {rel}",
             flush=True,
         )
     return out
+
+
+def describe_small(files: list[Path], source: Path) -> dict:
+    srcs = [p for p in sorted(source.iterdir()) if p.name.endswith((".json", ".json.gz"))]
+    per = [len(benchlib.read_doc(p)["traceEvents"]) for p in srcs]
+    return {
+        "ranks": len(files),
+        "gzip_bytes": sum(f.stat().st_size for f in files),
+        "json_bytes": sum(benchlib.gzip_text_bytes(f) for f in files),
+        "events": sum(per[r % len(per)] for r in range(len(files))),
+    }
 
 
 def describe_run(files: list[Path], source_events: int) -> dict:
@@ -196,32 +240,43 @@ def parse_ranks(text: str) -> list[int]:
     try:
         ranks = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise SystemExit(f"--ranks {text!r}: give rank counts like 8,64") from None
+        raise SystemExit(f"--big-ranks {text!r}: give rank counts like 8,64") from None
     if not ranks or len(ranks) > 2 or any(n < 1 for n in ranks):
-        raise SystemExit(f"--ranks {text!r}: give one or two rank counts like 8,64")
+        raise SystemExit(f"--big-ranks {text!r}: give one or two rank counts like 8,64")
     return ranks
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
-    ap.add_argument("--ranks", default="8,64", help="rank counts: the base run, then the scaled")
+    ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="the big trace")
+    ap.add_argument("--small-source", type=Path, default=DLRM_SOURCE, help="the small run")
+    ap.add_argument("--big-ranks", default="8,64", help="big-rank runs: the base, then scaled")
+    ap.add_argument("--small-ranks", type=int, default=1024)
+    ap.add_argument("--skip-big", action="store_true", help="no big-rank runs")
+    ap.add_argument("--skip-small", action="store_true", help="no small-rank run")
+    ap.add_argument("--quick", action="store_true", help="no HTA, no 64-rank run")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--repeat", type=int, default=1, help="best of N for each phase")
-    ap.add_argument("--skip-hta", action="store_true", help="no HTA at the first rank count")
-    ap.add_argument("--hta-at-64", action="store_true", help="HTA at the second rank count too")
+    ap.add_argument("--skip-hta", action="store_true", help="no HTA phase")
+    ap.add_argument("--hta-at-64", action="store_true", help="HTA at the scaled run too")
+    ap.add_argument("--hta-timeout", type=float, default=600, help="stop HTA after S seconds")
     ap.add_argument("--big", action="store_true", help="also the ≥ 1 GiB trace (bigtrace.py)")
     ap.add_argument("--keep", type=Path, help="build/keep the runs here (reused by reruns)")
     ap.add_argument("--json", type=Path, help="write every figure here")
-    ap.add_argument("--markdown", type=Path, help="write docs/benchmarks.md's tables here")
+    ap.add_argument("--markdown", type=Path, help="write docs/speed.md's tables here")
     args = ap.parse_args()
-    ranks = parse_ranks(args.ranks)
-    if not args.source.exists():
-        raise SystemExit(f"{args.source} not found; pass --source DIR with one Kineto trace")
+    big_ranks = [] if args.skip_big else parse_ranks(args.big_ranks)[: 1 if args.quick else 2]
+    skip_hta = args.skip_hta or args.quick
+    for src in ([args.source] if big_ranks else []) + (
+        [] if args.skip_small else [args.small_source]
+    ):
+        if not src.exists():
+            raise SystemExit(f"{src} not found; pass --source / --small-source")
 
     root = args.keep or Path(tempfile.mkdtemp(prefix="tracekit-bench-"))
     result: dict = {
         "source": str(args.source),
+        "small_source": str(args.small_source),
         "machine": {
             "cores": os.cpu_count(),
             "python": platform.python_version(),
@@ -231,31 +286,50 @@ def main() -> None:
         "repeat": args.repeat,
         "runs": {},
     }
+    # (name, kind, folder, files, events per file)
+    plan: list[tuple[str, str, Path, int]] = []
+    for i, n in enumerate(big_ranks):
+        plan.append((f"{n} big ranks", "base" if i == 0 else "scaled", root / f"run{n}", n))
+    if not args.skip_small:
+        n = args.small_ranks
+        plan.append((f"{n} small ranks", "many", root / f"small{n}", n))
     try:
-        events = len(benchlib.read_doc(benchlib.source_trace(args.source))["traceEvents"])
-        figs: dict[int, dict[str, dict]] = {}
-        for i, n in enumerate(ranks):
-            files = build_run(args.source, n, root / f"run{n}")
-            info = describe_run(files, events)
+        names: dict[str, str] = {}
+        for name, kind, folder, n in plan:
+            if kind == "many":
+                files = build_small_run(args.small_source, n, folder)
+                info = describe_small(files, args.small_source)
+                what = f"{args.small_source.name} replicated"
+            else:
+                files = build_run(args.source, n, folder)
+                events = len(benchlib.read_doc(benchlib.source_trace(args.source))["traceEvents"])
+                info = describe_run(files, events)
+                what = args.source.name
             print(
-                f"{n} ranks from {args.source.name}: {info['json_bytes'] / 1e6:.0f} MB of JSON "
+                f"{name} ({what}): {info['json_bytes'] / 1e6:.0f} MB of JSON "
                 f"({info['gzip_bytes'] / 1e6:.0f} MB gzip), {info['events']:,} events; "
                 f"{os.cpu_count()} cores, {args.workers} workers, best of {args.repeat}",
                 flush=True,
             )
-            phases = phases_for(i == 0, args.skip_hta, args.hta_at_64)
-            figs[n] = bench_run(root / f"run{n}", phases, args.workers, args.repeat)
-            result["runs"][str(n)] = {**info, "phases": figs[n]}
+            phases = phases_for(kind, skip_hta, args.hta_at_64)
+            figs = bench_run(folder, phases, args.workers, args.repeat, args.hta_timeout)
+            result["runs"][name] = {**info, "kind": kind, "phases": figs}
+            names[kind] = name
         if args.big:
             import bigtrace
 
             result["big"] = bigtrace.bench(args.source, root, args.workers)
-        rows = evaluate(figs, ranks[0], ranks[1] if len(ranks) > 1 else None)
+        figs = {k: v["phases"] for k, v in result["runs"].items()}
+        rows = evaluate(figs, names.get("base"), names.get("scaled"), names.get("many"))
         if "big" in result:
             rows.append(benchlib.big_target(result["big"]))
         print_targets(rows)
         result["targets"] = [r.as_dict() for r in rows]
         result["machine"]["load_after"] = os.getloadavg()
+        print(
+            f"load average before {result['machine']['load_before']}, after "
+            f"{result['machine']['load_after']}"
+        )
         if args.json:
             args.json.write_text(json.dumps(result, indent=2) + "\n")
             print(f"figures written to {args.json}")

@@ -5,6 +5,12 @@ figure.
     python tests/snapshot_reports.py OUT_DIR [--quick]
     python tests/snapshot_reports.py --diff BEFORE_DIR AFTER_DIR
 
+Beside the reports, every cached table of every run is written as data
+(`OUT_DIR/tables/<run>/<table>.parquet`, all ranks, rows sorted, read through the store's
+views so that a change of the cache's file layout does not show): `--diff` compares
+their columns and rows (each row carries its rank), so a table that changes for any rank
+is named.
+
 Traces are copied to a temporary folder first (never written in ../shared). Paths and
 the version are normalised so only figures differ. `--diff` prints every key whose value
 changed (floats compared to 1e-9 relative), grouped by report.
@@ -93,6 +99,40 @@ def snapshot(out: Path, quick: bool) -> None:
                 rep = _normalise(json.loads(proc.stdout), path)
                 dest.write_text(json.dumps(rep, indent=1, sort_keys=True))
                 print(f"{name} {var}: ok")
+            _dump_tables(path, out / "tables" / name)
+
+
+def _dump_tables(path: Path, out: Path) -> None:
+    """Every cached table of the run at `path` (ingested by the analyses above), as the
+    store reads it: all ranks, rows in one order, paths normalised."""
+    import tracekit
+    from tracekit.ingest.cache import TABLES
+    from tracekit.sql.text import sql_str
+
+    internal = {"collectives": "_collectives"}
+    try:
+        run = tracekit.open(path, allow_mixed=True)
+    except Exception as exc:  # a run analyze refuses has no tables either
+        print(f"{path.name}: no tables ({exc})")
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    views = {v for (v,) in run.sql("SELECT view_name FROM duckdb_views()").fetchall()}
+    with run:
+        for table in TABLES:
+            name = internal.get(table, table)
+            src = f"_unaligned_{name}" if f"_unaligned_{name}" in views else name
+            cols = [c for c, *_ in run.sql(f"DESCRIBE {src}").fetchall()]
+            sel = ", ".join(
+                f'replace("{c}", {sql_str(str(path))}, \'<RUN>\') AS "{c}"'
+                if c in ("source", "distributed_info")
+                else f'"{c}"'
+                for c in cols
+            )
+            dest = out / f"{table}.parquet"
+            run.con.execute(
+                f"COPY (SELECT {sel} FROM {src} ORDER BY ALL) TO {sql_str(str(dest))} "
+                "(FORMAT parquet)"
+            )
 
 
 def _walk(a, b, path: str, out: list[str]) -> None:
@@ -135,7 +175,45 @@ def diff(before: Path, after: Path) -> int:
             for line in out[:60]:
                 print("  ", line)
     print(f"{changed} reports differ")
-    return 1 if changed else 0
+    tables = _diff_tables(before / "tables", after / "tables")
+    return 1 if changed or tables else 0
+
+
+def _diff_tables(before: Path, after: Path) -> int:
+    """Tables whose columns or rows differ (as multisets of rows, each with its rank)."""
+    import duckdb
+
+    from tracekit.sql.text import sql_str
+
+    con = duckdb.connect()
+    changed = 0
+    for f in sorted(before.glob("*/*.parquet")):
+        g = after / f.parent.name / f.name
+        label = f"{f.parent.name}/{f.stem}"
+        if not g.exists():
+            print(f"== table {label}: missing after")
+            changed += 1
+            continue
+        a, b = (f"read_parquet({sql_str(str(p))})" for p in (f, g))
+        cols_a = con.sql(f"DESCRIBE SELECT * FROM {a}").fetchall()
+        cols_b = con.sql(f"DESCRIBE SELECT * FROM {b}").fetchall()
+        if [c[:2] for c in cols_a] != [c[:2] for c in cols_b]:
+            was, now = [c[:2] for c in cols_a], [c[:2] for c in cols_b]
+            print(f"== table {label}: columns {was} → {now}")
+            changed += 1
+            continue
+        gone = con.sql(f"SELECT count(*) FROM (FROM {a} EXCEPT ALL FROM {b})").fetchall()[0][0]
+        new = con.sql(f"SELECT count(*) FROM (FROM {b} EXCEPT ALL FROM {a})").fetchall()[0][0]
+        if gone or new:
+            ranks = con.sql(
+                f"SELECT list(DISTINCT rank ORDER BY rank) FROM "
+                f"((FROM {a} EXCEPT ALL FROM {b}) UNION ALL (FROM {b} EXCEPT ALL FROM {a}))"
+            ).fetchall()[0][0]
+            print(f"== table {label}: {gone} rows gone, {new} rows new (ranks {ranks})")
+            changed += 1
+    n = len(list(before.glob("*/*.parquet")))
+    print(f"{changed} of {n} tables differ")
+    return changed
 
 
 def main() -> None:

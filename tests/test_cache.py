@@ -28,11 +28,19 @@ def _cached(run_dir):
     return {p.name: p.stat().st_mtime_ns for p in cdir.glob("*.parquet")}
 
 
+def _batches(run_dir) -> dict[int, str]:
+    """rank → the batch its tables are in."""
+    index = cache.load_index(run_dir / ".tracekit" / f"v{cache.SCHEMA_VERSION}")
+    return {p["rank"]: p["batch"] for e in index.values() for p in e.get("parts", ())}
+
+
 def test_reopen_reads_cache_and_rebuilds_only_changed_files(tmp_path):
     run = _run(tmp_path)
-    with tracekit.open(run) as r:
+    with tracekit.open(run, workers=2) as r:
         assert r.cache_dir == run / ".tracekit" / f"v{cache.SCHEMA_VERSION}"
     first = _cached(run)
+    old = _batches(run)
+    assert len(set(old.values())) == 2  # one batch a worker
     assert len(first) == 2 * len(cache.TABLES)
     with tracekit.open(run):
         pass
@@ -42,9 +50,50 @@ def test_reopen_reads_cache_and_rebuilds_only_changed_files(tmp_path):
         steps = r.sql("SELECT rank, count(*) FROM steps GROUP BY 1 ORDER BY 1").fetchall()
     assert steps == [(0, 2), (1, 3)]
     after = _cached(run)
-    assert {k for k in after if after[k] != first[k]} == {
-        k for k in first if k.startswith("rank-1-")
+    new = _batches(run)
+    assert new[0] == old[0] and new[1] != old[1]
+    # rank 0's tables untouched, rank 1's in a new batch, its old batch removed
+    assert {k: v for k, v in after.items() if k.startswith(old[0])} == {
+        k: v for k, v in first.items() if k.startswith(old[0])
     }
+    assert {k.split(".")[0] for k in after} == {old[0], new[1]}
+
+
+def test_a_rank_ingested_again_is_read_from_its_new_batch_only(tmp_path):
+    """Both ranks in one batch (one worker); rank 1 re-exported goes to a batch of its
+    own, and the old batch is then read for rank 0 alone: no rank counted twice."""
+    run = _run(tmp_path)
+    with tracekit.open(run, workers=1) as r:
+        before = r.sql("SELECT rank, count(*) FROM events GROUP BY 1 ORDER BY 1").fetchall()
+    old = _batches(run)
+    assert old[0] == old[1]
+    ddp_like_rank(1, steps=3).write(run / "rank-1.json.gz")
+    with tracekit.open(run, workers=1) as r:
+        steps = r.sql("SELECT rank, count(*) FROM steps GROUP BY 1 ORDER BY 1").fetchall()
+        events = r.sql("SELECT rank, count(*) FROM events GROUP BY 1 ORDER BY 1").fetchall()
+        info = r.sql("SELECT rank FROM rank_info ORDER BY 1").fetchall()
+    assert steps == [(0, 2), (1, 3)]
+    assert events[0] == before[0] and events[1][1] > before[1][1]
+    assert info == [(0,), (1,)]
+    new = _batches(run)
+    assert new[0] == old[0] and new[1] != old[0]
+    # a selection of rank 0 alone reads the old batch filtered as well
+    with tracekit.open(run, ranks="0") as r:
+        assert r.sql("SELECT DISTINCT rank FROM events").fetchall() == [(0,)]
+
+
+def test_small_traces_are_batched_and_big_ones_alone(tmp_path):
+    from tracekit.ingest import runner
+
+    small = [tmp_path / f"s{i}.json" for i in range(10)]
+    for f in small:
+        f.write_bytes(b" " * 1000)
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * runner.SMALL_BYTES)
+    batches = runner.plan_batches([*small[:5], big, *small[5:]], workers=2)
+    assert batches[0] == [big]
+    assert batches[1:] == [small[:5], small[5:]]  # small ones in order, one batch a worker
+    assert runner.plan_batches(small[:1], workers=2) == [small[:1]]
 
 
 def test_index_records_fingerprints(tmp_path):
@@ -93,7 +142,9 @@ def test_failed_ingest_leaves_no_partial_tables(tmp_path):
         tracekit.open(run, strict=True)
     cdir = run / ".tracekit" / f"v{cache.SCHEMA_VERSION}"
     assert not list(cdir.glob("*.tmp"))
-    assert not list(cdir.glob("rank-2-*"))
+    # the damaged file's entry is its error; no batch holds a rank of it
+    (entry,) = [e for e in cache.load_index(cdir).values() if e["source"] == "rank-2.json"]
+    assert "parts" not in entry and "not valid JSON" in entry["error"]
 
 
 def test_duplicate_ranks_are_refused(tmp_path):

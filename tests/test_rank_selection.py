@@ -143,12 +143,13 @@ def test_full_run_later_ingests_only_the_rest(named_run):
     with tracekit.open(named_run, ranks="3", workers=1):
         pass
     cdir = cache.cache_dir(named_run)
-    (key,) = [k for k, e in cache.load_index(cdir).items() if e["source"] == "rank-3.json.gz"]
-    written = cache.table_path(cdir, key, "events").stat().st_mtime_ns
+    (entry,) = [e for e in cache.load_index(cdir).values() if e["source"] == "rank-3.json.gz"]
+    batch = entry["parts"][0]["batch"]
+    written = cache.table_path(cdir, batch, "events").stat().st_mtime_ns
     with tracekit.open(named_run, workers=1) as run:
         assert run.ranks == list(range(8)) and run.rank_selection is None
     assert len(ingested_sources(named_run)) == 8
-    assert cache.table_path(cdir, key, "events").stat().st_mtime_ns == written
+    assert cache.table_path(cdir, batch, "events").stat().st_mtime_ns == written
 
 
 def test_a_rank_really_missing_is_still_reported(tmp_path):

@@ -7,7 +7,7 @@
 - `collectives`— the collective rows of one rank (any backend) and kernel classes
 - `opscan`     — one rank's counted ops: FLOPs, nesting, phase
 - `coltable`   — small Python-built tables handed to DuckDB as JSON (no pyarrow)
-- `runner`     — the per-file worker and the run's ingest over processes or `cluster`
+- `runner`     — the batch worker and the run's ingest over processes or `cluster`
 - `cluster`    — the same per-file work as Dask tasks (`--cluster`)
 - `cache`      — the Parquet cache: layout, index, lock, atomic writes
 - `resources`  — memory: which traces fit, how many at once

@@ -269,83 +269,91 @@ KERNEL_CLASSES = (
 
 
 def kernel_classes(
-    con: duckdb.DuckDBPyConnection, rank: int, tmp_dir: Path, user: tuple[str, ...] = ()
+    con: duckdb.DuckDBPyConnection, tmp_dir: Path, user: tuple[str, ...] = ()
 ) -> None:
-    """Table `kernel_classes` of `con`: one row per distinct kernel name of the rank:
+    """Table `kernel_classes` of `con`: one row per rank and distinct kernel name:
     communication (a `commkernels` entry or a user pattern matches) or compute; the
     collective its name tells. (`tmp_dir`: where `coltable` may write.)"""
+    coltable.create(con, "kernel_classes", KERNEL_CLASSES, kernel_class_rows(con, user), tmp_dir)
+
+
+def kernel_class_rows(con: duckdb.DuckDBPyConnection, user: tuple[str, ...] = ()) -> list[dict]:
+    """The `kernel_classes` rows of every rank in `events`, by rank and name (a name is
+    classified once, however many ranks ran it)."""
     rx = commkernels.compile_patterns(user, "--comm-kernel")
-    names = [
-        n
-        for (n,) in con.execute(
-            "SELECT DISTINCT name::VARCHAR FROM events WHERE kind = 'kernel' AND name IS NOT NULL"
-        ).fetchall()
-    ]
+    pairs = con.execute(
+        "SELECT DISTINCT rank, name::VARCHAR FROM events WHERE kind = 'kernel' "
+        "AND name IS NOT NULL ORDER BY 1, 2"
+    ).fetchall()
+    known: dict[str, dict] = {}
     rows = []
-    for name in sorted(names):
-        c = commkernels.classify(name, rx)
-        kind = None
-        if c is not None:
-            kind = c.kind or (canonical_name(name) if c.family == "nccl" else None)
-        rows.append(
-            {
-                "rank": rank,
+    for rank, name in pairs:
+        row = known.get(name)
+        if row is None:
+            c = commkernels.classify(name, rx)
+            kind = None
+            if c is not None:
+                kind = c.kind or (canonical_name(name) if c.family == "nccl" else None)
+            row = known[name] = {
                 "name": name,
                 "category": "communication" if c else "compute",
                 "family": c.family if c else None,
                 "coll_name": kind,
                 "pattern": c.pattern if c else None,
             }
-        )
-    coltable.create(con, "kernel_classes", KERNEL_CLASSES, rows, tmp_dir)
+        rows.append({"rank": rank, **row})
+    return rows
 
 
 # Communication kernels, and every CPU op enclosing the runtime call that launched each
 # (same thread, the call inside the op's span): record_param_comms (collective metadata),
 # c10d::* / _c10d_functional::* issue ops and nccl:* annotations (`Input Dims`).
 _COMM_KERNEL_SQL = """
-SELECT row_number() OVER (ORDER BY k.ts_ns, k.name) AS kid, k.name::VARCHAR AS raw_name,
+SELECT k.rank,
+       row_number() OVER (PARTITION BY k.rank ORDER BY k.ts_ns, k.name) AS kid,
+       k.name::VARCHAR AS raw_name,
        k.ts_ns, k.dur_ns, k.stream AS lane, k.correlation, kc.family,
        kc.coll_name AS name_kind, k.coll_name::VARCHAR AS coll_name, k.in_nelems, k.out_nelems,
        k.group_size, k.dtype::VARCHAR AS dtype, k.pg_name::VARCHAR AS pg_name,
        k.pg_desc::VARCHAR AS pg_desc, k.pg_ranks::VARCHAR AS pg_ranks, k.seq,
        (SELECT min(r.ts_ns) FROM events r
-        WHERE r.kind = 'runtime' AND r.correlation = k.correlation) AS rt_ts
-FROM events k JOIN kernel_classes kc ON kc.name = k.name::VARCHAR
+        WHERE r.kind = 'runtime' AND r.rank = k.rank AND r.correlation = k.correlation) AS rt_ts
+FROM events k JOIN kernel_classes kc ON kc.rank = k.rank AND kc.name = k.name::VARCHAR
 WHERE k.kind = 'kernel' AND kc.category = 'communication'
-ORDER BY kid
+ORDER BY k.rank, kid
 """
 _ISSUE_OPS_SQL = """
 WITH k AS (
-    SELECT row_number() OVER (ORDER BY k.ts_ns, k.name) AS kid, k.correlation
-    FROM events k JOIN kernel_classes kc ON kc.name = k.name::VARCHAR
+    SELECT k.rank, row_number() OVER (PARTITION BY k.rank ORDER BY k.ts_ns, k.name) AS kid,
+           k.correlation
+    FROM events k JOIN kernel_classes kc ON kc.rank = k.rank AND kc.name = k.name::VARCHAR
     WHERE k.kind = 'kernel' AND kc.category = 'communication'
 ), rt AS (
-    SELECT correlation, arg_min(tid, ts_ns) AS rt_tid, min(ts_ns) AS rt_ts
-    FROM events WHERE kind = 'runtime' AND correlation IS NOT NULL GROUP BY correlation
+    SELECT rank, correlation, arg_min(tid, ts_ns) AS rt_tid, min(ts_ns) AS rt_ts
+    FROM events WHERE kind = 'runtime' AND correlation IS NOT NULL GROUP BY rank, correlation
 ), ops AS (
-    SELECT tid, ts_ns, ts_ns + dur_ns AS end_ns, name::VARCHAR AS op, coll_name::VARCHAR AS
-           coll_name, in_nelems, out_nelems, group_size, dtype::VARCHAR AS dtype,
-           pg_name::VARCHAR AS pg_name, pg_desc::VARCHAR AS pg_desc,
+    SELECT rank, tid, ts_ns, ts_ns + dur_ns AS end_ns, name::VARCHAR AS op,
+           coll_name::VARCHAR AS coll_name, in_nelems, out_nelems, group_size,
+           dtype::VARCHAR AS dtype, pg_name::VARCHAR AS pg_name, pg_desc::VARCHAR AS pg_desc,
            pg_ranks::VARCHAR AS pg_ranks, seq, input_dims, input_types
     FROM events
     WHERE kind IN ('cpu_op', 'user_annotation')
       AND (name = 'record_param_comms' OR starts_with(name, 'c10d::')
            OR starts_with(name, '_c10d_functional::') OR starts_with(name, 'nccl:'))
 )
-SELECT k.kid, rt.rt_ts, o.*
-FROM k JOIN rt USING (correlation)
-JOIN ops o ON o.tid = rt.rt_tid AND rt.rt_ts BETWEEN o.ts_ns AND o.end_ns
-ORDER BY k.kid, o.ts_ns
+SELECT k.rank, k.kid, rt.rt_ts, o.* EXCLUDE (rank)
+FROM k JOIN rt ON rt.rank = k.rank AND rt.correlation = k.correlation
+JOIN ops o ON o.rank = k.rank AND o.tid = rt.rt_tid AND rt.rt_ts BETWEEN o.ts_ns AND o.end_ns
+ORDER BY k.rank, k.kid, o.ts_ns
 """
 
 _GLOO_ISSUE_SQL = """
-SELECT name::VARCHAR AS op, ts_ns, input_dims, input_types
-FROM events WHERE kind = 'cpu_op' AND name LIKE 'c10d::%' ORDER BY ts_ns
+SELECT rank, name::VARCHAR AS op, ts_ns, input_dims, input_types
+FROM events WHERE kind = 'cpu_op' AND name LIKE 'c10d::%' ORDER BY rank, ts_ns
 """
 _GLOO_SPAN_SQL = """
-SELECT name::VARCHAR AS raw_name, ts_ns, dur_ns, tid, input_dims, input_types
-FROM events WHERE kind = 'comm_thread' ORDER BY ts_ns
+SELECT rank, name::VARCHAR AS raw_name, ts_ns, dur_ns, tid, input_dims, input_types
+FROM events WHERE kind = 'comm_thread' ORDER BY rank, ts_ns
 """
 
 _KERNEL_DTYPE = re.compile(
@@ -506,18 +514,50 @@ def derive(
     rows from its `events` and `kernel_classes` tables (cross-rank matching is the
     `collectives` view), and the groups they ran on. `pgs`: the rank's `process_groups`
     rows; `tmp_dir`: where `coltable` may write."""
+    tables(con, derive_rows(con, {rank: (pgs, world_size)}), tmp_dir)
+
+
+def derive_rows(
+    con: duckdb.DuckDBPyConnection, ranks: dict[int, tuple[list[dict], int | None]]
+) -> list[dict]:
+    """The rank-local collective rows of the ranks in `events` (`derive`), as dicts of
+    `COLUMNS`, rank by rank. `ranks`: each rank's (`process_groups` rows, world size).
+    Each query runs once for all the ranks; the rows of each rank are then read as one
+    rank's alone."""
+    by_rank: dict[str, dict[int, list[dict]]] = {}
+    for label, query in (
+        ("ops", _ISSUE_OPS_SQL),
+        ("kernels", _COMM_KERNEL_SQL),
+        ("issue", _GLOO_ISSUE_SQL),
+        ("spans", _GLOO_SPAN_SQL),
+    ):
+        groups: dict[int, list[dict]] = defaultdict(list)
+        for r in coltable.dicts(con.sql(query)):
+            groups[r.pop("rank")].append(r)
+        by_rank[label] = groups
+    rows: list[dict] = []
+    for rank in sorted(ranks):
+        pgs, world_size = ranks[rank]
+        rows += _rank_rows(rank, pgs, world_size, {k: v.get(rank, []) for k, v in by_rank.items()})
+    return rows
+
+
+def _rank_rows(
+    rank: int, pgs: list[dict], world_size: int | None, fetched: dict[str, list[dict]]
+) -> list[dict]:
+    """One rank's collective rows from its rows of the four queries of `derive_rows`."""
     rows: list[dict] = []
     default = _default_group(pgs, world_size)
     default_n = default[0]
     pg_ranks = {p["pg_name"]: list(p["ranks"]) for p in pgs if p["ranks"]}
     ops: dict[int, list[dict]] = defaultdict(list)
-    for o in coltable.dicts(con.sql(_ISSUE_OPS_SQL)):
+    for o in fetched["ops"]:
         ops[o["kid"]].append(o)
-    for r in coltable.dicts(con.sql(_COMM_KERNEL_SQL)):
+    for r in fetched["kernels"]:
         rows.append(_device_row(r, ops.get(r["kid"], []), pg_ranks, default))
 
     issue = []
-    for r in coltable.dicts(con.sql(_GLOO_ISSUE_SQL)):
+    for r in fetched["issue"]:
         name = canonical_name(r["op"])
         if name is None:
             continue
@@ -533,7 +573,7 @@ def derive(
             }
         )
     spans = []
-    for r in coltable.dicts(con.sql(_GLOO_SPAN_SQL)):
+    for r in fetched["spans"]:
         dims = json.loads(r["input_dims"]) if r["input_dims"] else None
         size = _numel(dims[0]) if isinstance(dims, list) and dims else None
         r.update(size=size, dtype=_first_type(r["input_types"]))
@@ -573,6 +613,12 @@ def derive(
         )
     for r in rows:
         r["rank"] = rank
+    return rows
+
+
+def tables(con: duckdb.DuckDBPyConnection, rows: list[dict], tmp_dir: Path) -> None:
+    """Tables `_collectives` and `collective_groups` of `con` from collective rows (of one
+    rank or several: `derive_rows`)."""
     coltable.create(con, "_derived", COLUMNS, rows, tmp_dir)
     # a group's ranks once per group (collective_groups), the rows a 64-bit key of them:
     # matching then never carries a world-sized list per collective row

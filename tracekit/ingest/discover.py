@@ -16,6 +16,22 @@ from tracekit.errors import TracekitError
 TRACE_SUFFIXES = (".json", ".json.gz")
 
 
+_LOOKED: dict[tuple[str, int, int], bool] = {}  # (path, size, mtime_ns) → looks_like_trace
+
+
+def _looks_like_trace_once(path: Path) -> bool:
+    """`looks_like_trace`, probed once per process while the file is unchanged (a command
+    may find a run's files twice: its options and its open)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return looks_like_trace(path)
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _LOOKED:
+        _LOOKED[key] = looks_like_trace(path)
+    return _LOOKED[key]
+
+
 def looks_like_trace(path: Path, probe_bytes: int = 1 << 20) -> bool:
     """Cheap check used when scanning a folder: is this a trace, or meant to be one?
 
@@ -43,10 +59,11 @@ def looks_like_trace(path: Path, probe_bytes: int = 1 << 20) -> bool:
     return rank_from_name(path) is not None
 
 
-def _probe(fh, limit: int, step: int = 1 << 16) -> bytes | None:
+def _probe(fh, limit: int, step: int = 1 << 12) -> bytes | None:
     """None once `"traceEvents"` is seen (Kineto writes it within the first kilobytes),
     else the first `limit` bytes: every open of a run probes every file, so a trace
-    costs one small read, not a megabyte of gunzip."""
+    costs one small read, not a megabyte of gunzip (blocks of 4 KiB, doubling: the
+    first holds the key in a trace without device properties)."""
     key = b'"traceEvents"'
     data = b""
     while len(data) < limit:
@@ -56,6 +73,7 @@ def _probe(fh, limit: int, step: int = 1 << 16) -> bytes | None:
         if key in data[-len(key) :] + block:
             return None
         data += block
+        step *= 2
     return data
 
 
@@ -81,7 +99,7 @@ def find_trace_files(inputs: list[Path]) -> tuple[Path, list[Path]]:
                 and ".tracekit" not in f.relative_to(p).parts
                 and f.name != "job.json"
             )
-            files.extend(f for f in found if looks_like_trace(f))
+            files.extend(f for f in found if _looks_like_trace_once(f))
         else:
             if not p.name.endswith(TRACE_SUFFIXES):
                 raise TracekitError(f"{p} is not a .json or .json.gz trace file")
@@ -95,6 +113,14 @@ def find_trace_files(inputs: list[Path]) -> tuple[Path, list[Path]]:
     root = Path(os.path.commonpath([str(r.resolve()) for r in roots]))
     # one file listed twice is one file
     seen: dict[Path, None] = {}
+    real_dirs: dict[str, str] = {}  # each folder resolved once, not once per file
     for f in files:
-        seen.setdefault(f.resolve(), None)
+        p = os.path.abspath(f)
+        if os.path.islink(p):
+            seen.setdefault(Path(os.path.realpath(p)), None)
+            continue
+        head, name = os.path.split(p)
+        if head not in real_dirs:
+            real_dirs[head] = os.path.realpath(head)
+        seen.setdefault(Path(real_dirs[head], name), None)
     return root, list(seen)

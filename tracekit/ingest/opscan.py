@@ -16,6 +16,7 @@ table on its thread (only those count: `aten::conv2d` â†’ `aten::convolution` â†
 
 from __future__ import annotations
 
+from itertools import groupby
 from pathlib import Path
 
 from tracekit.ingest import coltable
@@ -45,8 +46,14 @@ SCHEMA = (
 def scan(con, tmp_dir: Path) -> None:
     """Table `_ops` of `con`: the rank's counted ops (needs `events`; `tmp_dir`: where
     `coltable` may write)."""
+    coltable.create(con, "_ops", SCHEMA, scan_rows(con), tmp_dir)
+
+
+def scan_rows(con) -> list[dict]:
+    """The counted ops (`scan`) of every rank in `events`, rank by rank, as dicts of
+    `SCHEMA`: one query for all the ranks, each rank's rows then swept alone."""
     names = ", ".join("'" + n + "'" for n in sorted(COUNTED_OPS))
-    rows = con.sql(f"""
+    fetched = con.sql(f"""
         SELECT rank, tid, name::VARCHAR, ts_ns, dur_ns, input_dims, input_types,
                concrete_inputs, 'op' AS what
         FROM events WHERE kind = 'cpu_op' AND name IN ({names})
@@ -55,7 +62,15 @@ def scan(con, tmp_dir: Path) -> None:
                CASE WHEN {_OPTIMIZER_MARK} THEN 'optimizer' ELSE 'backward' END
         FROM events
         WHERE kind IN ('cpu_op', 'user_annotation') AND ({_BACKWARD_MARK} OR {_OPTIMIZER_MARK})
-        ORDER BY tid, ts_ns, dur_ns DESC""").fetchall()
+        ORDER BY rank, tid, ts_ns, dur_ns DESC""").fetchall()
+    out: list[dict] = []
+    for _, rows in groupby(fetched, key=lambda r: r[0]):
+        out += _scan_rank(list(rows))
+    return out
+
+
+def _scan_rank(rows: list[tuple]) -> list[dict]:
+    """One rank's counted ops from its rows of `scan_rows`' query (in its order)."""
     geometry = ConvGeometry()
     ops = []
     for r in rows:
@@ -86,7 +101,7 @@ def scan(con, tmp_dir: Path) -> None:
                     s["o"]["innermost"] = False
                     o["parent"] = (s["o"]["row"][2], s["o"]["dims"])  # the nearest wins
         stack.append({"o": o, "end": end})
-    rows: list[dict] = []
+    counted: list[dict] = []
     for o in ops:
         if "mark" in o:
             continue
@@ -96,7 +111,7 @@ def scan(con, tmp_dir: Path) -> None:
             if o["innermost"]
             else None
         )
-        rows.append(
+        counted.append(
             {
                 "rank": rank,
                 "tid": t,
@@ -111,4 +126,4 @@ def scan(con, tmp_dir: Path) -> None:
                 "innermost": o["innermost"],
             }
         )
-    coltable.create(con, "_ops", SCHEMA, rows, tmp_dir)
+    return counted

@@ -9,7 +9,10 @@ tables below are then plain SQL over that `raw` table:
 - `flows`: `ph: s/f/t` flow endpoints (`ac2g` CPU→GPU launches, `fwdbwd`).
 - `memory`: `[memory]` instants (allocator deltas and totals).
 - `threads`: thread and process names from `ph: M` metadata.
-- `rank_info` / `process_groups`: built from the header (`rank_info_tables`).
+- `rank_info` / `process_groups`: built from the header (`rank_info_rows`).
+
+The SQL of a table takes its rank and base time as SQL: literals for one trace, or
+expressions of the file each row came from when `raw` holds a batch of traces.
 
 Time: `ts_ns = baseTimeNanoseconds + round(ts_us * 1000)`, scaling the integer and
 fractional parts of `ts` separately so 3-decimal microsecond stamps land on the
@@ -24,7 +27,6 @@ from typing import Any
 
 import duckdb
 
-from tracekit.ingest import coltable
 from tracekit.ingest.tracefile import Header
 from tracekit.sql.text import sql_str
 
@@ -86,7 +88,7 @@ ARG_TYPES = {
 }
 
 
-def _raw_columns(typed: bool) -> str:
+def raw_columns(typed: bool) -> str:
     args = ", ".join(f'"{k}" {t if typed else "JSON"}' for k, t in ARG_TYPES.items())
     cols = {
         "ph": "VARCHAR",
@@ -118,7 +120,7 @@ def load_raw(con: duckdb.DuckDBPyConnection, events_json: Path) -> bool:
             con.execute(
                 "CREATE OR REPLACE TABLE raw AS SELECT * FROM read_json("
                 f"{sql_str(str(events_json))}, format = 'array', "
-                f"columns = {_raw_columns(typed)}, maximum_object_size = 268435456)"
+                f"columns = {raw_columns(typed)}, maximum_object_size = 268435456)"
             )
             return typed
         except duckdb.ConversionException:
@@ -181,9 +183,15 @@ def _dur_ok(col: str = "dur") -> str:
 
 def skipped_events(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """Events of `raw` the tables leave out, by reason (needs `raw`)."""
+    return skipped_events_by(con, "0").get(0, {})
+
+
+def skipped_events_by(con: duckdb.DuckDBPyConnection, part: str) -> dict:
+    """`skipped_events` for each value of the SQL expression `part` over `raw` (the file
+    of each event, when `raw` holds several)."""
     used = "(ph IN ('X', 's', 'f', 't') OR (ph = 'i' AND name = '[memory]'))"
     rows = con.execute(
-        f"""SELECT reason, count(*) FROM (SELECT CASE
+        f"""SELECT part, reason, count(*) FROM (SELECT {part} AS part, CASE
         WHEN ph IS NULL THEN 'not an event object, or no ph'
         WHEN {used} AND ts IS NULL THEN 'ts missing or not a number'
         WHEN {used} AND NOT {_ts_ok()} THEN 'ts not finite or out of range'
@@ -191,9 +199,12 @@ def skipped_events(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
         WHEN ph = 'X' AND NOT isfinite(dur) THEN 'dur not finite'
         WHEN ph = 'X' AND dur < 0 THEN 'negative dur'
         WHEN ph = 'X' AND dur > {DUR_MAX_US} THEN 'dur longer than a day'
-        END AS reason FROM raw) WHERE reason IS NOT NULL GROUP BY 1 ORDER BY 1"""
+        END AS reason FROM raw) WHERE reason IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2"""
     ).fetchall()
-    return {r: n for r, n in rows}
+    out: dict = {}
+    for part, reason, n in rows:
+        out.setdefault(part, {})[reason] = n
+    return out
 
 
 def _kind_case() -> str:
@@ -216,7 +227,7 @@ def _id(col: str) -> str:
     )
 
 
-def _ns(col: str, base_ns: int) -> str:
+def _ns(col: str, base_ns: int | str) -> str:
     whole = f"floor({col})"
     return f"({whole}::BIGINT * 1000 + round(({col} - {whole}) * 1000)::BIGINT + {base_ns})"
 
@@ -240,7 +251,7 @@ class _Args:
         return f'args."{key}"::VARCHAR'
 
 
-def events_sql(rank: int, base_ns: int, typed: bool) -> str:
+def events_sql(rank: int | str, base_ns: int | str, typed: bool) -> str:
     a = _Args(typed)
     return f"""
 SELECT {rank}::INTEGER AS rank,
@@ -272,7 +283,7 @@ FROM raw WHERE ph = 'X' AND {_ts_ok()} AND {_dur_ok()}
 """
 
 
-def flows_sql(rank: int, base_ns: int) -> str:
+def flows_sql(rank: int | str, base_ns: int | str) -> str:
     return f"""
 SELECT {rank}::INTEGER AS rank, TRY_CAST(id AS BIGINT) AS flow_id, cat, ph AS phase,
        {_id("pid")} AS pid, {_id("tid")} AS tid, {_ns("ts", base_ns)} AS ts_ns
@@ -280,7 +291,7 @@ FROM raw WHERE ph IN ('s', 'f', 't') AND {_ts_ok()}
 """
 
 
-def memory_sql(rank: int, base_ns: int, typed: bool) -> str:
+def memory_sql(rank: int | str, base_ns: int | str, typed: bool) -> str:
     a = _Args(typed)
     return f"""
 SELECT {rank}::INTEGER AS rank, {_ns("ts", base_ns)} AS ts_ns,
@@ -292,7 +303,7 @@ FROM raw WHERE ph = 'i' AND name = '[memory]' AND {_ts_ok()}
 """
 
 
-def threads_sql(rank: int, typed: bool) -> str:
+def threads_sql(rank: int | str, typed: bool) -> str:
     """Latest thread/process name per (pid, tid); process labels ("GPU 0", "CPU")."""
     a = _Args(typed)
     return f"""
@@ -403,22 +414,27 @@ PROCESS_GROUPS = (
 )
 
 
-def rank_info_tables(
-    con: duckdb.DuckDBPyConnection,
-    rank: int,
-    rank_source: str,
-    path: Path,
-    header: Header,
-    tmp_dir: Path,
+def rank_stats(con: duckdb.DuckDBPyConnection) -> dict[int, tuple]:
+    """Per rank of `events`: (its most used device, first start, last end, events, whether
+    any ran on a device) — what `rank_info_rows` reads from the events."""
+    rows = con.execute(
+        "SELECT rank, mode(device), min(ts_ns), max(ts_ns + dur_ns), count(*), "
+        "count(*) FILTER (kind IN ('kernel', 'memcpy', 'memset')) > 0 FROM events GROUP BY rank"
+    ).fetchall()
+    return {r[0]: r[1:] for r in rows}
+
+
+NO_EVENTS = (None, None, None, 0, False)  # `rank_stats` of a rank without events
+
+
+def rank_info_rows(
+    rank: int, rank_source: str, path: Path, header: Header, stats: tuple = NO_EVENTS
 ) -> tuple[dict, list[dict]]:
-    """Tables `rank_info` (one row) and `process_groups` of one rank in `con` (needs
-    `events`); returns their rows. (`tmp_dir`: where `coltable` may write.)"""
+    """The `rank_info` row and the `process_groups` rows of one rank (`stats`: its
+    `rank_stats`)."""
+    dev_id, start, end, n, has_dev = stats
     info = header.distributedInfo or {}
     devices = {d.get("id"): d for d in header.deviceProperties or [] if isinstance(d, dict)}
-    dev_id, start, end, n, has_dev = con.execute(
-        "SELECT mode(device), min(ts_ns), max(ts_ns + dur_ns), count(*), "
-        "count(*) FILTER (kind IN ('kernel', 'memcpy', 'memset')) > 0 FROM events"
-    ).fetchall()[0]
     dev = devices.get(dev_id) or (next(iter(devices.values())) if devices else {})
     pgs = info.get("pg_config") or []
     if isinstance(pgs, dict):  # some versions key the groups by name
@@ -464,6 +480,4 @@ def rank_info_tables(
         }
         for p in pgs
     ]
-    coltable.create(con, "rank_info", RANK_INFO, [row], tmp_dir)
-    coltable.create(con, "process_groups", PROCESS_GROUPS, pg, tmp_dir)
     return row, pg

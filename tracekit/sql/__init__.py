@@ -3,7 +3,7 @@
 A module is a `.sql` file under this folder; its dotted name is its path:
 `rank.steps` is `rank/steps.sql`. Domains, in the order data flows:
 
-- `base.*`    — the tables ingest writes (one Parquet file per rank and table); docs only
+- `base.*`    — the tables ingest writes (one Parquet file per ingest batch and table); docs only
 - `rank.*`    — rank-local derived tables, materialized at ingest, in `RANK_MODULES` order
 - `run.*`     — cross-rank views created when a run is opened (`RUN_MODULES`)
 - `metrics.*` — figures over analysis windows (the breakdown, per-collective exposure,

@@ -29,6 +29,31 @@ MATERIALIZED = ("collectives",)  # cross-rank views a report reads many times
 _INTERNAL_NAME = {"collectives": "_collectives"}
 
 
+def _batches(sources: list[Source]) -> tuple[list[str], dict[str, list[int]]]:
+    """The cached batches holding `sources`, in rank order: those read whole (every rank
+    in them is a source), and the others with the ranks to keep (a batch that also holds
+    ranks not chosen, or ranks ingested again since into another batch)."""
+    ranks: dict[str, list[int]] = {}
+    for s in sources:
+        ranks.setdefault(s.batch, []).append(s.rank)
+    size = {s.batch: s.batch_parts for s in sources}
+    whole = [b for b in ranks if len(ranks[b]) == size[b]]
+    return whole, {b: r for b, r in ranks.items() if len(r) != size[b]}
+
+
+def _read(cache_dir: Path, table: str, whole: list[str], partial: dict[str, list[int]]) -> str:
+    """SQL reading `table` of the batches: the whole ones in one scan, the others filtered."""
+    scans = []
+    if whole:
+        listed = ", ".join(sql_str(str(table_path(cache_dir, b, table))) for b in whole)
+        scans.append(f"SELECT * FROM read_parquet([{listed}], union_by_name = true)")
+    for b, ranks in partial.items():
+        path = sql_str(str(table_path(cache_dir, b, table)))
+        keep = ", ".join(str(int(r)) for r in ranks)
+        scans.append(f"SELECT * FROM read_parquet({path}) WHERE rank IN ({keep})")
+    return " UNION ALL BY NAME ".join(scans)
+
+
 class Run:
     """An ingested run: `run.sql("SELECT …")` returns a DuckDB relation
     (`.pl()` polars, `.df()` pandas, `.arrow()`, `.fetchall()`).
@@ -57,14 +82,10 @@ class Run:
         # an ASOF join on a CTE has no cardinality estimate (0): below this threshold
         # DuckDB runs it as a nested loop over every pair (5 s instead of 10 ms)
         self.con.execute("SET asof_loop_join_threshold = 0")
+        whole, partial = _batches(sources)
         for table in TABLES:
-            files = [str(table_path(cache_dir, s.key, table)) for s in sources]
             name = _INTERNAL_NAME.get(table, table)
-            listed = ", ".join(sql_str(f) for f in files)
-            self.con.execute(
-                f"CREATE VIEW {name} AS "
-                f"SELECT * FROM read_parquet([{listed}], union_by_name = true)"
-            )
+            self.con.execute(f"CREATE VIEW {name} AS {_read(cache_dir, table, whole, partial)}")
         for module in sql.RUN_MODULES:
             self.con.execute(sql.module(module))
         self._materialized = False

@@ -17,6 +17,7 @@ FROM c JOIN collective_instances i USING (instance_key)
 LEFT JOIN steps st ON st.rank = c.rank AND c.ts_ns >= st.ts_ns AND c.ts_ns < st.end_ns
 WHERE c.rank <> i.last_rank AND c.wait_ns > 0
 GROUP BY ALL
+ORDER BY ALL  -- the caller sums floats in this order: the same whatever the rows' storage order
 
 -- @query costliest_instance
 -- The instance at which rank $rank, arriving last, imposed the most wait.

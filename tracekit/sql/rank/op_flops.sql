@@ -24,8 +24,8 @@ WITH o AS (
     WHERE innermost
 ),
 launches AS (
-    SELECT r.tid, r.ts_ns AS launch_ns, k.dur_ns AS k_dur, k.name::VARCHAR AS k_name
-    FROM events r JOIN events k ON k.correlation = r.correlation
+    SELECT r.rank, r.tid, r.ts_ns AS launch_ns, k.dur_ns AS k_dur, k.name::VARCHAR AS k_name
+    FROM events r JOIN events k ON k.rank = r.rank AND k.correlation = r.correlation
     JOIN kernel_classes kc ON kc.rank = k.rank AND kc.name = k.name::VARCHAR
     WHERE r.kind = 'runtime' AND k.kind = 'kernel' AND kc.category = 'compute'
 ),
@@ -34,7 +34,7 @@ launches AS (
 -- launch, when it has not ended (one ASOF lookup per launch, not a range join)
 inside AS (
     SELECT a.op_id, l.k_dur, l.k_name
-    FROM launches l ASOF JOIN o a ON a.tid = l.tid AND l.launch_ns >= a.ts_ns
+    FROM launches l ASOF JOIN o a ON a.rank = l.rank AND a.tid = l.tid AND l.launch_ns >= a.ts_ns
     WHERE l.launch_ns <= a.end_ns
 ),
 k AS (

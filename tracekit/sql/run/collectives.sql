@@ -119,7 +119,7 @@ FROM g;
 -- @column first_start_ns: earliest transfer start across ranks
 -- @column last_start_ns: latest transfer start across ranks (the last arrival)
 -- @column skew_ns: last_start_ns − first_start_ns
--- @column last_rank: rank that arrived last
+-- @column last_rank: rank that arrived last (of ranks arriving at the same nanosecond, the lowest)
 -- @column transfer_ns: shortest duration across ranks (the transfer itself, without waiting)
 -- @column max_dur_ns: longest duration across ranks (includes waiting for the last peer)
 CREATE OR REPLACE VIEW collective_instances AS
@@ -128,7 +128,7 @@ SELECT instance_key, any_value(match_by) AS match_by, any_value(name) AS name,
        count(*) AS ranks_matched,
        min(ts_ns) AS first_start_ns, max(ts_ns) AS last_start_ns,
        max(ts_ns) - min(ts_ns) AS skew_ns,
-       arg_max(rank, ts_ns) AS last_rank,
+       arg_max(rank, (ts_ns, -rank)) AS last_rank,  -- ties: not the order rows are read in
        min(dur_ns) AS transfer_ns, max(dur_ns) AS max_dur_ns
 FROM collectives
 WHERE matched
