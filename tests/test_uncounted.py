@@ -232,3 +232,37 @@ def test_a_kernel_is_named_by_the_op_around_its_launch_not_a_child_that_ended(tm
     )
     assert op["device_ms"] == pytest.approx(3 * 0.150)
     assert report["summary"]["uncounted_compute_fraction"] == pytest.approx(1.0)
+
+
+def test_cpu_runs_count_only_matmul_ops_outside_the_table(tmp_path):
+    """On a CPU run the ops are the device. Hand truth: per step, aten::linear (holds the
+    counted aten::addmm: its time is the table op's), mylib::fused_attention 100 µs (no
+    formula, holds mylib::attn_inner 60 µs: counted once, outermost) and aten::add_ 200 µs
+    (elementwise: not uncounted). Uncounted = 100 µs of the 600 µs of compute per step
+    (the ops' time: 300 + 100 + 200 µs)."""
+    from tests.tracegen import TraceBuilder
+
+    b = TraceBuilder(rank=0, world_size=1)
+    for s in range(2):
+        t = 10.0 + s * 1000
+        b.step(s + 1, t - 5, 990.0)
+        b.cpu_op("aten::linear", t, 300.0)
+        b.cpu_op("aten::addmm", t + 10, 280.0, **{
+            "Input Dims": [[64], [32, 128], [128, 64]],
+            "Input type": ["float", "float", "float"],
+        })  # fmt: skip
+        b.cpu_op("mylib::fused_attention", t + 320, 100.0)
+        b.cpu_op("mylib::attn_inner", t + 330, 60.0)
+        b.cpu_op("aten::add_", t + 430, 200.0)
+    b.write(tmp_path / "r" / "rank-0.json.gz")
+    with tracekit.open(tmp_path / "r") as run:
+        report = full_report(run)
+    (op,) = report["top_uncounted_ops"]
+    assert (op["name"], op["why"], op["count"]) == (
+        "mylib::fused_attention",
+        "op_without_formula",
+        2,
+    )
+    assert op["device_ms"] == pytest.approx(0.2)
+    (row,) = report["ranks"]
+    assert row["uncounted_compute_fraction"] == pytest.approx(0.1 / 0.6, rel=1e-6)
