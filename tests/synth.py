@@ -53,11 +53,13 @@ class Scenario:
     seq: bool = False  # collective metadata carries Seq (torch ≥ 2.2)
     # graph replay, shaped as real traces are (vLLM/SGLang decode, xDiT on MI300X): the
     # phase's kernels run under one cudaGraphLaunch / hipGraphLaunch per step, correlated
-    # to it, with no CPU op above them: "forward", "backward" or "all"
+    # to it, with no CPU op above them: "forward", "backward" or "all"; "elementwise": only
+    # each forward layer's elementwise kernel is replayed (no GEMM in the graph)
     graph_replay: str | None = None
     graph_launch: str = "cudaGraphLaunch"
     # an op tracekit has no FLOP formula for, launched once per forward layer: (op, kernel, µs)
     formula_less_op: tuple[str, str, float] | None = None
+    formula_less_matmul: bool = True  # that op is GEMM/attention work (it may carry FLOPs)
 
 
 @dataclass
@@ -128,10 +130,19 @@ class Rank:
         return x * (1 + self.rng.uniform(-self.sc.jitter, self.sc.jitter))
 
     def launch(
-        self, name: str, dur_us: float, op: str, dims=None, flops: float = 0.0, tid: int = 1000
+        self,
+        name: str,
+        dur_us: float,
+        op: str,
+        dims=None,
+        flops: float = 0.0,
+        tid: int = 1000,
+        matmul: bool = False,
     ) -> tuple[float, float]:
         """A CPU op launching one kernel on the compute stream (inside a graph replay:
-        the kernel alone, correlated to the graph launch)."""
+        the kernel alone, correlated to the graph launch). `matmul`: the generator's own
+        word that the kernel is GEMM/attention work; only such work without counted
+        FLOPs is uncounted (elementwise work has no model FLOPs to miss)."""
         self.kernel_us += dur_us
         if self.graph is not None:
             start = self.gpu
@@ -140,11 +151,12 @@ class Rank:
                      **{"External id": self.graph})  # fmt: skip
             self.gpu = start + dur_us
             self.compute.append((start, self.gpu))
-            self.uncounted_us += dur_us
+            if matmul:
+                self.uncounted_us += dur_us
             self.graph_us += dur_us
             self.flops += flops
             return start, self.gpu
-        if not (op == "aten::mm" and dims):
+        if matmul and not (op == "aten::mm" and dims):
             self.uncounted_us += dur_us
         op_dur = self.sc.host_op_us
         args = (
@@ -172,6 +184,7 @@ class Rank:
             dims=[[m, k], [k, n]],
             flops=flops,
             tid=tid,
+            matmul=True,
         )
 
     def elementwise(self, tid: int = 1000) -> None:
@@ -215,8 +228,13 @@ def _ddp(sc: Scenario, out: Path) -> Truth:
                     rk.gemm(m, k, n)
                 if sc.formula_less_op:
                     op, kernel, us = sc.formula_less_op
-                    rk.launch(kernel, rk._jit(us) * rk.slow, op, dims=[[sc.tokens, sc.hidden]])
+                    rk.launch(kernel, rk._jit(us) * rk.slow, op, dims=[[sc.tokens, sc.hidden]],
+                              matmul=sc.formula_less_matmul)  # fmt: skip
+                if sc.graph_replay == "elementwise":
+                    rk.graph_launch()
                 rk.elementwise()
+                if sc.graph_replay == "elementwise":
+                    rk.graph_end()
             if sc.graph_replay == "forward":
                 rk.graph_end()
             if sc.graph_replay == "backward":

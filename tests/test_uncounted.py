@@ -37,13 +37,28 @@ def runs(tmp_path_factory):
         "eager": _run(tmp, "eager"),
         "graph_all": _run(tmp, "graph_all", graph_replay="all", graph_launch="hipGraphLaunch"),
         "graph_bwd_slow": _run(tmp, "graph_bwd_slow", graph_replay="backward", gemm_eff=0.06),
+        # an attention op of a library not in the table, its kernel named nothing like
+        # attention: the op's name says it may carry matmul FLOPs
         "formula_less": _run(
-            tmp, "formula_less", formula_less_op=("mylib::fused_router", "router_kernel", 300.0)
+            tmp, "formula_less", formula_less_op=("mylib::fused_attention", "my_kernel", 300.0)
         ),
+        # a formula-less op that is not matmul work (a permute/gather router): not uncounted
+        "formula_less_other": _run(
+            tmp,
+            "formula_less_other",
+            formula_less_op=("mylib::permute_tokens", "permute_kernel", 300.0),
+            formula_less_matmul=False,
+        ),
+        # a graph that replays only elementwise kernels: no matmul FLOPs missing
+        "graph_elementwise": _run(tmp, "graph_elementwise", graph_replay="elementwise"),
     }
 
 
-@pytest.mark.parametrize("name", ["eager", "graph_all", "graph_bwd_slow", "formula_less"])
+NAMES = ["eager", "graph_all", "graph_bwd_slow", "formula_less", "formula_less_other",
+         "graph_elementwise"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_uncounted_compute_fraction_is_the_generators(runs, name):
     truth, report = runs[name]
     for row in report["ranks"]:
@@ -95,16 +110,32 @@ def test_low_mfu_stands_where_the_work_is_counted(tmp_path):
 def test_ops_without_a_formula_are_named_and_ranked_by_time(runs):
     _, report = runs["formula_less"]
     names = [(o["name"], o["why"]) for o in report["top_uncounted_ops"]]
-    assert names[0] == ("mylib::fused_router", "op_without_formula")
+    assert names[0] == ("mylib::fused_attention", "op_without_formula")
     ops = {o["name"]: o for o in report["top_ops"]}
-    assert ops["mylib::fused_router"]["flops"] is None
-    assert ops["mylib::fused_router"]["uncounted"] == "op_without_formula"
+    assert ops["mylib::fused_attention"]["flops"] is None
+    assert ops["mylib::fused_attention"]["uncounted"] == "op_without_formula"
     assert ops["aten::mm"]["flops"] and ops["aten::mm"]["uncounted"] is None
     # top_ops ranks by device time, whatever the FLOPs
     times = [o["device_ms"] for o in report["top_ops"]]
     assert times == sorted(times, reverse=True)
     note = next(n for n in report["levels"][1]["notes"] if n.startswith("MFU is of the counted"))
-    assert "mylib::fused_router" in note
+    assert "mylib::fused_attention" in note
+
+
+def test_formula_less_work_that_is_not_matmul_is_not_uncounted(runs):
+    """Elementwise / permute time has no model FLOPs: MFU misses nothing there."""
+    for name in ("formula_less_other", "graph_elementwise"):
+        truth, report = runs[name]
+        assert max(truth.uncounted_fraction.values()) == 0.0  # the generator's own word
+        assert report["summary"]["uncounted_compute_fraction"] == 0.0
+        assert report["top_uncounted_ops"] == [] and report["top_uncounted_kernels"] == []
+    _, report = runs["graph_elementwise"]
+    assert not any(n.startswith("MFU is of the counted") for n in report["levels"][1]["notes"])
+    # the permute op still ranks in top_ops by time, FLOPs null, and not uncounted
+    _, report = runs["formula_less_other"]
+    ops = {o["name"]: o for o in report["top_ops"]}
+    assert ops["mylib::permute_tokens"]["flops"] is None
+    assert ops["mylib::permute_tokens"]["uncounted"] is None
 
 
 def test_slow_and_unoverlapped_allreduce_raises_both_findings(tmp_path):
@@ -178,24 +209,60 @@ def test_record_shapes_is_advised_only_where_the_trace_has_none(tmp_path):
 
 def test_a_kernel_is_named_by_the_op_around_its_launch_not_a_child_that_ended(tmp_path):
     """A library op runs a small child op first (aten::empty), then launches: the kernel
-    belongs to the library op (older traces give no External id to tell)."""
+    belongs to the library op (older traces give no External id to tell). The op's name
+    (attention) is what makes its kernel matmul-class: named after aten::empty, it would
+    not be uncounted."""
     from tests.tracegen import TraceBuilder
 
     b = TraceBuilder(rank=0, world_size=1)
     b.step(1, 0.0, 1000.0)
     for i in range(3):
         t = 10.0 + i * 300
-        b.cpu_op("fbgemm::split_embedding_lookup", t, 200.0)
+        b.cpu_op("mylib::paged_attention_v3", t, 200.0)
         b.cpu_op("aten::empty", t + 5, 5.0)
-        b.kernel("split_embedding_codegen_forward_kernel", t + 60, 150.0, launch_ts=t + 50)
+        b.kernel("mylib_decode_kernel", t + 60, 150.0, launch_ts=t + 50)
     b.write(tmp_path / "r" / "rank-0.json.gz")
     with tracekit.open(tmp_path / "r") as run:
         report = full_report(run)
     (op,) = report["top_uncounted_ops"]
     assert (op["name"], op["why"], op["count"]) == (
-        "fbgemm::split_embedding_lookup",
+        "mylib::paged_attention_v3",
         "op_without_formula",
         3,
     )
     assert op["device_ms"] == pytest.approx(3 * 0.150)
     assert report["summary"]["uncounted_compute_fraction"] == pytest.approx(1.0)
+
+
+def test_cpu_runs_count_only_matmul_ops_outside_the_table(tmp_path):
+    """On a CPU run the ops are the device. Hand truth: per step, aten::linear (holds the
+    counted aten::addmm: its time is the table op's), mylib::fused_attention 100 µs (no
+    formula, holds mylib::attn_inner 60 µs: counted once, outermost) and aten::add_ 200 µs
+    (elementwise: not uncounted). Uncounted = 100 µs of the 600 µs of compute per step
+    (the ops' time: 300 + 100 + 200 µs)."""
+    from tests.tracegen import TraceBuilder
+
+    b = TraceBuilder(rank=0, world_size=1)
+    for s in range(2):
+        t = 10.0 + s * 1000
+        b.step(s + 1, t - 5, 990.0)
+        b.cpu_op("aten::linear", t, 300.0)
+        b.cpu_op("aten::addmm", t + 10, 280.0, **{
+            "Input Dims": [[64], [32, 128], [128, 64]],
+            "Input type": ["float", "float", "float"],
+        })  # fmt: skip
+        b.cpu_op("mylib::fused_attention", t + 320, 100.0)
+        b.cpu_op("mylib::attn_inner", t + 330, 60.0)
+        b.cpu_op("aten::add_", t + 430, 200.0)
+    b.write(tmp_path / "r" / "rank-0.json.gz")
+    with tracekit.open(tmp_path / "r") as run:
+        report = full_report(run)
+    (op,) = report["top_uncounted_ops"]
+    assert (op["name"], op["why"], op["count"]) == (
+        "mylib::fused_attention",
+        "op_without_formula",
+        2,
+    )
+    assert op["device_ms"] == pytest.approx(0.2)
+    (row,) = report["ranks"]
+    assert row["uncounted_compute_fraction"] == pytest.approx(0.1 / 0.6, rel=1e-6)

@@ -331,8 +331,8 @@ def facts(ctx: Context) -> ComputeFacts:
         notes.append(f"MFU unknown: {why}")
     elif unc.fraction:
         notes.append(
-            f"MFU is of the counted work: {unc.fraction:.0%} of compute time has FLOPs "
-            f"tracekit cannot count ({U.describe(unc)})"
+            f"MFU is of the counted work: {unc.fraction:.0%} of compute time is GEMM/attention "
+            f"work whose FLOPs tracekit cannot count ({U.describe(unc)})"
         )
     nsteps = max(max((r.steps for r in ctx.ranks), default=1), 1)
 
@@ -369,7 +369,7 @@ def facts(ctx: Context) -> ComputeFacts:
             )
     return ComputeFacts(
         ranks=per_rank,
-        top_ops=merge_top_ops(top_ops(groups, peak, limit=None), unc.top_ops),
+        top_ops=merge_top_ops(top_ops(groups, peak, limit=None), unc.top_ops + unc.other_ops),
         peak_flops_by_dtype={str(c): v for c, v in peak.items()},
         peak_source=peak_src,
         mfu=mfu,
@@ -416,14 +416,14 @@ def no_flops_cause(groups: list[dict], unc: U.UncountedFacts, shapes: bool) -> s
     parts = []
     if unc.share("graph_replay"):
         parts.append(
-            f"{unc.share('graph_replay'):.0%} of compute time is graph replay (kernels of a "
-            "CUDA/HIP graph launch with no op above them, so no shapes)"
+            f"{unc.share('graph_replay'):.0%} of compute time is graph replay (GEMM/attention "
+            "kernels of a CUDA/HIP graph launch with no op above them, so no shapes)"
         )
     formula_less = [o["name"] for o in unc.top_ops if o["why"] == "op_without_formula"]
     if formula_less:
         parts.append(
-            f"{unc.share('op_without_formula'):.0%} of compute time is in ops without a FLOP "
-            f"formula ({', '.join(formula_less[:3])})"
+            f"{unc.share('op_without_formula'):.0%} of compute time is in GEMM/attention "
+            f"ops without a FLOP formula ({', '.join(formula_less[:3])})"
         )
     nulls = sorted({(g["name"], g["note"]) for g in groups if g["n_null"]})
     if nulls:
@@ -440,8 +440,9 @@ def no_flops_cause(groups: list[dict], unc: U.UncountedFacts, shapes: bool) -> s
 
 
 def merge_top_ops(counted: list[dict], uncounted: list[dict], limit: int = 10) -> list[dict]:
-    """`top_ops`: every op by device time, whatever its FLOPs — the table's ops and the
-    ops (and graph launches) whose kernels have no FLOPs; FLOPs null where unknown."""
+    """`top_ops`: every op by device time, whatever its FLOPs — the table's ops, the
+    uncounted ops (and graph launches) and the formula-less ops that are not matmul work
+    (`why` None: `uncounted` null); FLOPs null where unknown."""
     rows = [{**r, "uncounted": None if r["flops"] else "op_without_flops"} for r in counted]
     for o in uncounted:
         if o["why"] == "op_without_flops":

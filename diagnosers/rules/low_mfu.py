@@ -12,9 +12,11 @@ class LowMfu(Rule):
     Model FLOPs utilization below 25% (critical below 10%) where the device is busy: the
     counted GEMM/attention/convolution FLOPs run far below the device's peak for their
     dtype, not because the device waits. MFU is of the counted work: where half or more
-    of the compute time has FLOPs tracekit cannot count (graph replays, ops without a
-    formula — uncounted_compute_fraction), a low MFU says little, and the finding is an
-    info note with that share instead of a warning.
+    of the compute time is GEMM/attention/convolution work whose FLOPs tracekit cannot
+    count (graph replays of GEMM kernels, matmul-class ops without a formula —
+    uncounted_compute_fraction), a low MFU says little, and the finding is an info note
+    with that share instead of a warning. Elementwise, normalization, embedding and
+    optimizer time is not uncounted: it has ~zero model FLOPs, so a low MFU there stands.
 
     Why it matters
     MFU is the fraction of the hardware the model uses; well-tuned training reaches
@@ -39,7 +41,8 @@ class LowMfu(Rule):
     mostly_uncounted = 0.5  # uncounted compute share at which MFU cannot judge the run
     raised_when = (
         "MFU < {warn:.0%} (critical < {critical:.0%}) with GEMM efficiency < {slow_gemms:.0%}"
-        "; info only when uncounted compute ≥ {mostly_uncounted:.0%} of compute time"
+        "; info only when uncounted GEMM/attention compute ≥ {mostly_uncounted:.0%} of "
+        "compute time"
     )
 
     def check(self, ctx):
@@ -59,8 +62,9 @@ class LowMfu(Rule):
         if unc is not None and unc >= self.mostly_uncounted:
             yield self.finding(
                 "info",
-                f"MFU {pct(mfu)} is of the counted work only: {pct(unc)} of compute time has "
-                f"FLOPs tracekit cannot count ({describe(c.uncounted)}); the counted "
+                f"MFU {pct(mfu)} is of the counted work only: {pct(unc)} of compute time is "
+                f"GEMM/attention work whose FLOPs tracekit cannot count "
+                f"({describe(c.uncounted)}); the counted "
                 f"GEMM/attention work runs at {pct(eff)} of its dtype's peak",
                 ranks=[r["rank"] for r in c.ranks if r.get("mfu") is not None],
                 measured={"mfu": mfu, "gemm_efficiency": eff, "uncounted_compute_fraction": unc},

@@ -128,10 +128,13 @@ FLOPS_BY_DTYPE = _f("flops_by_dtype", "FLOPs / step by dtype", "map", None,
 UNCOUNTED_OPS_PER_STEP = _f("uncounted_ops_per_step", "ops not counted / step", "count", LOWER,
     "Ops of the FLOPs table whose FLOPs the trace cannot give (a missing argument), per step.")
 UNCOUNTED_COMPUTE_FRACTION = _f("uncounted_compute_fraction", "compute not counted", "fraction",
-    LOWER, "Device time of compute kernels whose FLOPs tracekit cannot know — graph replays "
-    "(no op above the kernels), ops without a FLOP formula, table ops whose shapes lack an "
-    "argument, kernels with no op — ÷ device time of all compute kernels in the window "
-    "(plain sums); MFU covers the rest. CPU runs: 1 − counted ops' time ÷ compute time.")
+    LOWER, "Device time of GEMM/attention/convolution work whose FLOPs tracekit cannot know "
+    "— graph replays and op-less kernels that are matmul-class by kernel name, ops without a "
+    "FLOP formula whose kernel or op name is matmul-class, table ops whose shapes lack an "
+    "argument — ÷ device time of all compute kernels in the window (plain sums). "
+    "Elementwise, norm, embedding, optimizer and copy time is not in it (no model FLOPs). "
+    "CPU runs: time of table ops without FLOPs and of matmul-class ops outside the table "
+    "÷ compute time.")
 HOST_BOUND_FRACTION = _f("host_bound_fraction", "host-bound", "fraction", LOWER,
     "Device gaps that end with a kernel launched only after the previous work had ended "
     "(the device waited for the host) ÷ window; gaps across a step start left out; GPU runs.")

@@ -159,7 +159,7 @@ UNCOUNTED_WHY = {
 
 def uncounted_lines(report: Report, limit: int = 5) -> list[str]:
     """What `uncounted_compute_fraction` is made of: the ops (graph launches) whose
-    kernels have no FLOPs, most device time first."""
+    GEMM/attention/convolution kernels have no FLOPs, most device time first."""
     s = report.summary
     frac = None if s is UNSET else s.uncounted_compute_fraction
     rows = (report.top_uncounted_ops or [])[:limit]

@@ -277,14 +277,16 @@ class OpRow(Struct, kw_only=True):
     not_counted: int
     achieved_tflops: F.ACHIEVED_TFLOPS.type(float | None)
     op_peak_fraction: F.OP_PEAK_FRACTION.type(float | None) = field(name="peak_fraction")
-    # why its FLOPs are unknown (null: counted): graph_replay, op_without_formula,
-    # op_without_flops, no_op (diagnosers/analyses/uncounted.py)
+    # why its FLOPs are unknown (null: counted, or not matmul work — an op without a
+    # formula whose kernels and name are not GEMM/attention/conv, flops null): graph_replay,
+    # op_without_formula, op_without_flops, no_op (diagnosers/analyses/uncounted.py)
     uncounted: str | None = None
 
 
 class UncountedOpRow(Struct, kw_only=True):
-    """`top_uncounted_ops[]`: the ops (graph launches for replays) whose compute kernels
-    have no FLOPs, most device time first — what `uncounted_compute_fraction` is made of."""
+    """`top_uncounted_ops[]`: the ops (graph launches for replays) whose GEMM/attention/
+    convolution kernels have no FLOPs, most device time first — what
+    `uncounted_compute_fraction` is made of (elementwise/norm ops are not in it)."""
 
     name: str
     why: str  # graph_replay, op_without_formula, op_without_flops or no_op
@@ -294,7 +296,8 @@ class UncountedOpRow(Struct, kw_only=True):
 
 
 class UncountedKernelRow(Struct, kw_only=True):
-    """`top_uncounted_kernels[]`: compute kernels without FLOPs, most time first."""
+    """`top_uncounted_kernels[]`: matmul-class compute kernels without FLOPs (and every
+    kernel of a table op without FLOPs), most time first."""
 
     name: str
     why: str

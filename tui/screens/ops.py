@@ -59,7 +59,7 @@ class OpsScreen(TkScreen):
         if not rows:
             note = "no counted ops (GEMM, convolution, attention): record_shapes off, or none ran"
         unc = (rep.get("summary") or {}).get("uncounted_compute_fraction")
-        if unc:  # what MFU leaves out: ops and graph replays whose kernels have no FLOPs
+        if unc:  # what MFU leaves out: GEMM/attention work without FLOPs
             names = ", ".join(o["name"] for o in rep.get("top_uncounted_ops", [])[:3])
             note += (
                 f"\ncompute not counted: {fmt.fmt(unc, 'fraction')} of compute time"
