@@ -542,11 +542,8 @@ def baseline_add(baseline_file, run, steps, select, ignore, ranks, sample_ranks)
     """Add RUN [RUN …] to the BASELINE file (a CI job on main that grows it)."""
     from tracekit.gate import baseline as gb
 
-    base = gb.load_side(baseline_file, lambda p: {})
-    if base.kind != "baseline":
-        raise TracekitError(f"{baseline_file}: not a baseline (make one with `baseline save`)")
+    doc = gb.read_baseline(baseline_file)
     names, reports = _baseline_runs(run, steps, ranks, sample_ranks, select, ignore)
-    doc = json.loads(Path(baseline_file).read_text(encoding="utf-8"))
     out = gb.add_runs(doc, reports, names)
     gb.write_json(out, baseline_file)
     _baseline_said(out["runs"], baseline_file)
@@ -659,6 +656,68 @@ def compare(ctx, base, new, more_base, more_new, max_regression, run_noise, fail
     )
     _emit(RENDERERS[fmt](cmp, everything) if fmt == "text" else RENDERERS[fmt](cmp), output)
     ctx.exit(cmp.exit_code)
+
+
+@main.group("gate")
+def gate_group():
+    """The CI gate's tools (compare and baseline are commands of their own)."""
+
+
+@gate_group.command("calibrate")
+@click.argument("run", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option(
+    "--false-fail",
+    type=click.FloatRange(0, 0.5, min_open=True),
+    default=0.01,
+    show_default=True,
+    help="Target share of false failures per comparison (0.01 = 1%).",
+)
+@click.option(
+    "--catch",
+    "catch_spec",
+    default=None,
+    help="Regression to catch per metric: step_time=20%,exposed_comm=5pt  [default: 20%, 5pt]",
+)
+@click.option(
+    "--baseline-runs",
+    type=click.IntRange(2, 100),
+    default=None,
+    help="Runs in the CI baseline.  [default: the runs given − 1]",
+)
+@click.option(
+    "--alpha",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="Significance level of the gate's test.",
+)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)  # fmt: skip
+@click.option("--steps", default=None, help="ProfilerSteps of run folders: all, N or A-B.")
+@_rule_options
+@_rank_options
+def gate_calibrate(run, false_fail, catch_spec, baseline_runs, alpha, fmt, steps, select, ignore,
+                   ranks, sample_ranks):  # fmt: skip
+    """From RUN RUN [RUN …] — repeated runs of one job, same code and options (run
+    folders, reports or baselines) — print each gated metric's run-to-run spread and the
+    thresholds that keep false failures under --false-fail while catching --catch."""
+    from tracekit.gate import calibrate as gcal
+    from tracekit.gate.metrics import parse_spec
+
+    _, reports = _baseline_runs(run, steps, ranks, sample_ranks, select, ignore)
+    n = baseline_runs or max(len(reports) - 1, 2)
+    rows = gcal.spreads(reports, false_fail, parse_spec(catch_spec, "--catch"), n, alpha)
+    if fmt == "json":
+        doc = {
+            "runs": len(reports),
+            "baseline_runs": n,
+            "false_fail_target": false_fail,
+            "alpha": alpha,
+            "metrics": [r.to_dict() for r in rows],
+        }
+        click.echo(json.dumps(doc, indent=1))
+        return
+    click.echo(gcal.to_text(rows, len(reports), n, false_fail, alpha), nl=False)
 
 
 def _gate_report(

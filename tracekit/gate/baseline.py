@@ -12,6 +12,7 @@ a baseline of one run.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 from collections.abc import Callable
@@ -184,11 +185,16 @@ def load_side(path: str, analyze: Callable[[str], dict[str, Any]]) -> Side:
     p = Path(path)
     if not p.exists():
         raise TracekitError(f"{path}: no such file or folder")
-    if p.is_dir() or p.name.endswith(".gz"):  # a run folder or one gzipped trace
-        return Side(path, "run", [analyze(path)])
+    gz_baseline = p.is_file() and p.name.endswith(".gz") and _is_gzipped_baseline(p)
+    if p.is_dir() or (p.name.endswith(".gz") and not gz_baseline):
+        return Side(path, "run", [analyze(path)])  # a run folder or one gzipped trace
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        if gz_baseline:
+            with gzip.open(p, "rt", encoding="utf-8") as fh:
+                text = fh.read()
+        else:
+            text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise TracekitError(f"{path}: cannot read it ({exc})") from None
     try:
         rep = json.loads(text)
@@ -204,8 +210,30 @@ def load_side(path: str, analyze: Callable[[str], dict[str, Any]]) -> Side:
     return Side(path, kind, runs_of(rep))
 
 
+def read_baseline(path: str) -> dict[str, Any]:
+    """A baseline file's document (gzipped or not); a TracekitError when it is not one."""
+    side = load_side(path, lambda _: {})
+    if side.kind != "baseline":
+        raise TracekitError(f"{path}: not a baseline (make one with `tracekit baseline save`)")
+    p = Path(path)
+    opener = gzip.open if p.name.endswith(".gz") else open
+    with opener(p, "rt", encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _is_gzipped_baseline(p: Path) -> bool:
+    """A gzipped baseline (`baseline save -o base.json.gz`), not a gzipped trace: its
+    first bytes name the baseline schema."""
+    try:
+        with gzip.open(p, "rb") as fh:
+            head = fh.read(256)
+    except (OSError, EOFError):
+        return False
+    return b'"tracekit_baseline"' in head
+
+
 def write_json(obj: dict[str, Any], dest: str) -> None:
-    """Write atomically (a temporary file, then rename)."""
+    """Write atomically (a temporary file, then rename); gzipped when `dest` ends .gz."""
     import os
     import tempfile
 
@@ -213,9 +241,11 @@ def write_json(obj: dict[str, Any], dest: str) -> None:
     if d.parent and not d.parent.exists():
         raise TracekitError(f"{dest}: folder {d.parent} does not exist")
     fd, tmp = tempfile.mkstemp(dir=d.parent or ".", prefix=f".{d.name}.")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(obj, fh, indent=1, default=str)
-        fh.write("\n")
+    text = json.dumps(obj, indent=1, default=str) + "\n"
+    with os.fdopen(fd, "wb") as fh:
+        data = text.encode("utf-8")
+        # mtime=0: the same baseline gzips to the same bytes
+        fh.write(gzip.compress(data, mtime=0) if d.name.endswith(".gz") else data)
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # a file to commit, not a private temporary

@@ -635,14 +635,13 @@ def _collective_verdicts(
     shared: int,
 ) -> list[Verdict]:
     out = []
-    keys: list[tuple] = []
+    keys: dict[tuple, None] = {}  # in order, once each
     for rep in bs:
         table, sam, _ = _collectives(rep)
-        keys += [k for k in list(table) + list(sam) if k not in keys]
+        keys.update(dict.fromkeys([*table, *sam]))
     in_new = {k for rep in ns for part in _collectives(rep)[:2] for k in part}
-    keys = [k for k in keys if k in in_new]
     b1, n1 = _one(bs), _one(ns)
-    for key in keys:
+    for key in [k for k in keys if k in in_new]:
         label = coll_label(dict(zip(("name", "group_size", "bytes"), key, strict=True)))
         for fam, rep_key, sam_key in (
             ("collective_time", "time_ms_per_step", "time_ms"),
@@ -690,10 +689,10 @@ def _kernel_verdicts(
     shared: int,
 ) -> list[Verdict]:
     out = []
-    names: list[str] = []
+    names: dict[str, None] = {}  # in order, once each
     for rep in bs:
-        names += [k["name"] for k in (rep.get("samples") or {}).get("kernels") or []
-                  if k["name"] not in names]  # fmt: skip
+        names.update(dict.fromkeys(k["name"] for k in (rep.get("samples") or {}).get(
+            "kernels") or []))  # fmt: skip
     in_new = {k["name"] for rep in ns for k in (rep.get("samples") or {}).get("kernels") or []}
     b1, n1 = _one(bs), _one(ns)
     for name in [k for k in names if k in in_new]:
@@ -808,10 +807,10 @@ def _collective_contributors(bs: list[dict], ns: list[dict]) -> list[dict]:
     """A collective's exposed time, time and bus bandwidth: the report's figures (the
     table's `exposed_ms`, `time_ms_per_step`, `busbw_GBps` — the numbers the verdicts
     show), per rank the samples' exposure by rank."""
-    keys: list[tuple] = []
+    keys: dict[tuple, None] = {}  # in order, once each
     for rep in ns:
-        keys += [k for k in (_coll_key(c) for c in (rep.get("samples") or {}).get(
-            "collectives") or []) if k not in keys]  # fmt: skip
+        keys.update(dict.fromkeys(_coll_key(c) for c in (rep.get("samples") or {}).get(
+            "collectives") or []))  # fmt: skip
     in_base = {k for rep in bs for k in _collectives(rep)[1]}
     out = []
     for key in [k for k in keys if k in in_base]:
