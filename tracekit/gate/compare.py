@@ -275,11 +275,13 @@ def _alpha_text(alpha: float, shared: int) -> str:
     return text + (f" (0.05-level shared by {shared} drill-down metrics)" if shared > 1 else "")
 
 
-def _noise_abs(noise: Threshold | None, base: float) -> float:
-    """A run-noise prior in the figure's own units (0: none)."""
+def _noise_abs(noise: Threshold | None, base: float, new: float) -> float:
+    """A run-noise prior in the figure's own units (0: none). A relative prior is of
+    the mean of the two values, so that swapping base and new gives the same p (of the
+    base alone, a base run that happened to be fast would make any new run look slow)."""
     if noise is None or noise.kind == "off":
         return 0.0
-    return noise.value * abs(base) if noise.kind == "pct" else noise.value
+    return noise.value * (abs(base) + abs(new)) / 2 if noise.kind == "pct" else noise.value
 
 
 def _in_units(v: Verdict, x: float) -> float:
@@ -329,8 +331,9 @@ def judge(
     if not exact:
         if several:
             v.run_test = between_runs(base_runs, new_runs, alpha)
-        elif _noise_abs(noise, v.base) > 0:
-            v.run_test = against_prior(v.base, v.new, _noise_abs(noise, v.base), alpha)
+        elif _noise_abs(noise, v.base, v.new) > 0:
+            sd = _noise_abs(noise, v.base, v.new)
+            v.run_test = against_prior(v.base, v.new, sd, alpha)
     rt = v.run_test
     n = f"{test.n_base} vs {test.n_new} steps" if test else ""
     if th.kind == "off":
