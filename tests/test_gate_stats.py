@@ -157,7 +157,7 @@ def test_runs_to_decide_is_the_first_n_the_change_would_stand_out_at():
     n = stats.runs_to_decide(15.0, 5.0, 1)
     # by the formula: |d| > t(0.975, n − 1)·sd·√(1 + 1/n), first true at n, not at n − 1
     def stands_out(k):
-        return 15.0 > t.ppf(0.975, k - 1) * 5.0 * math.sqrt(1 + 1 / k)
+        return t.ppf(0.975, k - 1) * 5.0 * math.sqrt(1 + 1 / k) < 15.0
 
     assert stands_out(n) and not stands_out(n - 1)
     assert stats.runs_to_decide(0.0, 5.0) is None
