@@ -91,7 +91,7 @@ def test_no_run_of_the_same_job_fails_against_a_baseline_of_the_others(first_hal
 
 
 def test_several_runs_on_both_sides_on_the_command_line(first_half):
-    code, doc = compare(BASE[3], BASE[4], "--new", BASE[5])
+    _, doc = compare(BASE[3], BASE[4], "--new", BASE[5])
     assert doc["base"]["runs"] == 1 and doc["new"]["runs"] == 2
     assert _metric(doc, "step_time")["run_test"]["df"] == 1
     code, doc = compare(first_half, BASE[3], "--new", BASE[4], "--new", BASE[5])
@@ -154,3 +154,22 @@ def test_what_the_gate_says_of_the_variant(first_half):
             assert st["verdict"] in ("regressed", "inconclusive", "unchanged"), st
             if st["verdict"] == "inconclusive":
                 assert "run-to-run noise" in st["evidence"] or "steps" in st["evidence"]
+
+
+def test_a_schema_1_baseline_reads_as_one_run_and_bad_priors_are_one_line(tmp_path):
+    with gzip.open(BASE[0], "rt") as fh:
+        (run,) = json.load(fh)["runs"]
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"tracekit_baseline": 1, **run}))
+    _, doc = compare(old, BASE[1])
+    assert doc["base"]["kind"] == "baseline" and doc["base"]["runs"] == 1
+    (tmp_path / "pyproject.toml").write_text('[tool.tracekit.gate.run_noise]\nidle = "4ms"\n')
+    for args, message in (
+        (["--config", tmp_path / "pyproject.toml"], "run_noise idle=4ms: idle is in fraction"),
+        (["--run-noise", "speed=4%"], "no metric 'speed'"),
+    ):
+        res = invoke("compare", old, BASE[1], *args)
+        assert res.exit_code == 2 and message in res.output, res.output
+        assert len(res.output.strip().splitlines()) == 1
+    res = invoke("gate", "calibrate", BASE[0])
+    assert res.exit_code == 2 and "two runs or more" in res.output
