@@ -185,3 +185,11 @@ def test_false_fail_threshold_keeps_the_simulated_false_rate_under_target():
     # a shift of 5 sd is caught most of the time, one of 0.5 sd rarely
     assert calibrate.simulate(1.0, 5.0, t, 5, 0.05) > 0.6
     assert calibrate.simulate(1.0, 0.5, t, 5, 0.05) < 0.05
+
+
+def test_steps_to_decide_returns_for_a_tiny_change_in_a_wide_spread():
+    """A change a millionth of the spread needs ~10¹³ steps: the answer comes at once
+    (the exact test's smallest p is not enumerated for such sizes)."""
+    n = stats.steps_to_decide([0.0, 10.0, 0.0, 10.0], [1e-6, 10.0, 0.0, 10.0])
+    assert n > 10**9
+    assert stats.min_two_sided_p(10**6, 10**6) == 0.0
