@@ -122,7 +122,8 @@ class Comparison:
                 "kind": "measured",
                 "runs": runs,
                 "text": f"run-to-run noise measured between runs ({runs[0]} base, "
-                f"{runs[1]} new): Student's t over run means",
+                f"{runs[1]} new): Student's t over run means, the spread never below the "
+                "prior ([tool.tracekit.gate.run_noise])",
             }
         shown = ", ".join(
             f"{k} {v}" for k, v in self.run_noise.items() if k in ("step_time", "exposed_comm")
@@ -330,7 +331,8 @@ def judge(
         v.test = test
     if not exact:
         if several:
-            v.run_test = between_runs(base_runs, new_runs, alpha)
+            floor = _noise_abs(noise, v.base, v.new)
+            v.run_test = between_runs(base_runs, new_runs, alpha, floor)
         elif _noise_abs(noise, v.base, v.new) > 0:
             sd = _noise_abs(noise, v.base, v.new)
             v.run_test = against_prior(v.base, v.new, sd, alpha)
@@ -445,7 +447,10 @@ def _runs_noise(rt: RunTest, v: Verdict) -> str:
         f"{sd * 100:.2g}%" if kind in ("pct", "off") else
         f"{sd * 100:.2g}pt" if kind == "pt" else f"{sd:.3g} ms"
     )  # fmt: skip
-    return f"run-to-run sd {sd_text} measured over {rt.n_base} base + {rt.n_new} new runs"
+    runs = f"{rt.n_base} base + {rt.n_new} new runs"
+    if rt.floored:
+        return f"run-to-run sd {sd_text}: the prior, above the spread of {runs}"
+    return f"run-to-run sd {sd_text} measured over {runs}"
 
 
 def _runs_advice(n: int | None) -> str:

@@ -33,6 +33,9 @@ is to test the units' means). So with several runs the gate tests the run means:
   sides are the same job on the same machine, so under "no change" they share one
   spread, which the baseline measures — pooled Student's t, which for one new run is the
   prediction-interval test of a new observation, (x − x̄)/(s·√(1 + 1/n)) ~ t(n − 1).
+  s is never taken below the stated prior σ: three runs that happened to agree do not
+  make the runner quieter than it is known to be (measured on the shared machine: 2 of
+  30 baseline comparisons of identical runs failed on such a chance-small s).
 - **One run a side**: nothing measures the spread between runs; a stated prior σ (the
   run-to-run standard deviation of one run's figure, `[tool.tracekit.gate.run_noise]`)
   stands in: z = (new − base)/(σ·√2), two-sided normal p (`against_prior`).
@@ -177,6 +180,7 @@ class RunTest:
     df: float | None  # degrees of freedom of the measured spread (None: the prior)
     p_value: float
     ci: tuple[float, float]  # 1 − α interval of mean(new) − mean(base)
+    floored: bool = False  # the measured spread was below the prior: the prior was used
 
     @property
     def measured(self) -> bool:
@@ -189,6 +193,7 @@ class RunTest:
             "n_base_runs": self.n_base,
             "n_new_runs": self.n_new,
             "run_sd": self.sd,
+            "prior_floor_used": self.floored,
             "df": self.df,
             "p_value": self.p_value,
             "ci": list(self.ci),
@@ -203,20 +208,28 @@ def pooled_sd(base: list[float], new: list[float]) -> tuple[float, int]:
     return (math.sqrt(ss / df) if df > 0 else 0.0), df
 
 
-def between_runs(base: list[float], new: list[float], alpha: float = ALPHA) -> RunTest:
+def between_runs(
+    base: list[float], new: list[float], alpha: float = ALPHA, floor: float = 0.0
+) -> RunTest:
     """Student's two-sample t over run means with the pooled variance (see the module
     docstring for why): t = (b̄ − ā) / (s·√(1/n_a + 1/n_b)), df = n_a + n_b − 2.
-    Needs three runs in all (df ≥ 1)."""
+    Needs three runs in all (df ≥ 1). `floor`: the stated run-to-run sd (the prior);
+    s is never taken below it — three runs that happened to agree do not make the
+    runner quieter than it is known to be (the t's degrees of freedom stay the runs')."""
     from scipy.stats import t as student_t
 
     sd, df = pooled_sd(base, new)
+    floored = floor > sd
+    sd = max(sd, floor)
     if df < 1:
         raise ValueError("between_runs needs at least three runs in all")
     d = fmean(new) - fmean(base)
     se = sd * math.sqrt(1 / len(base) + 1 / len(new))
     p = (1.0 if d == 0 else 0.0) if se == 0 else float(2 * student_t.sf(abs(d) / se, df))
     half = float(student_t.ppf(1 - alpha / 2, df)) * se
-    return RunTest("student-t over runs", len(base), len(new), sd, df, p, (d - half, d + half))
+    return RunTest(
+        "student-t over runs", len(base), len(new), sd, df, p, (d - half, d + half), floored
+    )
 
 
 def against_prior(
