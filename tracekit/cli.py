@@ -534,27 +534,86 @@ def baseline():
 
 
 @baseline.command("save")
-@click.argument("run", type=click.Path(exists=True))
+@click.argument("run", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Write here.")
 @click.option("--steps", default=None, help="ProfilerSteps of a run folder: all, N or A-B.")
 @_rule_options
 @_rank_options
 def baseline_save(run, output, steps, select, ignore, ranks, sample_ranks):
-    """Save RUN (a run folder or an `analyze --format json` report) as a baseline FILE."""
+    """Save RUN [RUN …] (run folders, `analyze --format json` reports or baselines) as
+    one baseline FILE, each run's figures and per-step samples kept apart."""
     from tracekit.gate import baseline as gb
 
-    side = gb.load_side(run, lambda p: _gate_report(p, steps, ranks, sample_ranks, select, ignore))
-    gb.write_json(gb.make_baseline(side.report), output)
-    s = side.report["samples"]
-    sel = (side.report.get("run") or {}).get("rank_selection")
+    names, reports = _baseline_runs(run, steps, ranks, sample_ranks, select, ignore)
+    gb.write_json(gb.make_baseline(reports, names), output)
+    _baseline_said(reports, output)
+
+
+@baseline.command("add")
+@click.argument("baseline_file", metavar="BASELINE", type=click.Path(exists=True, dir_okay=False))
+@click.argument("run", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--steps", default=None, help="ProfilerSteps of a run folder: all, N or A-B.")
+@_rule_options
+@_rank_options
+def baseline_add(baseline_file, run, steps, select, ignore, ranks, sample_ranks):
+    """Add RUN [RUN …] to the BASELINE file (a CI job on main that grows it)."""
+    from tracekit.gate import baseline as gb
+
+    doc = gb.read_baseline(baseline_file)
+    names, reports = _baseline_runs(run, steps, ranks, sample_ranks, select, ignore)
+    out = gb.add_runs(doc, reports, names)
+    gb.write_json(out, baseline_file)
+    _baseline_said(out["runs"], baseline_file)
+
+
+def _baseline_runs(run, steps, ranks, sample_ranks, select, ignore):
+    """(a name per run, its report) for each RUN; a baseline given adds all its runs."""
+    from tracekit.gate import baseline as gb
+
+    names, reports = [], []
+    for p in run:
+        side = gb.load_side(
+            p, lambda q: _gate_report(q, steps, ranks, sample_ranks, select, ignore)
+        )
+        for i, rep in enumerate(side.reports):
+            names.append(p if side.runs == 1 else f"{p} run {i + 1}")
+            reports.append(rep)
+    return names, reports
+
+
+def _baseline_said(reports, output):
+    s = reports[-1]["samples"]
+    sel = (reports[-1].get("run") or {}).get("rank_selection")
     chosen = f" ({sel['option']} {sel['spec']}, of {sel['of']})" if sel else ""
-    click.echo(f"baseline of {len(s['ranks'])} ranks{chosen} × {len(s['steps'])} steps → {output}")
+    runs = f"{len(reports)} run{'s' if len(reports) > 1 else ''}"
+    click.echo(
+        f"baseline of {runs}, {len(s['ranks'])} ranks{chosen} × {len(s['steps'])} steps → {output}"
+    )
 
 
 @main.command()
 @click.argument("base", type=click.Path())
 @click.argument("new", type=click.Path())
+@click.option(
+    "--base",
+    "more_base",
+    multiple=True,
+    type=click.Path(),
+    help="Another run (or report, baseline) of the base side; repeat it.",
+)
+@click.option(
+    "--new",
+    "more_new",
+    multiple=True,
+    type=click.Path(),
+    help="Another run (or report, baseline) of the new side; repeat it.",
+)
 @click.option("--max-regression", default=None, help="Thresholds: step_time=5%,exposed_comm=2pt")
+@click.option(
+    "--run-noise",
+    default=None,
+    help="Prior run-to-run sd, one run a side: step_time=4%,exposed_comm=3pt",
+)
 @click.option(
     "--fail-on",
     type=click.Choice(["regression", "inconclusive"]),
@@ -581,10 +640,13 @@ def baseline_save(run, output, steps, select, ignore, ranks, sample_ranks):
 @click.option("--all", "everything", is_flag=True, help="Show every metric, moved or not.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result here.")
 @click.pass_context
-def compare(ctx, base, new, max_regression, fail_on, alpha, config, fmt, steps, select, ignore,
-            ranks, sample_ranks, everything, output):  # fmt: skip
-    """Gate NEW against BASE (each a run folder, baseline or JSON report): exit 1 when a
-    metric regressed beyond its threshold and the per-step samples agree."""
+def compare(ctx, base, new, more_base, more_new, max_regression, run_noise, fail_on, alpha,
+            config, fmt, steps, select, ignore, ranks, sample_ranks, everything,
+            output):  # fmt: skip
+    """Gate NEW against BASE (each a run folder, baseline or JSON report; --base/--new add
+    runs to a side): exit 1 when a metric regressed beyond its threshold and beyond the
+    run-to-run noise — measured between runs where a side has several, else a stated
+    prior — and, one run a side, the per-step samples agree."""
     from tracekit.gate import baseline as gb
     from tracekit.gate import config as gc
     from tracekit.gate.compare import run_compare
@@ -601,9 +663,13 @@ def compare(ctx, base, new, max_regression, fail_on, alpha, config, fmt, steps, 
             seen[key] = _gate_report(p, steps, ranks, sample_ranks, select, ignore)
         return seen[key]
 
-    sides = [gb.load_side(p, analyze) for p in (base, new)]
+    noise = {**cfg.run_noise, **parse_spec(run_noise, "--run-noise")}
+    sides = [
+        gb.join([gb.load_side(p, analyze) for p in (first, *more)])
+        for first, more in ((base, more_base), (new, more_new))
+    ]
     cmp = run_compare(
-        *sides, th, alpha or cfg.alpha or 0.05, fail_on or cfg.fail_on or "regression"
+        *sides, th, alpha or cfg.alpha or 0.05, fail_on or cfg.fail_on or "regression", noise
     )
     if fmt == "html":
         from tracekit.gate.html import to_html
@@ -611,6 +677,68 @@ def compare(ctx, base, new, max_regression, fail_on, alpha, config, fmt, steps, 
         RENDERERS = {**RENDERERS, "html": to_html}
     _emit(RENDERERS[fmt](cmp, everything) if fmt == "text" else RENDERERS[fmt](cmp), output)
     ctx.exit(cmp.exit_code)
+
+
+@main.group("gate")
+def gate_group():
+    """The CI gate's tools (compare and baseline are commands of their own)."""
+
+
+@gate_group.command("calibrate")
+@click.argument("run", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option(
+    "--false-fail",
+    type=click.FloatRange(0, 0.5, min_open=True),
+    default=0.01,
+    show_default=True,
+    help="Target share of false failures per comparison (0.01 = 1%).",
+)
+@click.option(
+    "--catch",
+    "catch_spec",
+    default=None,
+    help="Regression to catch per metric: step_time=20%,exposed_comm=5pt  [default: 20%, 5pt]",
+)
+@click.option(
+    "--baseline-runs",
+    type=click.IntRange(2, 100),
+    default=None,
+    help="Runs in the CI baseline.  [default: the runs given − 1]",
+)
+@click.option(
+    "--alpha",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="Significance level of the gate's test.",
+)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)  # fmt: skip
+@click.option("--steps", default=None, help="ProfilerSteps of run folders: all, N or A-B.")
+@_rule_options
+@_rank_options
+def gate_calibrate(run, false_fail, catch_spec, baseline_runs, alpha, fmt, steps, select, ignore,
+                   ranks, sample_ranks):  # fmt: skip
+    """From RUN RUN [RUN …] — repeated runs of one job, same code and options (run
+    folders, reports or baselines) — print each gated metric's run-to-run spread and the
+    thresholds that keep false failures under --false-fail while catching --catch."""
+    from tracekit.gate import calibrate as gcal
+    from tracekit.gate.metrics import parse_spec
+
+    _, reports = _baseline_runs(run, steps, ranks, sample_ranks, select, ignore)
+    n = baseline_runs or max(len(reports) - 1, 2)
+    rows = gcal.spreads(reports, false_fail, parse_spec(catch_spec, "--catch"), n, alpha)
+    if fmt == "json":
+        doc = {
+            "runs": len(reports),
+            "baseline_runs": n,
+            "false_fail_target": false_fail,
+            "alpha": alpha,
+            "metrics": [r.to_dict() for r in rows],
+        }
+        click.echo(json.dumps(doc, indent=1))
+        return
+    click.echo(gcal.to_text(rows, len(reports), n, false_fail, alpha), nl=False)
 
 
 def _gate_report(

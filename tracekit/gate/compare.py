@@ -1,24 +1,34 @@
-"""Compare two reports metric by metric: regressed / improved / unchanged / inconclusive,
-and name the cause of a step-time change.
+"""Compare two sides — each one run or several — metric by metric: regressed /
+improved / unchanged / inconclusive, and name the cause of a step-time change.
 
-Verdict rules (per metric, change = new − base in the threshold's unit):
+Verdict rules (per metric, change = new − base in the threshold's unit; a side's value
+is the mean over its runs of each run's report figure):
 
 - within the threshold → **unchanged**;
 - beyond it, on a figure without step-to-step noise (peak memory) → **regressed** or
   **improved**, exact;
-- beyond it, and the per-step samples agree (Mann–Whitney U p < α, or with few steps
-  a 1 − α (95%) bootstrap interval of the difference that excludes zero, in the same
-  direction) → **regressed** or **improved**;
-- beyond it, and the samples do not agree — too few steps, too much spread, or a
-  report without samples → **inconclusive**, with the steps per run that would decide.
+- beyond it, with several runs on a side: the spread between runs is measured and the
+  change must stand out of it (Student's t over run means, p < α;
+  `tracekit.gate.stats.between_runs` says why this test) → **regressed** or
+  **improved**; else **inconclusive**, with the baseline runs that would decide;
+- beyond it, with one run a side: the spread between runs cannot be seen, so a stated
+  prior for it (`[tool.tracekit.gate.run_noise]`, `metrics.run_noise_defaults`) must be
+  exceeded (normal p < α) — else **inconclusive — run the baseline N times** — and the
+  per-step samples must agree (Mann–Whitney U p < α, or with few steps a 1 − α
+  bootstrap interval of the difference that excludes zero, in the same direction) →
+  **regressed** or **improved**; else **inconclusive** (too few steps, too much spread,
+  or a report without samples), with the steps per run that would decide.
 
-A collective's or kernel's change counts only when it is at least 1% of the base step.
-Everything is read from the two reports; the gate computes no figure of its own.
+Each verdict's evidence names the noise it was judged against and the α its p-value
+was compared with (the drill-down metrics share α: Bonferroni). A collective's or
+kernel's change counts only when it is at least 1% of the base step. Everything is
+read from the reports; the gate computes no figure of its own.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any
@@ -27,7 +37,17 @@ from tracekit.errors import TracekitError
 from tracekit.gate import metrics as M
 from tracekit.gate.baseline import Side
 from tracekit.gate.metrics import Threshold
-from tracekit.gate.stats import ALPHA, TestResult, compare, steps_to_decide
+from tracekit.gate.stats import (
+    ALPHA,
+    MAX_RUNS,
+    RunTest,
+    TestResult,
+    against_prior,
+    between_runs,
+    compare,
+    runs_to_decide,
+    steps_to_decide,
+)
 from tracekit.ingest.ranksel import ranges_text
 
 VERDICTS = ("regressed", "inconclusive", "improved", "unchanged", "not compared")
@@ -51,6 +71,9 @@ class Verdict:
     steps_to_decide: int | None = None
     cause: str | None = None
     gated: bool = True
+    run_test: RunTest | None = None
+    runs_to_decide: int | None = None
+    alpha: float | None = None  # the level its p-values were compared with
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -72,6 +95,9 @@ class Verdict:
             "steps_to_decide": self.steps_to_decide,
             "cause": self.cause,
             "gated": self.gated,
+            "run_test": self.run_test.to_dict() if self.run_test else None,
+            "runs_to_decide": self.runs_to_decide,
+            "alpha": self.alpha,
         }
 
 
@@ -85,6 +111,30 @@ class Comparison:
     verdicts: list[Verdict] = field(default_factory=list)
     cause: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    run_noise: dict[str, Threshold] = field(default_factory=dict)
+
+    @property
+    def noise(self) -> dict[str, Any]:
+        """Which run-to-run noise the verdicts were judged against."""
+        runs = [self.base.runs, self.new.runs]
+        if max(runs) > 1:
+            return {
+                "kind": "measured",
+                "runs": runs,
+                "text": f"run-to-run noise measured between runs ({runs[0]} base, "
+                f"{runs[1]} new): Student's t over run means, the spread never below the "
+                "prior ([tool.tracekit.gate.run_noise])",
+            }
+        shown = ", ".join(
+            f"{k} {v}" for k, v in self.run_noise.items() if k in ("step_time", "exposed_comm")
+        )
+        return {
+            "kind": "prior",
+            "runs": runs,
+            "prior": {k: str(v) for k, v in self.run_noise.items()},
+            "text": "one run a side cannot measure run-to-run noise: the prior sd per run "
+            f"({shown}, …; [tool.tracekit.gate.run_noise]) stands in for it",
+        }
 
     @property
     def failed(self) -> list[Verdict]:
@@ -111,6 +161,7 @@ class Comparison:
             "base": self.base.describe(),
             "new": self.new.describe(),
             "thresholds": {k: str(v) for k, v in self.thresholds.items()},
+            "noise": self.noise,
             "counts": self.counts(),
             "cause": self.cause,
             "metrics": [v.to_dict() for v in self.verdicts],
@@ -220,33 +271,72 @@ def _fmt_change(th: Threshold, ch: float | None) -> str:
     return f"{ch:+.2f}ms"
 
 
+def _alpha_text(alpha: float, shared: int) -> str:
+    text = f"α = {alpha:.2g}"
+    return text + (f" (0.05-level shared by {shared} drill-down metrics)" if shared > 1 else "")
+
+
+def _noise_abs(noise: Threshold | None, base: float, new: float) -> float:
+    """A run-noise prior in the figure's own units (0: none). A relative prior is of
+    the mean of the two values, so that swapping base and new gives the same p (of the
+    base alone, a base run that happened to be fast would make any new run look slow)."""
+    if noise is None or noise.kind == "off":
+        return 0.0
+    return noise.value * (abs(base) + abs(new)) / 2 if noise.kind == "pct" else noise.value
+
+
+def _in_units(v: Verdict, x: float) -> float:
+    """An absolute difference in the threshold's unit."""
+    if v.threshold.kind in ("pct", "off") and v.base:
+        return x / abs(v.base)
+    return x
+
+
 def judge(
     v: Verdict,
+    base_runs: list[float],
+    new_runs: list[float],
     base_s: list[float] | None,
     new_s: list[float] | None,
     alpha: float,
+    noise: Threshold | None = None,
     exact: bool = False,
     flip: bool = False,
     material: bool = True,
+    shared: int = 1,
 ) -> Verdict:
-    """Fill in v's verdict from its point values and per-step samples.
+    """Fill in v's verdict from each side's per-run values and, with one run a side,
+    its per-step samples and the run-noise prior `noise`.
 
-    `flip`: the samples move opposite to the metric (MFU vs step time)."""
+    `flip`: the samples move opposite to the metric (MFU vs step time). `shared`: the
+    number of metrics α was divided among (shown in the evidence)."""
     th = v.threshold
     v.gated = th.kind != "off"
-    if v.base is None or v.new is None:
-        missing = "base" if v.base is None else "new"
+    v.alpha = alpha
+    if not base_runs or not new_runs:
+        missing = "base" if not base_runs else "new"
         v.verdict, v.evidence, v.gated = "not compared", f"not in the {missing} report", False
         return v
+    v.base, v.new = fmean(base_runs), fmean(new_runs)
     v.change = _change(th, v.base, v.new)
     if th.kind == "off":
         v.change = _rel(v.base, v.new)
     beyond = v.change is not None and abs(v.change) > th.value and th.kind != "off"
     worse = v.change is not None and v.change * v.worse > 0
+    several = max(len(base_runs), len(new_runs)) > 1
+    a_text = _alpha_text(alpha, shared)
     test = None
-    if base_s and new_s and not exact:
+    if base_s and new_s and not exact and not several:
         test = compare(base_s, new_s, alpha)
         v.test = test
+    if not exact:
+        if several:
+            floor = _noise_abs(noise, v.base, v.new)
+            v.run_test = between_runs(base_runs, new_runs, alpha, floor)
+        elif _noise_abs(noise, v.base, v.new) > 0:
+            sd = _noise_abs(noise, v.base, v.new)
+            v.run_test = against_prior(v.base, v.new, sd, alpha)
+    rt = v.run_test
     n = f"{test.n_base} vs {test.n_new} steps" if test else ""
     if th.kind == "off":
         v.verdict, v.confidence, v.evidence = "unchanged", "", "not gated (threshold off)"
@@ -257,6 +347,14 @@ def judge(
             v.confidence, v.evidence = "high", "below 1% of the step"
         elif exact:
             v.confidence, v.evidence = "exact", f"within {th}"
+        elif several:
+            lo, hi = (_in_units(v, x) for x in rt.ci)
+            tight = max(abs(lo), abs(hi)) <= th.value
+            v.confidence = "high" if tight else "low"
+            v.evidence = (
+                f"within {th}; {(1 - alpha) * 100:.3g}% interval over runs "
+                f"{_fmt_change(th, lo)}…{_fmt_change(th, hi)} ({_runs_noise(rt, v)})"
+            )
         elif test and test.ci is not None:
             lo, hi = _ci_in_threshold_units(v, test, fmean(base_s), flip)
             tight = max(abs(lo), abs(hi)) <= th.value
@@ -275,6 +373,25 @@ def judge(
     if exact:
         v.verdict, v.confidence, v.evidence = direction, "exact", "a figure without step noise"
         return v
+    if several:
+        if rt.p_value < alpha:
+            v.verdict = direction
+            v.confidence = "high" if rt.p_value < alpha / 10 else "medium"
+            v.evidence = f"Student's t over run means p = {rt.p_value:.2g} < {a_text}; " + (
+                _runs_noise(rt, v)
+            )
+            return v
+        v.verdict, v.confidence = "inconclusive", "low"
+        v.runs_to_decide = runs_to_decide(v.new - v.base, rt.sd, len(new_runs), alpha)
+        v.evidence = (
+            f"beyond {th}, but inside the run-to-run noise (Student's t over run means "
+            f"p = {rt.p_value:.2g} ≥ {a_text}; {_runs_noise(rt, v)})"
+            + _runs_advice(v.runs_to_decide)
+        )
+        return v
+    prior = (
+        f"; beyond the run-to-run prior (sd {noise} per run: p = {rt.p_value:.2g})" if rt else ""
+    )
     if test is None or test.method == "none":
         v.verdict, v.confidence = "inconclusive", "low"
         v.evidence = (
@@ -286,19 +403,31 @@ def judge(
         return v
     moved_up = (fmean(new_s) - fmean(base_s)) > 0
     agrees = test.significant and (moved_up != flip) == (v.change > 0)
+    if agrees and rt is not None and rt.p_value >= alpha:
+        # the steps agree, but one run a side cannot see the noise between runs
+        v.verdict, v.confidence = "inconclusive", "low"
+        v.runs_to_decide = runs_to_decide(v.new - v.base, rt.sd, 1, alpha)
+        v.evidence = (
+            f"beyond {th}, but inside the run-to-run noise one run a side cannot measure "
+            f"(prior sd {noise} per run: p = {rt.p_value:.2g} ≥ {a_text})"
+            + _runs_advice(v.runs_to_decide)
+        )
+        return v
     if agrees:
         v.verdict = direction
         if test.method == "mann-whitney":
             v.confidence = "high" if test.p_value < alpha / 10 else "medium"
-            v.evidence = f"Mann–Whitney U p = {test.p_value:.2g}, {n}"
+            v.evidence = f"Mann–Whitney U p = {test.p_value:.2g} < {a_text}, {n}{prior}"
         else:
             v.confidence = "medium"
-            v.evidence = f"bootstrap {(1 - alpha) * 100:.3g}% interval excludes 0, {n}"
+            v.evidence = (
+                f"bootstrap {(1 - alpha) * 100:.3g}% interval excludes 0, {n}{prior}"
+            )
         return v
     v.verdict, v.confidence = "inconclusive", "low"
     v.steps_to_decide = steps_to_decide(base_s, new_s, alpha)
     why = (
-        f"Mann–Whitney U p = {test.p_value:.2g}"
+        f"Mann–Whitney U p = {test.p_value:.2g} ≥ {a_text}"
         if test.p_value is not None
         else f"the {(1 - alpha) * 100:.3g}% bootstrap interval includes 0"
     )
@@ -308,6 +437,29 @@ def judge(
     elif v.steps_to_decide:
         v.evidence += f"; ≈{v.steps_to_decide} steps per run would decide it"
     return v
+
+
+def _runs_noise(rt: RunTest, v: Verdict) -> str:
+    """The measured noise, named: its sd per run in the threshold's unit and the runs."""
+    sd = _in_units(v, rt.sd)
+    kind = v.threshold.kind
+    sd_text = (
+        f"{sd * 100:.2g}%" if kind in ("pct", "off") else
+        f"{sd * 100:.2g}pt" if kind == "pt" else f"{sd:.3g} ms"
+    )  # fmt: skip
+    runs = f"{rt.n_base} base + {rt.n_new} new runs"
+    if rt.floored:
+        return f"run-to-run sd {sd_text}: the prior, above the spread of {runs}"
+    return f"run-to-run sd {sd_text} measured over {runs}"
+
+
+def _runs_advice(n: int | None) -> str:
+    if n is None:
+        return f"; more than {MAX_RUNS} baseline runs would be needed to decide it"
+    return (
+        f" — run the baseline {n} times "
+        f"(`tracekit baseline save RUN… -o base.json`) to decide it"
+    )
 
 
 def _ci_in_threshold_units(
@@ -324,39 +476,59 @@ def _ci_in_threshold_units(
 # ---------------------------------------------------------------- all metrics
 
 
+def _values(reports: list[dict], get: Callable[[dict], float | None]) -> list[float]:
+    """Each run's figure (runs without it left out)."""
+    return [x for x in (get(r) for r in reports) if x is not None]
+
+
 def run_compare(
     base: Side,
     new: Side,
     thresholds: dict[str, Threshold] | None = None,
     alpha: float = ALPHA,
     fail_on: str = "regression",
+    run_noise: dict[str, Threshold] | None = None,
 ) -> Comparison:
     check_same_ranks(base, new)
     th = M.defaults()
     th.update(thresholds or {})
-    cmp = Comparison(base, new, th, alpha, fail_on)
-    b, n = base.report, new.report
+    noise = M.run_noise_defaults()
+    noise.update(run_noise or {})
+    cmp = Comparison(base, new, th, alpha, fail_on, run_noise=noise)
+    bs_, ns_ = base.reports, new.reports
+    single = base.runs == 1 and new.runs == 1
     for side in (base, new):
         if not side.has_samples:
             cmp.notes.append(
                 f"{side.path}: no per-step samples (a report from an older tracekit, or a "
                 "run without ProfilerSteps): verdicts beyond a threshold are inconclusive"
+                if single
+                else f"{side.path}: a run without per-step samples (the cause is not "
+                "decomposed into levels)"
             )
-    series = {}
     for m in M.RUN_METRICS:
-        v = Verdict(m.key, m.key, m.label, m.unit, m.worse, point(b, m), point(n, m), th[m.key])
+        v = Verdict(m.key, m.key, m.label, m.unit, m.worse, None, None, th[m.key])
         src = M.RUN_METRICS[0] if m.test_from == "step_time" else m
-        bs = step_series(b, src.sample) if src.sample else None
-        ns = step_series(n, src.sample) if src.sample else None
-        series[m.key] = (bs, ns)
-        cmp.verdicts.append(judge(v, bs, ns, alpha, exact=m.exact, flip=bool(m.test_from)))
-    step_ms = point(b, M.RUN_METRICS[0]) or 0.0
+        b_s = step_series(bs_[0], src.sample) if src.sample and single else None
+        n_s = step_series(ns_[0], src.sample) if src.sample and single else None
+        b_r = _values(bs_, lambda r, m=m: point(r, m))
+        n_r = _values(ns_, lambda r, m=m: point(r, m))
+        cmp.verdicts.append(
+            judge(v, b_r, n_r, b_s, n_s, alpha, noise[m.key], exact=m.exact,
+                  flip=bool(m.test_from))
+        )  # fmt: skip
+    step_ms = fmean(_values(bs_, lambda r: point(r, M.RUN_METRICS[0])) or [0.0])
     # the drill-down metrics (per rank, collective, kernel) share α (Bonferroni), so
     # thirty of them do not give thirty chances to call noise a regression
-    count = len(_drill_down(b, n, th, alpha, step_ms))
-    cmp.verdicts += _drill_down(b, n, th, alpha / max(count, 1), step_ms)
-    cmp.cause = explain(b, n)
-    _attach_causes(cmp, b, n)
+    count = len(_drill_down(bs_, ns_, th, noise, alpha, step_ms, 1))
+    cmp.verdicts += _drill_down(bs_, ns_, th, noise, alpha / max(count, 1), step_ms, count)
+    cmp.cause = explain(bs_, ns_)
+    _attach_causes(cmp, bs_, ns_)
+    if not single:
+        cmp.notes.append(
+            "each side's value is the mean over its runs of the run's figure; the cause "
+            "compares those means"
+        )
     return cmp
 
 
@@ -386,99 +558,168 @@ def check_same_ranks(base: Side, new: Side) -> None:
 
 
 def _drill_down(
-    b: dict, n: dict, th: dict[str, Threshold], alpha: float, step_ms: float
+    bs: list[dict],
+    ns: list[dict],
+    th: dict[str, Threshold],
+    noise: dict[str, Threshold],
+    alpha: float,
+    step_ms: float,
+    shared: int,
 ) -> list[Verdict]:
     return (
-        _rank_verdicts(b, n, th["rank_step_time"], alpha)
-        + _collective_verdicts(b, n, th, alpha, step_ms)
-        + _kernel_verdicts(b, n, th["kernel_time"], alpha, step_ms)
-    )
+        _rank_verdicts(bs, ns, th["rank_step_time"], noise["rank_step_time"], alpha, shared)
+        + _collective_verdicts(bs, ns, th, noise, alpha, step_ms, shared)
+        + _kernel_verdicts(bs, ns, th["kernel_time"], noise["kernel_time"], alpha, step_ms,
+                           shared)
+    )  # fmt: skip
 
 
-def _rank_verdicts(b: dict, n: dict, th: Threshold, alpha: float) -> list[Verdict]:
-    out = []
-    base_ranks = {r.get("rank"): r for r in b.get("ranks") or []}
-    new_ranks = {r.get("rank"): r for r in n.get("ranks") or []}
-    bs = {r["rank"]: r.get("step_time_ms") for r in _sample_ranks(b)}
-    ns = {r["rank"]: r.get("step_time_ms") for r in _sample_ranks(n)}
+def _one(reports: list[dict]) -> dict | None:
+    """The side's report when it is one run (the per-step test needs one run a side)."""
+    return reports[0] if len(reports) == 1 else None
+
+
+def _rank_verdicts(
+    bs: list[dict], ns: list[dict], th: Threshold, noise: Threshold, alpha: float, shared: int
+) -> list[Verdict]:
+    out: list[Verdict] = []
+
+    def rank_value(rep: dict, rank: Any) -> float | None:
+        row = next((r for r in rep.get("ranks") or [] if r.get("rank") == rank), None)
+        return _num(row.get("step_time_ms")) if row else None
+
+    base_ranks = [r.get("rank") for r in bs[0].get("ranks") or []]
+    new_ranks = {r.get("rank") for rep in ns for r in rep.get("ranks") or []}
     if len(base_ranks) < 2:
         return out
-    for rank in sorted(set(base_ranks) & set(new_ranks), key=lambda x: (x is None, x)):
+    b1, n1 = _one(bs), _one(ns)
+    b_s = {r["rank"]: r.get("step_time_ms") for r in _sample_ranks(b1)} if b1 else {}
+    n_s = {r["rank"]: r.get("step_time_ms") for r in _sample_ranks(n1)} if n1 else {}
+    for rank in sorted(set(base_ranks) & new_ranks, key=lambda x: (x is None, x)):
         v = Verdict(
             f"rank_step_time[rank {rank}]",
             "rank_step_time",
             f"rank {rank} step time",
             "ms",
             M.HIGHER_IS_WORSE,
-            _num(base_ranks[rank].get("step_time_ms")),
-            _num(new_ranks[rank].get("step_time_ms")),
+            None,
+            None,
             th,
         )
-        out.append(judge(v, bs.get(rank), ns.get(rank), alpha))
+        b_r = _values(bs, lambda rep, rank=rank: rank_value(rep, rank))
+        n_r = _values(ns, lambda rep, rank=rank: rank_value(rep, rank))
+        out.append(judge(v, b_r, n_r, b_s.get(rank), n_s.get(rank), alpha, noise,
+                         shared=shared))  # fmt: skip
     return out
 
 
+def _collectives(rep: dict) -> tuple[dict, dict, list]:
+    """(the report's collectives table by key, the samples' by key, the sampled steps)."""
+    sam = {_coll_key(c): c for c in (rep.get("samples") or {}).get("collectives") or []}
+    table = {_coll_key(c): c for c in rep.get("collectives") or []}
+    return table, sam, (rep.get("samples") or {}).get("steps") or []
+
+
+def _coll_figure(rep: dict, key: tuple, rep_key: str, sam_key: str) -> float | None:
+    """A collective's figure in one run: the report's; the samples' mean only for a
+    collective the report's table left out (a baseline keeps the top 20) — never in
+    place of a null: where the report cannot know a figure, the gate does not judge it."""
+    table, sam, steps = _collectives(rep)
+    if key in table:
+        return _num(table[key].get(rep_key))
+    if key in sam:
+        series = _full_series(sam[key], sam_key, steps)
+        return fmean(series) if series else None
+    return None
+
+
 def _collective_verdicts(
-    b: dict, n: dict, th: dict[str, Threshold], alpha: float, step_ms: float
+    bs: list[dict],
+    ns: list[dict],
+    th: dict[str, Threshold],
+    noise: dict[str, Threshold],
+    alpha: float,
+    step_ms: float,
+    shared: int,
 ) -> list[Verdict]:
     out = []
-    bsam = {_coll_key(c): c for c in (b.get("samples") or {}).get("collectives") or []}
-    nsam = {_coll_key(c): c for c in (n.get("samples") or {}).get("collectives") or []}
-    brep = {_coll_key(c): c for c in b.get("collectives") or []}
-    nrep = {_coll_key(c): c for c in n.get("collectives") or []}
-    bsteps = (b.get("samples") or {}).get("steps") or []
-    nsteps = (n.get("samples") or {}).get("steps") or []
-    keys = [k for k in list(brep) + [k for k in bsam if k not in brep] if k in nrep or k in nsam]
-    for key in keys:
+    keys: dict[tuple, None] = {}  # in order, once each
+    for rep in bs:
+        table, sam, _ = _collectives(rep)
+        keys.update(dict.fromkeys([*table, *sam]))
+    in_new = {k for rep in ns for part in _collectives(rep)[:2] for k in part}
+    b1, n1 = _one(bs), _one(ns)
+    for key in [k for k in keys if k in in_new]:
         label = coll_label(dict(zip(("name", "group_size", "bytes"), key, strict=True)))
-        bc, nc = bsam.get(key), nsam.get(key)
         for fam, rep_key, sam_key in (
             ("collective_time", "time_ms_per_step", "time_ms"),
             ("busbw", "busbw_GBps", "busbw_GBps"),
         ):
             f = M.FAMILIES[fam]
-            label_f, unit, worse = f.label, f.unit, f.worse
-            bs = _full_series(bc, sam_key, bsteps) if bc else None
-            ns = _full_series(nc, sam_key, nsteps) if nc else None
-            # the report's figure; the samples' mean only for a collective the report's
-            # table left out (a baseline keeps the top 20) — never in place of a null:
-            # where the report cannot know a figure, the gate does not judge it
-            bv = _num(brep[key].get(rep_key)) if key in brep else (fmean(bs) if bs else None)
-            nv = _num(nrep[key].get(rep_key)) if key in nrep else (fmean(ns) if ns else None)
-            if fam == "collective_time":
-                moved = abs((nv or 0) - (bv or 0))
-            else:  # a bandwidth matters when the collective's time does
-                bt = _num((brep.get(key) or {}).get("time_ms_per_step"))
-                nt = _num((nrep.get(key) or {}).get("time_ms_per_step"))
-                moved = abs((nt or 0) - (bt or 0)) if bt is not None else max(bt or 0, nt or 0)
-                if bt is None and bc and nc:
-                    moved = abs(fmean(_full_series(nc, "time_ms", nsteps) or [0]) -
-                                fmean(_full_series(bc, "time_ms", bsteps) or [0]))  # fmt: skip
+            b_r = _values(bs, lambda r, key=key, a=rep_key, b=sam_key: _coll_figure(r, key, a, b))
+            n_r = _values(ns, lambda r, key=key, a=rep_key, b=sam_key: _coll_figure(r, key, a, b))
+            b_s = n_s = None
+            if b1 is not None and n1 is not None:
+                (_, bsam, bsteps), (_, nsam, nsteps) = _collectives(b1), _collectives(n1)
+                b_s = _full_series(bsam[key], sam_key, bsteps) if key in bsam else None
+                n_s = _full_series(nsam[key], sam_key, nsteps) if key in nsam else None
+            # a bandwidth matters when the collective's time does
+            t_b = _values(bs, lambda r, key=key: _coll_figure(r, key, "time_ms_per_step",
+                                                              "time_ms"))  # fmt: skip
+            t_n = _values(ns, lambda r, key=key: _coll_figure(r, key, "time_ms_per_step",
+                                                              "time_ms"))  # fmt: skip
+            moved = abs(fmean(t_n or [0.0]) - fmean(t_b or [0.0]))
             material = not step_ms or moved >= M.MATERIAL_SHARE * step_ms
-            v = Verdict(f"{fam}[{label}]", fam, f"{label} {label_f}", unit, worse, bv, nv, th[fam])
-            out.append(judge(v, bs, ns, alpha, material=material))
+            v = Verdict(
+                f"{fam}[{label}]", fam, f"{label} {f.label}", f.unit, f.worse, None, None,
+                th[fam],
+            )  # fmt: skip
+            out.append(judge(v, b_r, n_r, b_s, n_s, alpha, noise[fam], material=material,
+                             shared=shared))  # fmt: skip
     return out
 
 
+def _kernel_figure(rep: dict, name: str) -> float | None:
+    k = next((k for k in (rep.get("samples") or {}).get("kernels") or [] if k["name"] == name),
+             None)  # fmt: skip
+    if k is None:
+        return None
+    return fmean(_full_series(k, "time_ms", (rep.get("samples") or {}).get("steps") or []) or [0])
+
+
 def _kernel_verdicts(
-    b: dict, n: dict, th: Threshold, alpha: float, step_ms: float
+    bs: list[dict],
+    ns: list[dict],
+    th: Threshold,
+    noise: Threshold,
+    alpha: float,
+    step_ms: float,
+    shared: int,
 ) -> list[Verdict]:
     out = []
-    bk = {k["name"]: k for k in (b.get("samples") or {}).get("kernels") or []}
-    nk = {k["name"]: k for k in (n.get("samples") or {}).get("kernels") or []}
-    bsteps = (b.get("samples") or {}).get("steps") or []
-    nsteps = (n.get("samples") or {}).get("steps") or []
-    for name in [k for k in bk if k in nk]:
-        bs = _full_series(bk[name], "time_ms", bsteps)
-        ns = _full_series(nk[name], "time_ms", nsteps)
-        bv, nv = fmean(bs), fmean(ns)
-        material = not step_ms or abs(nv - bv) >= M.MATERIAL_SHARE * step_ms
+    names: dict[str, None] = {}  # in order, once each
+    for rep in bs:
+        names.update(dict.fromkeys(k["name"] for k in (rep.get("samples") or {}).get(
+            "kernels") or []))  # fmt: skip
+    in_new = {k["name"] for rep in ns for k in (rep.get("samples") or {}).get("kernels") or []}
+    b1, n1 = _one(bs), _one(ns)
+    for name in [k for k in names if k in in_new]:
+        b_r = _values(bs, lambda r, name=name: _kernel_figure(r, name))
+        n_r = _values(ns, lambda r, name=name: _kernel_figure(r, name))
+        b_s = n_s = None
+        if b1 is not None and n1 is not None:
+            bk = {k["name"]: k for k in (b1.get("samples") or {}).get("kernels") or []}
+            nk = {k["name"]: k for k in (n1.get("samples") or {}).get("kernels") or []}
+            b_s = _full_series(bk[name], "time_ms", (b1.get("samples") or {}).get("steps") or [])
+            n_s = _full_series(nk[name], "time_ms", (n1.get("samples") or {}).get("steps") or [])
+        material = not step_ms or abs(fmean(n_r) - fmean(b_r)) >= M.MATERIAL_SHARE * step_ms
         short = name if len(name) <= 60 else name[:57] + "…"
         v = Verdict(
             f"kernel_time[{short}]", "kernel_time", f"{short} time", "ms",
-            M.HIGHER_IS_WORSE, bv, nv, th,
+            M.HIGHER_IS_WORSE, None, None, th,
         )  # fmt: skip
-        out.append(judge(v, bs, ns, alpha, material=material))
+        out.append(judge(v, b_r, n_r, b_s, n_s, alpha, noise, material=material,
+                         shared=shared))  # fmt: skip
     return out
 
 
@@ -501,15 +742,27 @@ def _ranks_text(ranks: list) -> str:
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
 
 
-def explain(b: dict, n: dict) -> dict[str, Any]:
-    """Decompose the step-time change into levels and name the top contributors."""
-    lb, ln = _level_means(b), _level_means(n)
+def _avg(reports: list[dict], get: Callable[[dict], float | None]) -> float | None:
+    """The mean over a side's runs of one run's figure (None where no run has it)."""
+    vals = _values(reports, get)
+    return fmean(vals) if vals else None
+
+
+def explain(bs: list[dict], ns: list[dict]) -> dict[str, Any]:
+    """Decompose the step-time change into levels and name the top contributors (each
+    side's figures: the mean over its runs of the run's report figure)."""
+    step = M.RUN_METRICS[0]
+    levels_b = [_level_means(r) for r in bs]
+    levels_n = [_level_means(r) for r in ns]
+    lb = {k: fmean(x[k] for x in levels_b) for k in levels_b[0] if all(k in x for x in levels_b)}
+    ln = {k: fmean(x[k] for x in levels_n) for k in levels_n[0] if all(k in x for x in levels_n)}
     out: dict[str, Any] = {"levels": {}, "contributors": [], "text": None}
     if "step_time_ms" not in lb or "step_time_ms" not in ln:
-        bs, ns = point(b, M.RUN_METRICS[0]), point(n, M.RUN_METRICS[0])
-        if bs is not None and ns is not None:
-            out["step_ms_change"] = ns - bs
-            out["text"] = f"step {ns - bs:+.2f} ms (no per-step samples to decompose it)"
+        b_st = _avg(bs, lambda r: point(r, step))
+        n_st = _avg(ns, lambda r: point(r, step))
+        if b_st is not None and n_st is not None:
+            out["step_ms_change"] = n_st - b_st
+            out["text"] = f"step {n_st - b_st:+.2f} ms (no per-step samples to decompose it)"
         return out
     d_step = ln["step_time_ms"] - lb["step_time_ms"]
     out["step_ms_change"] = d_step
@@ -518,18 +771,19 @@ def explain(b: dict, n: dict) -> dict[str, Any]:
     for key, name in LEVELS:
         levels[name] = ln.get(key, 0.0) - lb.get(key, 0.0)
     # host-bound gaps are part of idle
-    hb = [_mean_sample(x, "host_bound_ms") for x in (b, n)]
+    hb = [_avg(x, lambda r: _mean_sample(r, "host_bound_ms")) for x in (bs, ns)]
     if None not in hb:
         levels["idle"] -= hb[1] - hb[0]
         levels["host-bound"] = hb[1] - hb[0]
-    bub = [point(x, next(m for m in M.RUN_METRICS if m.key == "bubble")) for x in (b, n)]
+    bubble = next(m for m in M.RUN_METRICS if m.key == "bubble")
+    bub = [_avg(x, lambda r: point(r, bubble)) for x in (bs, ns)]
     if None not in bub:  # a pipeline: idle and exposed send/recv are the bubble
         levels["bubble (idle + exposed send/recv)"] = levels.pop("idle") + levels.pop(
             "exposed communication"
         )
     out["levels"] = levels
-    contributors = _collective_contributors(b, n) + _kernel_contributors(b, n)
-    contributors += _rank_contributors(b, n)
+    contributors = _collective_contributors(bs, ns) + _kernel_contributors(bs, ns)
+    contributors += _rank_contributors(bs, ns)
     if None not in bub:
         contributors.append(
             {
@@ -557,27 +811,41 @@ def explain(b: dict, n: dict) -> dict[str, Any]:
     return out
 
 
-def _collective_contributors(b: dict, n: dict) -> list[dict]:
-    bsam = {_coll_key(c): c for c in (b.get("samples") or {}).get("collectives") or []}
+def _collective_contributors(bs: list[dict], ns: list[dict]) -> list[dict]:
+    """A collective's exposed time, time and bus bandwidth: the report's figures (the
+    table's `exposed_ms`, `time_ms_per_step`, `busbw_GBps` — the numbers the verdicts
+    show), per rank the samples' exposure by rank."""
+    keys: dict[tuple, None] = {}  # in order, once each
+    for rep in ns:
+        keys.update(dict.fromkeys(_coll_key(c) for c in (rep.get("samples") or {}).get(
+            "collectives") or []))  # fmt: skip
+    in_base = {k for rep in bs for k in _collectives(rep)[1]}
     out = []
-    for c in (n.get("samples") or {}).get("collectives") or []:
-        bc = bsam.get(_coll_key(c))
-        if bc is None:
-            continue
-        d_exp = fmean(c["exposed_ms"] or [0]) - fmean(bc["exposed_ms"] or [0])
-        d_time = fmean(c["time_ms"] or [0]) - fmean(bc["time_ms"] or [0])
+    for key in [k for k in keys if k in in_base]:
+        label = coll_label(dict(zip(("name", "group_size", "bytes"), key, strict=True)))
 
-        def overlap(x: dict) -> float | None:
-            t = sum(x["time_ms"] or [])
-            return 1 - sum(x["exposed_ms"] or []) / t if t else None
+        def fig(side: list[dict], a: str, b: str, key: tuple = key) -> float:
+            return _avg(side, lambda rep: _coll_figure(rep, key, a, b)) or 0.0
 
-        br = dict(zip(bc.get("ranks") or [], bc.get("exposed_ms_by_rank") or [], strict=False))
-        nr = dict(zip(c.get("ranks") or [], c.get("exposed_ms_by_rank") or [], strict=False))
+        exp_b, exp_n = fig(bs, "exposed_ms", "exposed_ms"), fig(ns, "exposed_ms", "exposed_ms")
+        t_b, t_n = fig(bs, "time_ms_per_step", "time_ms"), fig(ns, "time_ms_per_step", "time_ms")
+        d_exp, d_time = exp_n - exp_b, t_n - t_b
+
+        def by_rank(side: list[dict], key: tuple = key) -> dict:
+            acc: dict[Any, list[float]] = {}
+            for rep in side:
+                c = _collectives(rep)[1].get(key) or {}
+                for r, x in zip(c.get("ranks") or [], c.get("exposed_ms_by_rank") or [],
+                                strict=False):  # fmt: skip
+                    acc.setdefault(r, []).append(x)
+            return {r: fmean(x) for r, x in acc.items()}
+
+        br, nr = by_rank(bs), by_rank(ns)
         per_rank = {r: nr[r] - br.get(r, 0.0) for r in nr}
         top = max((abs(x) for x in per_rank.values()), default=0)
         ranks = [r for r, x in per_rank.items() if top and abs(x) >= 0.5 * top]
-        label = coll_label(c)
-        ob, on = overlap(bc), overlap(c)
+        ob = 1 - exp_b / t_b if t_b else None
+        on = 1 - exp_n / t_n if t_n else None
         if d_exp:
             ov = (
                 f" (overlap {'lost' if on < ob else 'gained'}: {ob * 100:.0f}% → {on * 100:.0f}%)"
@@ -595,7 +863,9 @@ def _collective_contributors(b: dict, n: dict) -> list[dict]:
                 }
             )
         if d_time:
-            bw = [fmean([x for x in s["busbw_GBps"] if x] or [0]) for s in (bc, c)]
+            bw = [_avg(x, lambda rep, key=key: _coll_figure(rep, key, "busbw_GBps",
+                                                            "busbw_GBps"))
+                  for x in (bs, ns)]  # fmt: skip
             bwt = ""
             if all(bw) and abs(bw[1] - bw[0]) <= 0.05 * bw[0] and d_time > 0:
                 bwt = f", bus bandwidth unchanged ({bw[1]:.3g} GB/s): waiting for a late rank"
@@ -606,21 +876,21 @@ def _collective_contributors(b: dict, n: dict) -> list[dict]:
                     "kind": "collective_time",
                     "name": label,
                     "delta_ms": d_time,
+                    "busbw_GBps": bw,
                     "text": f"{label} {d_time:+.2f} ms/step{bwt}",
                 }
             )
     return out
 
 
-def _kernel_contributors(b: dict, n: dict) -> list[dict]:
-    bk = {k["name"]: k for k in (b.get("samples") or {}).get("kernels") or []}
-    nk = {k["name"]: k for k in (n.get("samples") or {}).get("kernels") or []}
-    bsteps = (b.get("samples") or {}).get("steps") or []
-    nsteps = (n.get("samples") or {}).get("steps") or []
+def _kernel_contributors(bs: list[dict], ns: list[dict]) -> list[dict]:
+    names: set[str] = set()
+    for rep in bs + ns:
+        names |= {k["name"] for k in (rep.get("samples") or {}).get("kernels") or []}
     out = []
-    for name in set(bk) | set(nk):
-        bv = fmean(_full_series(bk[name], "time_ms", bsteps) or [0]) if name in bk else 0.0
-        nv = fmean(_full_series(nk[name], "time_ms", nsteps) or [0]) if name in nk else 0.0
+    for name in names:
+        bv = fmean(_kernel_figure(r, name) or 0.0 for r in bs)
+        nv = fmean(_kernel_figure(r, name) or 0.0 for r in ns)
         short = name if len(name) <= 60 else name[:57] + "…"
         rel = f" ({(nv - bv) / bv * 100:+.0f}%)" if bv else " (new)"
         out.append(
@@ -636,11 +906,23 @@ def _kernel_contributors(b: dict, n: dict) -> list[dict]:
     return out[:3]
 
 
-def _rank_contributors(b: dict, n: dict) -> list[dict]:
-    """A rank whose compute grew much more than the others' (a new straggler)."""
+def _compute_by_rank(side: list[dict]) -> dict:
+    acc: dict[Any, list[float]] = {}
+    for rep in side:
+        for r in _sample_ranks(rep):
+            acc.setdefault(r["rank"], []).append(fmean(r.get("compute_ms") or [0]))
+    return {r: fmean(x) for r, x in acc.items() if len(x) == len(side)}
+
+
+def _stragglers(side: list[dict]) -> list[set]:
+    return [set((r.get("summary") or {}).get("straggler_ranks") or []) for r in side]
+
+
+def _rank_contributors(bs: list[dict], ns: list[dict]) -> list[dict]:
+    """A rank whose compute grew much more than the others' (a new straggler: one every
+    new run flags and no base run does)."""
     out = []
-    bc = {r["rank"]: fmean(r.get("compute_ms") or [0]) for r in _sample_ranks(b)}
-    nc = {r["rank"]: fmean(r.get("compute_ms") or [0]) for r in _sample_ranks(n)}
+    bc, nc = _compute_by_rank(bs), _compute_by_rank(ns)
     common = sorted(set(bc) & set(nc))
     if len(common) < 2:
         return out
@@ -648,9 +930,7 @@ def _rank_contributors(b: dict, n: dict) -> list[dict]:
     worst = max(common, key=lambda r: d[r])
     rest = sorted(d[r] for r in common if r != worst)
     med = rest[len(rest) // 2]
-    new_strag = set((n.get("summary") or {}).get("straggler_ranks") or []) - set(
-        (b.get("summary") or {}).get("straggler_ranks") or []
-    )
+    new_strag = set.intersection(*_stragglers(ns)) - set.union(*_stragglers(bs))
     if d[worst] - med > 0.02 * (bc[worst] or 1) and (d[worst] > 2 * max(med, 0) or new_strag):
         strag = " (a new straggler)" if worst in new_strag else ""
         out.append(
@@ -666,7 +946,7 @@ def _rank_contributors(b: dict, n: dict) -> list[dict]:
     return out
 
 
-def _attach_causes(cmp: Comparison, b: dict, n: dict) -> None:
+def _attach_causes(cmp: Comparison, bs: list[dict], ns: list[dict]) -> None:
     cause = cmp.cause
     contributors = cause.get("contributors") or []
 
@@ -685,7 +965,7 @@ def _attach_causes(cmp: Comparison, b: dict, n: dict) -> None:
         elif v.family == "bubble":
             v.cause = " ; ".join(x for x in (first("bubble"), first("rank")) if x) or None
         elif v.family == "peak_memory":
-            v.cause = _memory_cause(b, n)
+            v.cause = _memory_cause(bs, ns)
         elif v.family in ("collective_time", "busbw"):
             name = v.metric.split("[", 1)[1].rstrip("]")
             v.cause = next(
@@ -702,15 +982,16 @@ def _attach_causes(cmp: Comparison, b: dict, n: dict) -> None:
             )  # fmt: skip
 
 
-def _memory_cause(b: dict, n: dict) -> str | None:
-    def peaks(rep: dict) -> dict:
-        return {
-            r.get("rank"): r.get("peak_reserved_bytes")
-            for r in rep.get("ranks") or []
-            if _num(r.get("peak_reserved_bytes")) is not None
-        }
+def _memory_cause(bs: list[dict], ns: list[dict]) -> str | None:
+    def peaks(side: list[dict]) -> dict:
+        acc: dict[Any, list[float]] = {}
+        for rep in side:
+            for r in rep.get("ranks") or []:
+                if _num(r.get("peak_reserved_bytes")) is not None:
+                    acc.setdefault(r.get("rank"), []).append(r["peak_reserved_bytes"])
+        return {r: fmean(x) for r, x in acc.items()}
 
-    pb, pn = peaks(b), peaks(n)
+    pb, pn = peaks(bs), peaks(ns)
     common = [r for r in pn if r in pb]
     if not common:
         return None

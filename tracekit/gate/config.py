@@ -9,6 +9,10 @@ alpha = 0.05                  # significance level of the per-step test
 step_time = "5%"
 exposed_comm = "2pt"
 kernel_time = "off"
+
+[tool.tracekit.gate.run_noise]   # the prior run-to-run spread, one run a side
+step_time = "4%"
+exposed_comm = "3pt"
 ```
 
 The nearest pyproject.toml from the working directory up is read (or `--config FILE`);
@@ -33,6 +37,7 @@ class GateConfig:
     alpha: float | None = None
     fail_on: str | None = None
     source: str | None = None
+    run_noise: dict[str, Threshold] = field(default_factory=dict)
 
 
 def load(path: str | None = None) -> GateConfig:
@@ -48,14 +53,18 @@ def load(path: str | None = None) -> GateConfig:
     where = f"{p} [tool.tracekit.gate]"
     if not isinstance(table, dict):
         raise TracekitError(f"{where} must be a table")
-    unknown = set(table) - {"max_regression", "alpha", "fail_on"}
+    unknown = set(table) - {"max_regression", "run_noise", "alpha", "fail_on"}
     if unknown:
         raise TracekitError(
-            f"{where}: unknown key {sorted(unknown)[0]!r}; use max_regression, alpha, fail_on"
+            f"{where}: unknown key {sorted(unknown)[0]!r}; use max_regression, run_noise, "
+            "alpha, fail_on"
         )
     mr = table.get("max_regression", {})
     if not isinstance(mr, dict):
         raise TracekitError(f'{where}: max_regression must be a table of metric = "N%"')
+    rn = table.get("run_noise", {})
+    if not isinstance(rn, dict):
+        raise TracekitError(f'{where}: run_noise must be a table of metric = "N%"')
     alpha = table.get("alpha")
     if alpha is not None and (
         isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1
@@ -64,4 +73,10 @@ def load(path: str | None = None) -> GateConfig:
     fail_on = table.get("fail_on")
     if fail_on is not None and fail_on not in FAIL_ON:
         raise TracekitError(f"{where}: fail_on must be one of {', '.join(FAIL_ON)}")
-    return GateConfig(parse_spec(mr, f"{where} max_regression"), alpha, fail_on, str(p))
+    return GateConfig(
+        parse_spec(mr, f"{where} max_regression"),
+        alpha,
+        fail_on,
+        str(p),
+        parse_spec(rn, f"{where} run_noise"),
+    )

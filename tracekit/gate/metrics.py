@@ -6,6 +6,12 @@ listed as not compared, never an error. Adding a metric is one `Metric(...)` lin
 
 Thresholds: `5%` (relative change), `2pt` (percentage points, for fractions), `3ms`
 (absolute milliseconds), `off` (not gated).
+
+Run noise (`run_noise`): the prior for the run-to-run standard deviation of one run's
+figure, in the same units (`4%` of the figure, `1pt`, `2ms`), used where each side of a
+comparison is a single run and nothing measures the spread between runs. The defaults
+come from repeated runs of `tracekit run ddp -n 2 --steps 6` on a shared 2-core machine
+(docs/ci-gate.md, `tracekit gate calibrate`); set yours in `[tool.tracekit.gate.run_noise]`.
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ class Metric:
     key: str
     figure: F.Figure
     threshold: str
+    run_noise: str
     per_rank: bool = False
     sampled: bool = False
     test_from: str | None = None
@@ -98,18 +105,20 @@ class Metric:
 
 # The run-level metrics, in the order they are shown.
 RUN_METRICS: tuple[Metric, ...] = (
-    Metric("step_time", F.STEP_TIME_MS, "5%", per_rank=True, sampled=True),
-    Metric("mfu", F.MFU, "5%", per_rank=True, test_from="step_time"),
+    Metric("step_time", F.STEP_TIME_MS, "5%", "4%", per_rank=True, sampled=True),
+    Metric("mfu", F.MFU, "5%", "4%", per_rank=True, test_from="step_time"),
     # hfu moves with mfu, the exposure's parts with exposed_comm: shown, and gated only
     # when given a threshold, so one cause fails one metric
-    Metric("hfu", F.HFU, "off", per_rank=True, test_from="step_time"),
-    Metric("exposed_comm", F.EXPOSED_COMM_FRACTION, "2pt", per_rank=True, sampled=True),
-    Metric("exposed_transfer", F.EXPOSED_TRANSFER_FRACTION, "off", per_rank=True, sampled=True),
-    Metric("comm_wait", F.COMM_WAIT_FRACTION, "off", per_rank=True, sampled=True),
-    Metric("idle", F.IDLE_FRACTION, "3pt", per_rank=True, sampled=True),
-    Metric("host_bound", F.HOST_BOUND_FRACTION, "2pt", per_rank=True, sampled=True),
-    Metric("bubble", F.BUBBLE_FRACTION, "3pt", sampled=True),
-    Metric("peak_memory", F.PEAK_MEMORY_BYTES, "5%", exact=True),
+    Metric("hfu", F.HFU, "off", "4%", per_rank=True, test_from="step_time"),
+    Metric("exposed_comm", F.EXPOSED_COMM_FRACTION, "2pt", "3pt", per_rank=True, sampled=True),
+    Metric(
+        "exposed_transfer", F.EXPOSED_TRANSFER_FRACTION, "off", "3pt", per_rank=True, sampled=True
+    ),
+    Metric("comm_wait", F.COMM_WAIT_FRACTION, "off", "3pt", per_rank=True, sampled=True),
+    Metric("idle", F.IDLE_FRACTION, "3pt", "3pt", per_rank=True, sampled=True),
+    Metric("host_bound", F.HOST_BOUND_FRACTION, "2pt", "2pt", per_rank=True, sampled=True),
+    Metric("bubble", F.BUBBLE_FRACTION, "3pt", "1pt", sampled=True),
+    Metric("peak_memory", F.PEAK_MEMORY_BYTES, "5%", "0%", exact=True),
 )
 
 
@@ -119,6 +128,7 @@ class Family:
 
     figure: F.Figure
     threshold: str
+    run_noise: str
 
     @property
     def label(self) -> str:
@@ -134,10 +144,11 @@ class Family:
 
 
 FAMILIES: dict[str, Family] = {
-    "collective_time": Family(F.TIME_MS_PER_STEP, "10%"),  # collectives[].time_ms_per_step
-    "busbw": Family(F.BUSBW_GBPS, "10%"),  # collectives[].busbw_GBps
-    "kernel_time": Family(F.TIME_MS_PER_STEP, "10%"),  # top_kernels[].time_ms_per_step
-    "rank_step_time": Family(F.STEP_TIME_MS, "5%"),  # ranks[].step_time_ms
+    # collectives[].time_ms_per_step
+    "collective_time": Family(F.TIME_MS_PER_STEP, "10%", "4%"),
+    "busbw": Family(F.BUSBW_GBPS, "10%", "4%"),  # collectives[].busbw_GBps
+    "kernel_time": Family(F.TIME_MS_PER_STEP, "10%", "4%"),  # top_kernels[].time_ms_per_step
+    "rank_step_time": Family(F.STEP_TIME_MS, "5%", "4%"),  # ranks[].step_time_ms
 }
 
 # A collective's or kernel's change must also be this share of the step to matter.
@@ -150,9 +161,15 @@ def defaults() -> dict[str, Threshold]:
     return out
 
 
+def run_noise_defaults() -> dict[str, Threshold]:
+    """The prior run-to-run standard deviation of each metric (one run a side)."""
+    out = {m.key: Threshold.parse(m.run_noise) for m in RUN_METRICS}
+    out.update({k: Threshold.parse(f.run_noise) for k, f in FAMILIES.items()})
+    return out
+
+
 def known_keys() -> list[str]:
     return [m.key for m in RUN_METRICS] + list(FAMILIES)
-
 
 def unit_of(key: str) -> str:
     m = next((m for m in RUN_METRICS if m.key == key), None)

@@ -14,6 +14,32 @@
   at α with 80% power, n = 2·(z₁₋α/₂ + z₀.₈)²·s²/Δ², divided by Mann–Whitney's asymptotic
   relative efficiency 3/π (Lehmann, *Nonparametrics*, 1975).
 
+Run-to-run noise (`between_runs`, `against_prior`, `runs_to_decide`): steps of one run
+share the run's process placement, caches, clocks and the machine's load, so a test over
+steps calls the difference between two runs of the same code significant. The runs are
+the experimental units, the steps sub-samples of them — pseudoreplication (Hurlbert,
+*Ecological Monographs* 54:187, 1984; Lazic, *BMC Neuroscience* 11:5, 2010, whose remedy
+is to test the units' means). So with several runs the gate tests the run means:
+
+- **Student's two-sample t over run means, variance pooled** (`between_runs`). Why this
+  test: a CI baseline has 3–10 runs and a pull request one. Mann–Whitney over run means
+  cannot reach α = 0.05 below 4 vs 4 runs (smallest p: 1 vs 3 → 0.5, 3 vs 3 → 0.1); a
+  bootstrap over 3 runs has 10 distinct resampled means and a percentile interval far
+  too narrow (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, §13.3:
+  undercoverage at small n); a mixed model of steps within runs tests the same
+  fixed effect with the run means' degrees of freedom when every run has the same steps
+  (a balanced nested design: Murray, *Design and Analysis of Group-Randomized Trials*,
+  1998, §9). Welch's t needs two runs a side, and the usual CI case is one new run: both
+  sides are the same job on the same machine, so under "no change" they share one
+  spread, which the baseline measures — pooled Student's t, which for one new run is the
+  prediction-interval test of a new observation, (x − x̄)/(s·√(1 + 1/n)) ~ t(n − 1).
+  s is never taken below the stated prior σ: three runs that happened to agree do not
+  make the runner quieter than it is known to be (measured on the shared machine: 2 of
+  30 baseline comparisons of identical runs failed on such a chance-small s).
+- **One run a side**: nothing measures the spread between runs; a stated prior σ (the
+  run-to-run standard deviation of one run's figure, `[tool.tracekit.gate.run_noise]`)
+  stands in: z = (new − base)/(σ·√2), two-sided normal p (`against_prior`).
+
 scipy is imported inside the functions: `tracekit analyze` never loads it.
 """
 
@@ -22,6 +48,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from statistics import NormalDist, fmean, stdev
+
+MAX_RUNS = 50  # runs_to_decide looks no further
 
 ALPHA = 0.05
 CONFIDENCE = 0.95
@@ -55,6 +83,8 @@ def min_two_sided_p(n_a: int, n_b: int) -> float:
     """The smallest two-sided exact Mann–Whitney p-value n_a vs n_b samples can reach."""
     if n_a < 1 or n_b < 1:
         return 1.0
+    if n_a + n_b > 1000:  # below any float α (and C(n, k) of millions would never end)
+        return 0.0
     return min(1.0, 2 / math.comb(n_a + n_b, n_a))
 
 
@@ -134,3 +164,97 @@ def steps_to_decide(
     while min_two_sided_p(n, n) >= alpha:
         n += 1
     return max(n, min(len(base), len(new)) + 1)
+
+
+# ---------------------------------------------------------------- run-to-run noise
+
+
+@dataclass(frozen=True)
+class RunTest:
+    """What the runs say about mean(new) − mean(base), against run-to-run noise."""
+
+    method: str  # "student-t over runs" (measured) or "prior" (one run a side)
+    n_base: int  # runs
+    n_new: int
+    sd: float  # the run-to-run standard deviation used (measured, or the prior)
+    df: float | None  # degrees of freedom of the measured spread (None: the prior)
+    p_value: float
+    ci: tuple[float, float]  # 1 − α interval of mean(new) − mean(base)
+    floored: bool = False  # the measured spread was below the prior: the prior was used
+
+    @property
+    def measured(self) -> bool:
+        return self.df is not None
+
+    def to_dict(self) -> dict:
+        return {
+            "method": self.method,
+            "noise": "measured" if self.measured else "prior",
+            "n_base_runs": self.n_base,
+            "n_new_runs": self.n_new,
+            "run_sd": self.sd,
+            "prior_floor_used": self.floored,
+            "df": self.df,
+            "p_value": self.p_value,
+            "ci": list(self.ci),
+        }
+
+
+def pooled_sd(base: list[float], new: list[float]) -> tuple[float, int]:
+    """(pooled run-to-run standard deviation, its degrees of freedom n_a + n_b − 2):
+    √(Σ(a − ā)² + Σ(b − b̄)²) / (n_a + n_b − 2); a side of one run adds no spread."""
+    ss = sum((x - fmean(base)) ** 2 for x in base) + sum((x - fmean(new)) ** 2 for x in new)
+    df = len(base) + len(new) - 2
+    return (math.sqrt(ss / df) if df > 0 else 0.0), df
+
+
+def between_runs(
+    base: list[float], new: list[float], alpha: float = ALPHA, floor: float = 0.0
+) -> RunTest:
+    """Student's two-sample t over run means with the pooled variance (see the module
+    docstring for why): t = (b̄ − ā) / (s·√(1/n_a + 1/n_b)), df = n_a + n_b − 2.
+    Needs three runs in all (df ≥ 1). `floor`: the stated run-to-run sd (the prior);
+    s is never taken below it — three runs that happened to agree do not make the
+    runner quieter than it is known to be (the t's degrees of freedom stay the runs')."""
+    from scipy.stats import t as student_t
+
+    sd, df = pooled_sd(base, new)
+    floored = floor > sd
+    sd = max(sd, floor)
+    if df < 1:
+        raise ValueError("between_runs needs at least three runs in all")
+    d = fmean(new) - fmean(base)
+    se = sd * math.sqrt(1 / len(base) + 1 / len(new))
+    p = (1.0 if d == 0 else 0.0) if se == 0 else float(2 * student_t.sf(abs(d) / se, df))
+    half = float(student_t.ppf(1 - alpha / 2, df)) * se
+    return RunTest(
+        "student-t over runs", len(base), len(new), sd, df, p, (d - half, d + half), floored
+    )
+
+
+def against_prior(
+    base: float, new: float, sd: float, alpha: float = ALPHA, n_base: int = 1, n_new: int = 1
+) -> RunTest:
+    """One run a side: the difference against a stated run-to-run standard deviation `sd`
+    (absolute units), z = (new − base) / (sd·√(1/n_a + 1/n_b)), two-sided normal p."""
+    d = new - base
+    se = sd * math.sqrt(1 / n_base + 1 / n_new)
+    p = (1.0 if d == 0 else 0.0) if se == 0 else 2 * (1 - NormalDist().cdf(abs(d) / se))
+    half = NormalDist().inv_cdf(1 - alpha / 2) * se
+    return RunTest("prior", n_base, n_new, sd, None, p, (d - half, d + half))
+
+
+def runs_to_decide(delta: float, sd: float, n_new: int = 1, alpha: float = ALPHA) -> int | None:
+    """Baseline runs that would let a change of `delta` stand out of a run-to-run spread
+    `sd` (one new run against them): the smallest n with
+    |delta| > t(1 − α/2, n + n_new − 2)·sd·√(1/n + 1/n_new). None past MAX_RUNS, or
+    without spread or change."""
+    from scipy.stats import t as student_t
+
+    if sd <= 0 or delta == 0:
+        return None
+    for n in range(2, MAX_RUNS + 1):
+        df = n + n_new - 2
+        if abs(delta) > student_t.ppf(1 - alpha / 2, df) * sd * math.sqrt(1 / n + 1 / n_new):
+            return n
+    return None

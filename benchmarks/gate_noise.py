@@ -1,0 +1,188 @@
+"""How often does the gate cry wolf, and how often does it catch a regression?
+
+    python benchmarks/gate_noise.py record DIR [--base 6] [--variant 3] [--steps 6]
+    python benchmarks/gate_noise.py measure DIR [--run-noise step_time=12%,…] [--json]
+
+`record` runs `tracekit run ddp --world-size 2 --steps S` BASE times and the same job
+with one more transformer block (`--layers 5`) VARIANT times, interleaved (b b v b b v …)
+so the machine's load falls on both alike, logs /proc/loadavg before and after each job
+(DIR/load.tsv), and keeps each run as a gzipped one-run baseline (DIR/base-N.json.gz,
+DIR/variant-N.json.gz, a few KB: the report's figures and per-step samples, no traces).
+
+`measure` makes the comparisons of the issue (tests/test_gate_noise.py makes the same):
+
+- every ordered pair of base runs, one run a side (6 runs: 30 pairs) — a failure
+  (exit 1) is a false failure;
+- each of the last half of the base runs against a baseline of the first half, and the
+  other way round (6 runs: 3 + 3) — false failures;
+- every base run against every variant run, one run a side, and each variant run against
+  the first-half baseline — a comparison whose step time is *regressed* caught it.
+
+Nothing is timed here; the figures are the reports' own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+
+def record(out: Path, base: int, variant: int, steps: int) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    order = []
+    b = v = 0
+    while b < base or v < variant:  # two base runs, then one variant, …
+        for kind in ("base", "base", "variant"):
+            if kind == "base" and b < base:
+                b += 1
+                order.append(("base", b))
+            elif kind == "variant" and v < variant:
+                v += 1
+                order.append(("variant", v))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    with open(out / "load.tsv", "a") as log:
+        for kind, i in order:
+            name = f"{kind}-{i}"
+            run = out / "runs" / name
+            cmd = [sys.executable, "-m", "tracekit.cli", "run", "ddp", "--world-size", "2",
+                   "--steps", str(steps), "--out", str(run)]  # fmt: skip
+            if kind == "variant":
+                cmd += ["--layers", "5"]
+            load0, t0 = Path("/proc/loadavg").read_text().split()[0], time.time()
+            subprocess.run(cmd, check=True, capture_output=True, env=env, cwd=ROOT)
+            load1 = Path("/proc/loadavg").read_text().split()[0]
+            log.write(f"{name}\t{time.strftime('%H:%M:%S', time.gmtime(t0))}\t"
+                      f"{time.time() - t0:.0f}s\tload {load0} → {load1}\n")  # fmt: skip
+            log.flush()
+            subprocess.run(
+                [sys.executable, "-m", "tracekit.cli", "baseline", "save", str(run), "-o",
+                 str(out / f"{name}.json.gz")],
+                check=True, capture_output=True, cwd=ROOT,
+            )  # fmt: skip
+            print(name, "recorded", flush=True)
+
+
+def _load(path: Path):
+    from tracekit.gate import baseline as gb
+
+    return gb.load_side(str(path), lambda p: {})
+
+
+def _files(d: Path, kind: str) -> list[Path]:
+    return sorted(d.glob(f"{kind}-*.json.gz"), key=lambda p: int(p.name.split("-")[1][:-8]))
+
+
+def measure(d: Path, run_noise: str | None = None) -> dict:
+    from tracekit.gate import baseline as gb
+    from tracekit.gate.compare import run_compare
+    from tracekit.gate.metrics import parse_spec
+
+    noise = parse_spec(run_noise, "--run-noise")
+    base = [_load(p) for p in _files(d, "base")]
+    var = [_load(p) for p in _files(d, "variant")]
+    half = len(base) // 2
+    first, last = gb.join(base[:half]), gb.join(base[half:])
+
+    def verdict(b, n) -> dict:
+        cmp = run_compare(b, n, run_noise=noise)
+        st = next(v for v in cmp.verdicts if v.metric == "step_time")
+        return {
+            "base": b.path, "new": n.path, "failed": bool(cmp.failed),
+            "failed_metrics": [v.metric for v in cmp.failed],
+            "step_time": st.verdict, "change": st.change, "evidence": st.evidence,
+        }  # fmt: skip
+
+    same_pairs = [verdict(a, b) for a in base for b in base if a is not b]
+    same_base = [verdict(first, r) for r in base[half:]] + [verdict(last, r) for r in base[:half]]
+    var_pairs = [verdict(a, v) for a in base for v in var]
+    var_base = [verdict(first, v) for v in var]
+
+    def rate(rows, key="failed"):
+        return {"of": len(rows), "count": sum(bool(r[key]) for r in rows)}
+
+    return {
+        "runs": {"base": len(base), "variant": len(var)},
+        "false_failures": {
+            "single_pairs": rate(same_pairs),
+            "against_baseline": rate(same_base),
+        },
+        "caught_step_time_regressed": {
+            "single_pairs": rate([{"x": r["step_time"] == "regressed"} for r in var_pairs], "x"),
+            "against_baseline": rate(
+                [{"x": r["step_time"] == "regressed"} for r in var_base], "x"
+            ),
+        },
+        "variant_failed_any_metric": {
+            "single_pairs": rate(var_pairs),
+            "against_baseline": rate(var_base),
+        },
+        "comparisons": {
+            "same_pairs": same_pairs,
+            "same_baseline": same_base,
+            "variant_pairs": var_pairs,
+            "variant_baseline": var_base,
+        },
+    }
+
+
+def step_times(d: Path) -> dict[str, float]:
+    out = {}
+    for kind in ("base", "variant"):
+        for p in _files(d, kind):
+            with gzip.open(p, "rt") as fh:
+                run = json.load(fh)["runs"][0]
+            out[p.name.removesuffix(".json.gz")] = run["summary"]["step_time_ms"]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("record")
+    r.add_argument("dir", type=Path)
+    r.add_argument("--base", type=int, default=6)
+    r.add_argument("--variant", type=int, default=3)
+    r.add_argument("--steps", type=int, default=6)
+    m = sub.add_parser("measure")
+    m.add_argument("dir", type=Path)
+    m.add_argument("--run-noise", default=None)
+    m.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    if a.cmd == "record":
+        record(a.dir, a.base, a.variant, a.steps)
+        return
+    res = measure(a.dir, a.run_noise)
+    if a.json:
+        print(json.dumps(res, indent=1))
+        return
+    for name, ms in step_times(a.dir).items():
+        print(f"{name:12} step time {ms:8.2f} ms")
+    ff, cs = res["false_failures"], res["caught_step_time_regressed"]
+    va = res["variant_failed_any_metric"]
+    print(f"false failures: {ff['single_pairs']['count']}/{ff['single_pairs']['of']} single-run "
+          f"pairs, {ff['against_baseline']['count']}/{ff['against_baseline']['of']} against a "
+          "baseline of the other half")  # fmt: skip
+    print(f"variant, step time regressed: {cs['single_pairs']['count']}/"
+          f"{cs['single_pairs']['of']} single-run pairs, {cs['against_baseline']['count']}/"
+          f"{cs['against_baseline']['of']} against the baseline")  # fmt: skip
+    print(f"variant, any failure: {va['single_pairs']['count']}/{va['single_pairs']['of']} "
+          f"pairs, {va['against_baseline']['count']}/{va['against_baseline']['of']} baseline")
+    verdicts: dict[str, int] = {}
+    for group in res["comparisons"].values():
+        for row in group:
+            verdicts[row["step_time"]] = verdicts.get(row["step_time"], 0) + 1
+    print("step-time verdicts over all comparisons:", verdicts)
+
+
+if __name__ == "__main__":
+    main()
