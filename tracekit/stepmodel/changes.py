@@ -174,8 +174,9 @@ class Overlap(Change):
                     continue  # it already starts before its data would be ready: as it is
                 keep = [(s, se, 0, ek) for s, se, _lag, ek in e.starts[i] if ek == G.E_STREAM]
                 e.starts[i] = [*keep, (ready, True, 0, G.E_WAIT)]
-        _split(g, e, one)
-        e.reorder = True
+                e.reorder = True
+        if _split(g, e, one):
+            e.reorder = True
 
 
 DDP_BUCKET_CAP = 25 * 2**20  # DDP's default bucket_cap_mb (25 MiB)
@@ -193,7 +194,7 @@ def _piece_sources(ready: list[int], k: int, t: float) -> list[tuple[int, float]
     return [(ready[math.ceil(p * n / k) - 1], (k - p) * t) for p in range(1, k + 1)]
 
 
-def _split(g: G.Graph, e: Edits, one: dict[int, list[tuple[int, list[int]]]]) -> None:
+def _split(g: G.Graph, e: Edits, one: dict[int, list[tuple[int, list[int]]]]) -> bool:
     """Overlap a one-bucket collective as smaller buckets would (the remedy: smaller DDP
     buckets). The bucket's bytes are produced evenly over the backward compute: split
     into k pieces, piece p ready at the end of its producer (`_piece_sources`), each
@@ -211,7 +212,9 @@ def _split(g: G.Graph, e: Edits, one: dict[int, list[tuple[int, list[int]]]]) ->
     end before its measured end is left as it is (the change never delays one).
 
     `one`: transfer node (the instance, or an unmatched member) → [(member, producers)].
+    Returns whether an edge changed.
     """
+    changed = False
     for j, members in one.items():
         transfer = g.dur[j]
         alpha = min(ALPHA_NS, transfer / 2)
@@ -237,6 +240,8 @@ def _split(g: G.Graph, e: Edits, one: dict[int, list[tuple[int, list[int]]]]) ->
             keep = [(s, se, 0, ek) for s, se, _lag, ek in e.starts[i] if ek == G.E_STREAM]
             e.starts[i] = [*keep, *((s, True, lag, G.E_WAIT) for s, lag in src)]
         e.dur[j] = t
+        changed = True
+    return changed
 
 
 class NoStraggler(Change):
