@@ -340,19 +340,19 @@ class NoHostGaps(Change):
                 f"--change {self.spec}: a CPU run has no device to launch "
                 "work on; its host time is the work"
             )
+        host_gaps, dev_gaps = (G.E_CHAIN, G.E_HOSTWAIT), (G.E_STREAM, G.E_LAUNCH)
         for i in range(g.n):
             k = g.kind[i]
             if k == G.HOST:
                 e.dur[i] = 0.0 if not g.ends[i] else e.dur[i]
-                e.starts[i] = [
-                    (s, se, 0 if ek in (G.E_CHAIN, G.E_HOSTWAIT) else lag, ek)
-                    for s, se, lag, ek in e.starts[i]
-                ]
+                gaps = host_gaps
             elif k in (G.COMPUTE, G.COMM):  # no later than the (instant) host gets there
-                e.starts[i] = [
-                    (s, se, 0 if ek in (G.E_STREAM, G.E_LAUNCH) else lag, ek)
-                    for s, se, lag, ek in e.starts[i]
-                ]
+                gaps = dev_gaps
+            else:
+                continue
+            st = e.starts[i]
+            if any(lag and ek in gaps for _s, _se, lag, ek in st):
+                e.starts[i] = [(s, se, 0 if ek in gaps else lag, ek) for s, se, lag, ek in st]
 
 
 @dataclass
