@@ -117,6 +117,22 @@ def test_predicted_step_is_within_5_percent_of_the_twin_without_the_problem(tmp_
     assert predicted == pytest.approx(twin_ms, rel=0.05)
 
 
+def test_overlap_of_one_bucket_is_within_5_percent_of_the_twin_with_buckets_during_backward(
+    tmp_path,
+):
+    """One gradient bucket per step can only start once backward is done; the remedy is
+    smaller buckets: `overlap` splits it into pieces produced evenly over backward. The
+    twin: the same run with one bucket per layer issued during backward (truth from the
+    generator's own schedule)."""
+    sc = Scenario(name="onebucket", hidden=4096, buckets=1)
+    generate(sc, tmp_path / "problem")
+    generate(replace(sc, buckets=sc.layers), tmp_path / "twin")
+    _replayed, predicted = _predict(tmp_path / "problem", "overlap:all_reduce")
+    twin_ms = _measured_step(tmp_path / "twin")
+    assert _measured_step(tmp_path / "problem") > twin_ms * 1.05
+    assert predicted == pytest.approx(twin_ms, rel=0.05)
+
+
 # ------------------------------------------------------------------ where the path lies
 
 

@@ -4,7 +4,8 @@ edges before a replay (`tracekit whatif RUN --change C`, and each finding's reme
 - `overlap:NAME`: collectives NAME start as soon as the backward compute producing their
   data is done (gradients ready evenly over the step's backward compute, buckets in issue
   order), on their own lane beside compute; their launch and inferred waits are dropped
-  (one that already starts before that stays as it is);
+  (one that already starts before that stays as it is); a step's one bucket is split
+  into pieces as smaller buckets would be (`_split`);
 - `bandwidth:NAME=GBPS`: collectives NAME transfer at that bus bandwidth, t = S·factor ÷
   busbw (nccl-tests' definition, `tracekit.model.collectives.bus_factor`);
 - `no-straggler`: every rank in each step at the median rank's pace in that step: its
@@ -151,6 +152,7 @@ class Overlap(Change):
                 f"--change {self.spec}: no backward compute found (autograd "
                 "ops or work of the backward thread) to overlap with"
             )
+        one: dict[int, list[tuple[int, list[int]]]] = {}
         for key, members in comms.items():
             producers = sorted(bwd.get(key, []), key=lambda i: g.end[i])
             if not producers:
@@ -162,13 +164,84 @@ class Overlap(Change):
             if not members:
                 continue
             b, n = len(members), len(producers)
+            if b == 1:  # one bucket: the remedy is smaller buckets (`_split`)
+                i = members[0]
+                one.setdefault(g.inst[i] if g.inst[i] >= 0 else i, []).append((i, producers))
+                continue
             for j, i in enumerate(members):
                 ready = producers[max(math.ceil((j + 1) * n / b) - 1, 0)]
                 if g.end[ready] >= g.ts[i]:
                     continue  # it already starts before its data would be ready: as it is
                 keep = [(s, se, 0, ek) for s, se, _lag, ek in e.starts[i] if ek == G.E_STREAM]
                 e.starts[i] = [*keep, (ready, True, 0, G.E_WAIT)]
-        e.reorder = True
+                e.reorder = True
+        if _split(g, e, one):
+            e.reorder = True
+
+
+DDP_BUCKET_CAP = 25 * 2**20  # DDP's default bucket_cap_mb (25 MiB)
+ALPHA_NS = 10_000  # a piece's latency α (nccl-tests' small-message all-reduce: ~10 µs)
+MAX_PIECES = 256  # pieces tried at most (powers of two, and the bytes over the 25 MiB cap)
+
+
+TIE_NS = 1_000  # piece counts whose last piece ends this close: the fewer pieces
+
+
+def _piece_sources(ready: list[int], k: int, t: float) -> list[tuple[int, float]]:
+    """(producer, lag) for each of k pieces: piece p (1 … k) is ready at the end of
+    producer ⌈p·n/k⌉ − 1 and the k − p pieces after it still take their transfers."""
+    n = len(ready)
+    return [(ready[math.ceil(p * n / k) - 1], (k - p) * t) for p in range(1, k + 1)]
+
+
+def _split(g: G.Graph, e: Edits, one: dict[int, list[tuple[int, list[int]]]]) -> bool:
+    """Overlap a one-bucket collective as smaller buckets would (the remedy: smaller DDP
+    buckets). The bucket's bytes are produced evenly over the backward compute: split
+    into k pieces, piece p ready at the end of its producer (`_piece_sources`), each
+    taking t = α + (transfer − α)/k (the measured transfer's bandwidth, the α-β model
+    with α = `ALPHA_NS`, at most half the transfer), one after the other; the collective
+    ends at max over p of (ready_p + (k − p + 1)·t), the last piece's readiness plus its
+    transfer or the chain of transfers, whichever is later. In the graph: each member's
+    start waits for every piece's producer plus the transfers after that piece, and the
+    transfer (the instance's, if matched across ranks) is one piece's.
+
+    k is the count among 1, 2, 4 … `MAX_PIECES` and ⌈bytes / 25 MiB⌉ (DDP's default
+    bucket cap), at most one piece per producer, whose last piece ends first over the
+    instance's members (measured times): the bucket size the remedy would pick, as more
+    pieces hide more of the transfer and each adds α. A collective whose pieces would not
+    end before its measured end is left as it is (the change never delays one).
+
+    `one`: transfer node (the instance, or an unmatched member) → [(member, producers)].
+    Returns whether an edge changed.
+    """
+    changed = False
+    for j, members in one.items():
+        transfer = g.dur[j]
+        alpha = min(ALPHA_NS, transfer / 2)
+        nmin = min(len(prods) for _, prods in members)
+        cands = {1 << p for p in range(9)} | {math.ceil((g.nbytes[j] or 0) / DDP_BUCKET_CAP)}
+        best = None
+        for k in sorted(c for c in cands if 1 <= c <= min(nmin, MAX_PIECES)):
+            t = alpha + (transfer - alpha) / k
+            fin = max(
+                g.end[src] + lag + t
+                for _, prods in members
+                for src, lag in _piece_sources(prods, k, t)
+            )
+            if best is None or fin < best[0] - TIE_NS:
+                best = (fin, k, t)
+        if best is None:
+            continue
+        fin, k, t = best
+        if fin >= g.end[j]:
+            continue  # its pieces would not end before it does now: as it is
+        srcs = {i: _piece_sources(prods, k, t) for i, prods in members}
+        for i, src in srcs.items():
+            keep = [(s, se, 0, ek) for s, se, _lag, ek in e.starts[i] if ek == G.E_STREAM]
+            e.starts[i] = [*keep, *((s, True, lag, G.E_WAIT) for s, lag in src)]
+        e.dur[j] = t
+        changed = True
+    return changed
 
 
 class NoStraggler(Change):
@@ -267,19 +340,19 @@ class NoHostGaps(Change):
                 f"--change {self.spec}: a CPU run has no device to launch "
                 "work on; its host time is the work"
             )
+        host_gaps, dev_gaps = (G.E_CHAIN, G.E_HOSTWAIT), (G.E_STREAM, G.E_LAUNCH)
         for i in range(g.n):
             k = g.kind[i]
             if k == G.HOST:
                 e.dur[i] = 0.0 if not g.ends[i] else e.dur[i]
-                e.starts[i] = [
-                    (s, se, 0 if ek in (G.E_CHAIN, G.E_HOSTWAIT) else lag, ek)
-                    for s, se, lag, ek in e.starts[i]
-                ]
+                gaps = host_gaps
             elif k in (G.COMPUTE, G.COMM):  # no later than the (instant) host gets there
-                e.starts[i] = [
-                    (s, se, 0 if ek in (G.E_STREAM, G.E_LAUNCH) else lag, ek)
-                    for s, se, lag, ek in e.starts[i]
-                ]
+                gaps = dev_gaps
+            else:
+                continue
+            st = e.starts[i]
+            if any(lag and ek in gaps for _s, _se, lag, ek in st):
+                e.starts[i] = [(s, se, 0 if ek in gaps else lag, ek) for s, se, lag, ek in st]
 
 
 @dataclass

@@ -37,8 +37,9 @@ class StepModel:
 
     def __init__(self, run, windows: str):
         self.graph = G.build(run, windows)
-        self.order = R.order(self.graph)
-        R.prune(self.graph, self.order)
+        self.order, measured = R.ordered(self.graph)
+        if not measured:  # the measured order holds every edge: nothing to drop
+            R.prune(self.graph, self.order)
         self.base = R.run(self.graph, self.order)
         self.notes: list[str] = []  # what the caller chose about its windows
 
@@ -88,12 +89,13 @@ class StepModel:
             saved = g.starts, g.ends
             g.starts, g.ends = e.starts, e.ends
             try:
-                order = R.order(g)
+                order, measured = R.ordered(g)
             finally:
                 g.starts, g.ends = saved
             # a change's edges may contradict the rest (data that is not ready before the
             # collective that needs it): those are dropped
-            R.prune(g, order, e.starts, e.ends)
+            if not measured:
+                R.prune(g, order, e.starts, e.ends)
         rp = R.run(
             g,
             order,

@@ -61,29 +61,38 @@ def order(g: G.Graph) -> list[int]:
     time (at one instant an instance's end, nodes' ends, nodes' starts, instances' starts,
     then zero-length ends) when that order holds every edge — the usual case — else a
     topological sort (`toposort`)."""
+    return ordered(g)[0]
+
+
+def ordered(g: G.Graph) -> tuple[list[int], bool]:
+    """`order`, and whether it is the measured order (which holds every edge: `prune`
+    then drops nothing)."""
+    n = g.n
+    nv = 2 * n
     ts, end, kind = g.ts, g.end, g.kind
+    # one integer per vertex sorts by (time, tie, vertex): tie + 1 in 0 … 5
     keys = []
-    for i in range(g.n):
+    for i in range(n):
         inst = kind[i] == G.INST
         zero = end[i] <= ts[i]
-        keys.append((ts[i], 2 if inst else 1, 2 * i))
-        keys.append((end[i], (4 if zero else -1) if inst else (3 if zero else 0), 2 * i + 1))
+        keys.append(((ts[i] * 8 + (3 if inst else 2)) * nv) + 2 * i)
+        keys.append(
+            ((end[i] * 8 + ((5 if zero else 0) if inst else (4 if zero else 1))) * nv) + 2 * i + 1
+        )
     keys.sort()
-    vorder = [v for *_, v in keys]
-    pos = [0] * (2 * g.n)
+    vorder = [k % nv for k in keys] if nv else []
+    pos = [0] * nv
     for k, v in enumerate(vorder):
         pos[v] = k
-    for i in range(g.n):
+    for i in range(n):
         ps, pe = pos[2 * i], pos[2 * i + 1]
-        if ps > pe:
-            return toposort(g)
         for e in g.starts[i]:
             if pos[2 * e[0] + (1 if e[1] else 0)] >= ps:
-                return toposort(g)
+                return toposort(g), False
         for e in g.ends[i]:
             if pos[2 * e[0] + 1] >= pe:
-                return toposort(g)
-    return vorder
+                return toposort(g), False
+    return vorder, True
 
 
 def toposort(g: G.Graph) -> list[int]:
