@@ -249,12 +249,14 @@ def _rule_options(func):
 
 
 def _analysis(run, window="steps", steps=None, overrides=None, select=(), ignore=(),
-              levels=True) -> AnalysisOptions:  # fmt: skip
-    """The analysis options of a command, [tool.tracekit] filled in."""
+              levels=True, root=None) -> AnalysisOptions:  # fmt: skip
+    """The analysis options of a command, [tool.tracekit] filled in (`root`: the run's
+    root when already known, else found by discovery)."""
     from tracekit.ingest.discover import find_trace_files
     from tracekit.options import rule_selection
 
-    root = find_trace_files([Path(p) for p in run])[0] if run else None
+    if root is None:
+        root = find_trace_files([Path(p) for p in run])[0] if run else None
     sel, ign = rule_selection(root, tuple(select), tuple(ignore))
     return AnalysisOptions(
         window=window,
@@ -316,18 +318,42 @@ def analyze(
 ):
     """Walk memory → compute → communication → scaling: each figure measured beside its
     prediction, then the findings, ordered by the time a fix would win per step."""
-    from diagnosers import assemble
+    from tracekit.report import cache
     from tracekit.report.render import RENDERERS
 
     _check_output(output)
-    options = _analysis(run, window, steps, overrides, select, ignore, not breakdown_only)
+    debug = bool(ctx.obj and ctx.obj.get("debug"))
+    root = cache.answer_root(run) if fmt != "html" and not debug else None
+    options = _analysis(run, window, steps, overrides, select, ignore, not breakdown_only, root)
     opts = OpenOptions(workers, comm_kernels, strict, allow_mixed, cluster, ranks, sample_ranks)
+    answer = _answer_file(root, opts, options)
+    hit = cache.read_answer(answer) if answer else None
+    if hit:  # nothing changed since this answer was given: no discovery, no tables
+        _emit(RENDERERS[fmt](hit[0]), output)
+        for w in hit[1]:
+            click.echo(f"tracekit: warning: {w}", err=True)
+        return
+    from diagnosers import assemble
+
     with _open(run, opts) as r:
-        debug = bool(ctx.obj and ctx.obj.get("debug"))
         rep = assemble.cached(r, options, debug=debug)
         text = _html_report(r, rep) if fmt == "html" else RENDERERS[fmt](rep)
     _emit(text, output)
     _warn(r)
+    if answer:
+        cache.write_answer(answer, rep, r.warnings)
+
+
+def _answer_file(root, opts: OpenOptions, options: AnalysisOptions):
+    """Where `analyze`'s answer for these options is kept (`tracekit.report.cache`), or
+    None when it must take the normal path."""
+    from dataclasses import asdict
+
+    from tracekit.report import cache
+
+    if root is None:
+        return None
+    return cache.answer_key(root, {"open": asdict(opts), "analysis": options.key()})
 
 
 def _html_report(r, rep) -> str:

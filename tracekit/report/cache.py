@@ -88,3 +88,82 @@ def _prune(folder: Path) -> None:
     files = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
     for old in files[KEEP:]:
         old.unlink(missing_ok=True)
+
+
+# ---- the warm answer from one file, before the run is opened ------------------------
+#
+# `tracekit analyze RUN_FOLDER` answers from `<cache>/answers/<key>.json` without
+# discovering the traces, opening DuckDB or the Parquet tables, or running the health
+# check, when nothing it depends on changed. The key hashes the code (`_code_stamp`), the
+# run folder, the open and analysis options, the project's pyproject.toml (found as
+# `tracekit.config.pyproject_for` finds it: path, size, mtime) and the path, size and
+# mtime of every file under the folder outside `.tracekit/` — the traces (the freshness
+# the ingest index uses), job.json and any file that is not a trace yet. Anything
+# ambiguous (several inputs, a file, a symlink under the folder, a cache we cannot
+# locate) has no key: the command takes the normal path. A stored answer is the report
+# the normal path printed (`encode`, what `cached` returns) and its warnings.
+
+ANSWERS = "answers"
+
+
+def answer_root(inputs: tuple[str, ...]) -> Path | None:
+    """The run folder when the fast answer may apply: one input, a folder, not a link
+    (the root `find_trace_files` gives it); else None."""
+    import os
+
+    if len(inputs) != 1 or not os.path.isdir(inputs[0]) or os.path.islink(inputs[0]):
+        return None
+    return Path(inputs[0]).resolve()
+
+
+def answer_key(root: Path, options: dict[str, Any]) -> Path | None:
+    """The answer's file for the run folder `root` and `options` as they are now, or None
+    when the fast answer does not apply. Costs a walk of the folder and one stat a file."""
+    import os
+
+    from tracekit import config
+    from tracekit.errors import TracekitError
+    from tracekit.ingest.cache import cache_dir
+
+    files: list[tuple[str, int, int]] = []
+    try:
+        for folder, dirs, names in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if d != ".tracekit")
+            for name in (*dirs, *names):
+                path = os.path.join(folder, name)
+                st = os.lstat(path)
+                if os.path.islink(path):
+                    return None  # discovery may follow it: ambiguous
+                if name in names:
+                    files.append((os.path.relpath(path, root), st.st_size, st.st_mtime_ns))
+        pyproject = config.pyproject_for(root)
+        project = None
+        if pyproject is not None:
+            st = pyproject.stat()
+            project = [str(pyproject.resolve()), st.st_size, st.st_mtime_ns]
+        cdir = cache_dir(root)
+    except (OSError, TracekitError):
+        return None
+    h = hashlib.sha256(_code_stamp().encode())
+    stamp = [str(root), sorted(files), project, options]
+    h.update(json.dumps(stamp, sort_keys=True, default=str).encode())
+    return cdir / ANSWERS / f"{h.hexdigest()[:32]}.json"
+
+
+def read_answer(path: Path) -> tuple[Report, list[str]] | None:
+    """The stored report and warnings, or None (none yet, or unreadable)."""
+    try:
+        data = json.loads(path.read_bytes())
+        return decode(data["report"]), [str(w) for w in data["warnings"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_answer(path: Path, report: Report, warnings: list[str]) -> None:
+    """Store the answer the normal path gave (an atomic write; newest `KEEP` kept)."""
+    try:
+        path.parent.mkdir(exist_ok=True)
+        write_text(path, json.dumps({"report": encode(report), "warnings": list(warnings)}))
+        _prune(path.parent)
+    except OSError:  # only costs the next analyze its time
+        pass
