@@ -260,7 +260,9 @@ def test_compare_needs_the_same_ranks(named_run, tmp_path):
     base = tmp_path / "base.json"
     res = invoke("baseline", "save", named_run, "--sample-ranks", "2", "-o", base)
     assert res.exit_code == 0 and "(--sample-ranks 2, of 8)" in res.output
-    assert json.loads(base.read_text())["run"]["rank_selection"]["ranks"] == [0, 7]
+    # baseline schema 2: each run kept apart
+    (saved,) = json.loads(base.read_text())["runs"]
+    assert saved["run"]["rank_selection"]["ranks"] == [0, 7]
     # against every rank: one line, exit 2
     proc = subprocess.run(
         [sys.executable, "-m", "tracekit.cli", "compare", str(base), str(named_run)],

@@ -109,7 +109,7 @@ def test_the_gate_does_not_judge_a_null_bandwidth(tmp_path):
     assert nulls
     for c in rep["samples"]["collectives"]:  # an older report's samples held numbers
         c["busbw_GBps"] = [1.0 for _ in c["busbw_GBps"]]
-    cmp = run_compare(Side("a", "report", rep), Side("b", "report", rep))
+    cmp = run_compare(Side("a", "report", [rep]), Side("b", "report", [rep]))
     for c in nulls:
         label = f"busbw[{c['name']}"
         v = [v for v in cmp.verdicts if v.metric.startswith(label)]
