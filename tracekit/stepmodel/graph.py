@@ -206,14 +206,14 @@ def build(run, windows: str) -> Graph:
             g.inst[i] = -2 if p is None else p  # the stream predecessor, for now
         # the launch latency: the low end of what launch-bound work shows (its median
         # would count work that waited for something the trace does not show)
-        lat = {r: _low(v) for r, v in lat_bound.items()}
+        lat = _low(lat_bound[rank]) if rank in lat_bound else DEFAULT_LAUNCH_NS
         ends_sorted = sorted(nodes, key=lambda i: g.end[i])
         end_times = [g.end[i] for i in ends_sorted]
         for i in nodes:
             p = g.inst[i]
             g.inst[i] = -1
             _device_edges(
-                g, i, p, launch_of.get(i), lat.get(rank, DEFAULT_LAUNCH_NS), ends_sorted, end_times
+                g, i, p, launch_of.get(i), lat, ends_sorted, end_times
             )
     # ---- a collective's data: the compute its rank had launched before issuing it (what
     # the event a process group records on the current stream and waits for captures)
