@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracekit.errors import TracekitError
+from tracekit.model.ranks import ranges
 
 HEADER_PROBE_BYTES = 4 << 20  # how much of a trace is gunzipped to find its header
 _CHUNK = 64 << 10
@@ -59,13 +60,7 @@ def parse_spec(spec: str) -> list[int]:
 
 def ranges_text(ranks: list[int]) -> str:
     """[0, 1, 2, 5] → '0-2,5' (the `--ranks` syntax, so it can be pasted back)."""
-    out: list[list[int]] = []
-    for r in sorted(ranks):
-        if out and out[-1][1] == r - 1:
-            out[-1][1] = r
-        else:
-            out.append([r, r])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in out)
+    return ranges(ranks, dash="-", sep=",")
 
 
 def spread(ranks: list[int], n: int) -> list[int]:

@@ -111,6 +111,11 @@ class Chart:
     note: str = ""
 
 
+def _layered(layers: list[dict], **rest: Any) -> dict[str, Any]:
+    """A chart of layers, each with its own data."""
+    return {"width": "container", "height": 240, "layer": layers, **rest}
+
+
 def _spec(data: list[dict], **rest: Any) -> dict[str, Any]:
     return {
         "data": {"values": data},
@@ -268,8 +273,7 @@ def chart_busbw(rep: dict) -> Chart | None:
                 "encoding": {"x": x, "y": y, "color": _n("kind", "collective")},
             }
         )
-    spec = _spec([], layer=layers)
-    del spec["data"]
+    spec = _layered(layers)
     return Chart(
         "busbw",
         "Bus bandwidth against message size, per collective",
@@ -354,8 +358,7 @@ def chart_bubble(rep: dict) -> Chart | None:
                 "encoding": {"y": y, "color": _n("what", "predicted")},
             }
         )
-    spec = _spec([], layer=layers)
-    del spec["data"]
+    spec = _layered(layers)
     return Chart(
         "bubble",
         "Pipeline bubble per stage: measured, formula, modeled",
@@ -431,8 +434,7 @@ def chart_ops(rep: dict) -> Chart | None:
                 "encoding": {"x": x, "color": _n("peak", "")},
             }
         )
-    spec = _spec([], layer=layers)
-    del spec["data"]
+    spec = _layered(layers)
     return Chart(
         "ops",
         "Top ops: achieved TFLOP/s against peak",
@@ -491,8 +493,7 @@ def chart_memory(rep: dict) -> Chart | None:
                 "encoding": {"x": _n("rank", None, sort=None), "y": y},
             }
         )
-    spec = _spec([], layer=layers)
-    del spec["data"]
+    spec = _layered(layers)
     return Chart(
         "memory",
         "Memory peak against capacity and the memory equation",
