@@ -42,6 +42,11 @@ class JobConfig:
     hybrid_dp: str = opt("data parallelism of the hybrid mesh: fsdp or ddp-style replicate", "fsdp")
     fsdp_prefetch: bool = opt("FSDP2 explicit forward/backward prefetch of the next layer", False)
     bucket_cap_mb: float = opt("DDP gradient bucket size, MB", 25.0)
+    ddp_overlap: bool = opt(
+        "DDP: all-reduce each gradient bucket during backward as its gradients are ready; "
+        "off: one all-reduce of every gradient after backward (no overlap)",
+        True,
+    )
     dtype: str = opt("parameter/compute dtype: float32 or bfloat16", "float32")
     device: str = opt("auto (CUDA + NCCL when there are enough GPUs), cpu or cuda", "auto")
     calibrate: bool = opt("measure peak matmul FLOP/s and collective α-β before profiling", True)

@@ -63,18 +63,49 @@ def build_ddp(cfg: JobConfig, device, rank: int, world: int) -> Job:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     model = Transformer(cfg).to(device=device, dtype=_dtype(cfg))
+    x, y = _batch(cfg, device, rank)
+    if not cfg.ddp_overlap:
+        opt = _adamw(model.parameters())
+
+        def step() -> float:
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            _all_reduce_after_backward([p.grad for p in model.parameters()], world)
+            opt.step()
+            return float(loss.detach())
+
+        return Job(
+            step,
+            Mesh(dp=world),
+            micro_batch=cfg.batch,
+            global_batch=cfg.batch * world,
+            notes={"ddp": "no overlap: one all-reduce of every gradient after backward"},
+        )
     ddp = DDP(
         model,
         device_ids=[device.index] if device.type == "cuda" else None,
         bucket_cap_mb=cfg.bucket_cap_mb,
     )
-    x, y = _batch(cfg, device, rank)
     return Job(
         _train_step(ddp, _adamw(ddp.parameters()), x, y),
         Mesh(dp=world),
         micro_batch=cfg.batch,
         global_batch=cfg.batch * world,
     )
+
+
+def _all_reduce_after_backward(grads: list, world: int) -> None:
+    """Average `grads` over the data-parallel ranks with one all-reduce of one flat
+    bucket, issued once backward is done (what DDP does without overlap)."""
+    grads = [g for g in grads if g is not None]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat)
+    flat /= world
+    off = 0
+    for g in grads:
+        g.copy_(flat[off : off + g.numel()].view_as(g))
+        off += g.numel()
 
 
 def _prefetch(layers: list) -> None:
@@ -185,14 +216,7 @@ def build_moe(cfg: JobConfig, device, rank: int, world: int) -> Job:
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(x), y)
         loss.backward()
-        grads = [p.grad for p in dense if p.grad is not None]
-        flat = torch.cat([g.reshape(-1) for g in grads])
-        dist.all_reduce(flat)  # one bucket, as DDP would
-        flat /= world
-        off = 0
-        for g in grads:
-            g.copy_(flat[off : off + g.numel()].view_as(g))
-            off += g.numel()
+        _all_reduce_after_backward([p.grad for p in dense], world)  # one bucket
         opt.step()
         return float(loss.detach())
 

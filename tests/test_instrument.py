@@ -88,6 +88,37 @@ def test_job_yields_traces_collectives_and_manifest(tmp_path, job, extra):
             assert man.model.experts == 4 and man.model.active_params < man.model.params
 
 
+@pytest.mark.parametrize("overlap", [False, True])
+def test_ddp_overlap_option_places_the_gradient_all_reduce(tmp_path, overlap):
+    """`--no-ddp-overlap`: one all-reduce of every gradient (the model's parameters ×
+    4 bytes, fp32) per step, issued once backward is done; with overlap and small buckets,
+    DDP's all-reduces start while backward still runs (the twin issue 18's what-if
+    `overlap:all_reduce` is checked against, benchmarks/stepmodel_reruns.py)."""
+    extra = ("--ddp-overlap", "--bucket-cap-mb", "0.5") if overlap else ("--no-ddp-overlap",)
+    out = _run(tmp_path, "ddp", extra, 2)
+    man = manifest.load(out)
+    with tracekit.open(out) as run:
+        for rank in (0, 1):
+            rows = run.sql(
+                f"""SELECT c.issue_ts_ns, c.bytes,
+                      (SELECT max(e.ts_ns + e.dur_ns) FROM events e
+                       WHERE e.rank = c.rank AND e.name LIKE 'autograd::engine::evaluate_function%'
+                         AND e.ts_ns >= s.ts_ns AND e.ts_ns < s.ts_ns + s.dur_ns) AS bwd_end
+                    FROM collectives c JOIN steps s ON s.rank = c.rank
+                      AND c.issue_ts_ns >= s.ts_ns AND c.issue_ts_ns < s.ts_ns + s.dur_ns
+                    WHERE c.rank = {rank} AND c.name = 'all_reduce' ORDER BY c.issue_ts_ns"""
+            ).fetchall()
+            if not overlap:
+                assert len(rows) == 1, rows
+                ((issue, nbytes, bwd_end),) = rows
+                assert nbytes == 4 * man.model.params
+                assert issue >= bwd_end
+            else:
+                assert len(rows) >= 3, rows
+                assert sum(b for _i, b, _e in rows) == 4 * man.model.params
+                assert rows[0][0] < rows[0][2]  # the first bucket goes while backward runs
+
+
 def test_calibration_is_measured(tmp_path):
     pytest.importorskip("torch")
     out = tmp_path / "ddp"
