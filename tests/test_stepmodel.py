@@ -143,6 +143,30 @@ def test_a_stragglers_rank_carries_most_of_the_critical_path(tmp_path):
     assert cp.by_rank["2"] > 0.5 * sum(cp.by_rank.values())
 
 
+@pytest.mark.parametrize("name", ["pp_1f1b", "pp_interleaved"])
+def test_a_pipelines_path_crosses_its_stages_through_send_and_recv(tmp_path, name):
+    """Two stages over gloo: the last stage's forward needs the first stage's activations
+    and the first stage's backward the last stage's gradients (the schedule's truth), so
+    the path that sets the step runs on both ranks, through each send ↔ recv pair (the
+    peer of a 2-rank group is the other rank), and the recv's wait is not host time."""
+    run_dir = tmp_path / name
+    shutil.copytree(SAMPLES / name, run_dir)
+    sm = _report(run_dir).step_model
+    assert sm.replay_error == pytest.approx(0, abs=1e-9)
+    cp = sm.critical_path
+    total = sum(cp.by_rank.values())
+    assert set(cp.by_rank) == {"0", "1"} and min(cp.by_rank.values()) > 0.25 * total
+    assert cp.by_kind["compute"] > 0.35 * sum(cp.by_kind.values())
+    with tracekit.open(run_dir) as run:
+        from tracekit.stepmodel.graph import INST, build
+
+        g = build(run, Context(run, AnalysisOptions()).windows)
+        pairs = [i for i in range(g.n) if g.kind[i] == INST and g.coll[i] in ("send", "recv")]
+        sends = run.sql("SELECT count(*) FROM collectives WHERE name = 'send'").fetchall()[0][0]
+    # every send in the analysed window has its recv (the windows hold whole steps)
+    assert 0 < len(pairs) <= sends
+
+
 def test_an_exposed_all_reduce_is_on_the_critical_path(tmp_path):
     generate(Scenario(name="exposed", hidden=4096, buckets_after_backward=True), tmp_path)
     sm = _report(tmp_path).step_model

@@ -28,9 +28,10 @@ duration and its end edges), each with a lag measured from the trace:
 - collectives: every member of an instance starts as its own lane allows; the instance
   starts at its last member's start and takes the transfer time (the earliest member end
   − the last start: the collective without the wait for peers); each member ends at the
-  instance's end plus its own measured tail. Unmatched collectives and point-to-point
-  transfers keep their measured duration (send ↔ recv are not paired: see
-  docs/step-model.md).
+  instance's end plus its own measured tail. A send and its recv are an instance of two
+  where the peer is known (a 2-rank group: the graph SQL's `p2p:` keys). Unmatched
+  collectives and point-to-point transfers without a known peer keep their measured
+  duration (docs/step-model.md).
 
 Every lag is measured, so replaying the graph unchanged gives the measured times up to the
 edges the trace cannot explain; `replay_error` says how complete the graph is.
@@ -171,7 +172,9 @@ def build(run, windows: str) -> Graph:
         k = COMM if comm else COMPUTE
         i = g.add(
             rank,
-            f"stream {lane}" if kind != "comm_thread" else f"thread {lane}",
+            # a gloo span is a lane of its own even where it sits on the main thread (send
+            # and recv): the thread's next op waits for it, it is not its predecessor
+            f"stream {lane}" if kind != "comm_thread" else f"gloo {lane}",
             k,
             name,
             ts,
@@ -195,12 +198,15 @@ def build(run, windows: str) -> Graph:
                 blocking[h] = i
             g.backward[i] = g.backward[h] and k == COMPUTE
     # ---- stream order and launch edges
+    host_lanes = {(g.rank[i], g.lane[i]) for v in host_nodes.values() for i in v}
     for rank, nodes in dev_nodes.items():
         nodes.sort(key=lambda i: (g.lane[i], g.ts[i]))
         prev: dict[str, int] = {}
         for i in nodes:
             p = prev.get(g.lane[i])
             prev[g.lane[i]] = i
+            if _on_host_thread(g, i, host_lanes):
+                p = None  # gloo send/recv on a host thread: posted in host order, not queued
             if i in launch_of and (p is None or g.ts[i] - g.end[p] > STREAM_SLACK_NS):
                 lat_bound.setdefault(rank, []).append(g.ts[i] - launch_of[i][1])
             g.inst[i] = -2 if p is None else p  # the stream predecessor, for now
@@ -242,6 +248,15 @@ def build(run, windows: str) -> Graph:
     ctimes = {r: [g.end[i] for i in v] for r, v in csrt.items()}
     hsrt = {r: sorted(v, key=lambda i: g.end[i]) for r, v in host_nodes.items()}
     htimes = {r: [g.end[i] for i in v] for r, v in hsrt.items()}
+    # a send/recv span on a host thread lasts until the thread waits for it: where it
+    # outlives its pair's transfer (the first member end) its end is that wait, not data
+    lazy = {
+        m
+        for key, pair in by_instance.items()
+        if key.startswith("p2p:")
+        for m in pair
+        if g.end[m] > min(g.end[x] for x in pair) + COMM_WAKE_NS
+    }
     for rank, nodes in host_nodes.items():
         by_thread: dict[str, int] = {}
         dev_sorted = sorted(dev_nodes.get(rank, []), key=lambda i: g.end[i])
@@ -265,6 +280,10 @@ def build(run, windows: str) -> Graph:
                         after=prev_end,
                         within=COMM_WAKE_NS,
                     )
+                if w is None and csrt.get(rank):  # a collective or p2p transfer that was
+                    # in flight when the thread went idle and ended during the gap: the
+                    # thread waited for it (its wake-up measured, however long)
+                    w = _in_flight(csrt[rank], ctimes[rank], g, prev_end, g.ts[i], lazy)
                 if w is None:  # else the thread waited for another thread of its rank
                     w = _latest_before(
                         hsrt[rank],
@@ -324,6 +343,8 @@ def build(run, windows: str) -> Graph:
         tails = [hn[-1]] if hn else []
         last_by_lane: dict[str, int] = {}
         for i in dev_nodes.get(rank, []):
+            if _on_host_thread(g, i, host_lanes):
+                continue  # a send's span lasts until it is waited for: not the step's end
             if g.lane[i] not in last_by_lane or g.end[i] > g.end[last_by_lane[g.lane[i]]]:
                 last_by_lane[g.lane[i]] = i
         tails += list(last_by_lane.values())
@@ -402,6 +423,28 @@ def _latest_before(
         j = srt[k]
         if g.lane[j] != exclude_lane and (rank is None or g.rank[j] == rank):
             return j if within is None or t - times[k] <= within else None
+        k -= 1
+    return None
+
+
+def _on_host_thread(g: Graph, i: int, host_lanes: set[tuple[int, str]]) -> bool:
+    """A gloo span on a thread that runs host ops (send/recv sit on the main thread)."""
+    lane = g.lane[i]
+    return lane.startswith("gloo ") and (g.rank[i], "thread " + lane[5:]) in host_lanes
+
+
+def _in_flight(
+    srt: list[int], times: list[int], g: Graph, idle: int, t: int, lazy: set[int]
+) -> int | None:
+    """The gloo span (communication by end: `srt`, `times`; not one of `lazy`) that
+    started before `idle` and ended last in (`idle`, `t`]: what a thread idle from `idle`
+    to `t` waited for. Only gloo spans: a thread blocks in `Work.wait()` on them, the trace
+    does not show it; a GPU host thread is not blocked by a kernel except through a sync."""
+    k = bisect_right(times, t + ROUND_NS) - 1
+    while k >= 0 and times[k] > idle:
+        j = srt[k]
+        if g.ts[j] < idle and g.lane[j].startswith("gloo ") and j not in lazy:
+            return j
         k -= 1
     return None
 

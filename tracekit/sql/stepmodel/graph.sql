@@ -50,7 +50,7 @@ ORDER BY rank, tid, ts_ns
 -- @column launch_ts_ns: start of the launching runtime call (gloo: the issue op)
 -- @column launch_end_ns: end of the launching runtime call (null for gloo)
 -- @column coll: collective (all_reduce …) of a communication row
--- @column instance_key: cross-rank instance of a matched collective (null otherwise)
+-- @column instance_key: cross-rank instance of a matched collective, or of a send and its recv (`p2p:SRC>DST:K`, the K-th of that pair of ranks in each trace, same bytes; only in 2-rank groups, where the peer is the other rank); null otherwise
 -- @column bytes: nccl-tests size S of a collective, bytes
 -- @column group_size: ranks in its group
 WITH w AS ({windows}),
@@ -64,17 +64,35 @@ d AS (
     SELECT rank, correlation, any_value(tid) AS tid, min(ts_ns) AS ts_ns,
            max(ts_ns + dur_ns) AS end_ns FROM events
     WHERE kind = 'runtime' AND correlation IS NOT NULL GROUP BY rank, correlation
+), p AS (  -- point-to-point rows whose peer is known: the other rank of a 2-rank group
+    SELECT rank, ts_ns, lane, bytes,
+           CASE WHEN name = 'send' THEN rank ELSE peer END AS src,
+           CASE WHEN name = 'send' THEN peer ELSE rank END AS dst,
+           row_number() OVER (PARTITION BY rank, name, peer ORDER BY ts_ns) AS k
+    FROM (SELECT *, CASE WHEN len(group_ranks) = 2 AND list_contains(group_ranks, rank)
+                         THEN group_ranks[1] + group_ranks[2] - rank END AS peer
+          FROM collectives WHERE name IN ('send', 'recv'))
+    WHERE peer IS NOT NULL
+), pk AS (  -- the K-th send from SRC to DST and the K-th recv at DST from SRC
+    SELECT rank, ts_ns, lane, 'p2p:' || src || '>' || dst || ':' || k AS key,
+           count(*) OVER (PARTITION BY src, dst, k) AS n,
+           min(bytes) OVER (PARTITION BY src, dst, k) = max(bytes) OVER (PARTITION BY src, dst, k)
+               AS same_bytes
+    FROM p
 )
 SELECT d.rank, d.lane, d.ts_ns, d.end_ns, d.kind, d.name,
        (d.kind = 'comm_thread' OR coalesce(kc.category = 'communication', false)) AS comm,
        r.tid AS launch_tid, coalesce(r.ts_ns, c.issue_ts_ns) AS launch_ts_ns,
        r.end_ns AS launch_end_ns,
-       c.name AS coll, CASE WHEN c.matched THEN c.instance_key END AS instance_key,
+       c.name AS coll,
+       CASE WHEN c.matched THEN c.instance_key
+            WHEN pk.n = 2 AND pk.same_bytes THEN pk.key END AS instance_key,
        c.bytes, c.group_size
 FROM d
 LEFT JOIN r ON r.rank = d.rank AND r.correlation = d.correlation AND d.kind <> 'comm_thread'
 LEFT JOIN kernel_classes kc ON kc.rank = d.rank AND kc.name = d.name
 LEFT JOIN collectives c ON c.rank = d.rank AND c.ts_ns = d.ts_ns AND c.lane = d.lane
+LEFT JOIN pk ON pk.rank = c.rank AND pk.ts_ns = c.ts_ns AND pk.lane = c.lane
 ORDER BY d.rank, d.lane, d.ts_ns
 
 -- @query steps
