@@ -27,6 +27,7 @@ from tracekit.report import units
 from tui.screens.common import TkScreen
 
 KINDS = ("compute", "communication", "waiting", "host", "idle")  # the path's kinds
+P2P = ("send", "recv")  # a pipeline's hops: no gradient to overlap, none offered
 
 
 def suggestions(report: dict) -> list[tuple[str, str]]:
@@ -46,7 +47,7 @@ def suggestions(report: dict) -> list[tuple[str, str]]:
         if not name:
             continue
         spec = f"overlap:{name}"
-        if spec not in out:
+        if spec not in out and name not in P2P:
             out[spec] = f"exposed {units.fmt(c.get('exposed_ms'), 'ms')} a step"
         bw = c.get("busbw_GBps")
         if bw and not any(k.startswith(f"bandwidth:{name}=") for k in out):
@@ -155,8 +156,8 @@ class WhatIfScreen(TkScreen):
         model = rep.get("step_model") or {}
         head = "Space picks changes, r (or Enter in the line below) replays the step model"
         if not model.get("critical_path"):
-            notes = "; ".join(model.get("notes") or []) or "the report has no step model"
-            head += f"\nno step model in the report: {notes}"
+            notes = "; ".join(model.get("notes") or [])
+            head += "\nthe report has no step model" + (f": {notes}" if notes else "")
         self.query_one("#wi-head", Static).update(head)
         self.offered = suggestions(rep)
         sel = self.query_one("#wi-changes", SelectionList)
