@@ -86,9 +86,11 @@ def test_the_path_lands_on_the_stragglers_kernels(session):
 def test_path_marks_pick_the_segment_covering_most_of_a_column():
     seg = {"rank": 3, "kind": "compute"}
     other = {"rank": 1, "kind": "communication"}
-    # 10 columns of 100 ns: rank 3 over [0, 450), rank 1 over [450, 1000)
-    marks, row = path_marks([(seg, 0, 450), (other, 450, 1000)], [(1, None), (3, None)], 0, 1000, 10)
-    assert row == [(3, "compute")] * 4 + [(3, "compute")] + [(1, "communication")] * 5
+    # 10 columns of 100 ns: rank 3 over [0, 460), rank 1 over [460, 1000) — column 4 is
+    # 60 ns rank 3's, 40 ns rank 1's
+    lanes = [(1, None), (3, None)]
+    marks, row = path_marks([(seg, 0, 460), (other, 460, 1000)], lanes, 0, 1000, 10)
+    assert row == [(3, "compute")] * 5 + [(1, "communication")] * 5
     assert sorted(marks[(3, None)]) == [0, 1, 2, 3, 4]
     assert sorted(marks[(1, None)]) == [5, 6, 7, 8, 9]
     # per stream: every stream of the rank is marked; a view off the path marks nothing
