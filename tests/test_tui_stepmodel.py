@@ -83,6 +83,36 @@ def test_the_path_lands_on_the_stragglers_kernels(session):
         assert named is not None and named > 0, seg
 
 
+def test_a_model_of_the_last_steps_only_is_drawn_on_those_steps(tmp_path, monkeypatch):
+    """Where the graph would pass its node budget the model replays each rank's last
+    steps only: the segments then count from those steps' start
+    (`step_model.path_origin_ns`), not from the window's — every one lies in its rank's
+    last step (the steps table), on compute the trace has there."""
+    from diagnosers.analyses import stepmodel
+
+    generate(Scenario(name="straggler", straggler=SLOW, straggler_slowdown=1.4), tmp_path)
+    monkeypatch.setattr(stepmodel, "NODE_BUDGET", 1500)  # ~1,900 nodes a step: 1 step kept
+    s = Session([tmp_path], workers=1)
+    s.load()
+    try:
+        model = s.report["step_model"]
+        assert any("last 1 of 3 analysed steps" in n for n in model["notes"])
+        spans = s.path_spans()
+        assert spans
+        for seg, a, b in spans:
+            _step, ts, end = s.step_windows()[seg["rank"]][-1]
+            assert ts <= a and b <= end + 1000, seg
+            if seg["kind"] == "compute":
+                _, rows = s.query(
+                    "SELECT sum(least(end_ns, $b) - greatest(ts_ns, $a)) FROM device_activity "
+                    "WHERE rank = $r AND category = 'compute' AND end_ns > $a AND ts_ns < $b",
+                    {"r": seg["rank"], "a": a, "b": b},
+                )
+                assert rows[0][0] is not None and rows[0][0] >= 0.99 * (b - a), seg
+    finally:
+        s.close()
+
+
 def test_path_marks_pick_the_segment_covering_most_of_a_column():
     seg = {"rank": 3, "kind": "compute"}
     other = {"rank": 1, "kind": "communication"}

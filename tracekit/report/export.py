@@ -341,24 +341,26 @@ class _Tracks:
 
 def critical_path_spans(report_dict: dict) -> list[tuple[dict, int, int]]:
     """The step model's critical path on the run's aligned clock: each segment of
-    `step_model.critical_path.segments` with its (start, end), ns since the epoch.
+    `step_model.critical_path.segments` with its (start, end), ns since the epoch — the one
+    mapping the Perfetto export and the TUI's timeline share.
 
-    A segment's `start_ms` counts from the earliest window start of the ranks the model
-    replayed (`tracekit.stepmodel.graph.build`'s origin): the earliest
-    `ranks[].window_start_ns` of the report. (Where the model covers each rank's last
-    steps only — its note says so — its origin is the earliest of those steps' starts,
-    which the report does not carry yet.) The one mapping the Perfetto export and the
-    TUI's timeline share."""
+    A segment's `start_ms` counts from `step_model.path_origin_ns`, the earliest start of
+    the windows the model replayed (each rank's last steps only, where the model covers
+    those). A report written before that key existed falls back on the earliest
+    `ranks[].window_start_ns`, which is the same whenever the model covers the whole
+    window."""
     model = report_dict.get("step_model") or {}
     segments = (model.get("critical_path") or {}).get("segments") or []
-    starts = [
-        r["window_start_ns"]
-        for r in report_dict.get("ranks") or []
-        if r.get("window_start_ns") is not None
-    ]
-    if not segments or not starts:
+    origin = model.get("path_origin_ns")
+    if origin is None:
+        starts = [
+            r["window_start_ns"]
+            for r in report_dict.get("ranks") or []
+            if r.get("window_start_ns") is not None
+        ]
+        origin = min(starts, default=None)
+    if not segments or origin is None:
         return []
-    origin = min(starts)
     out = []
     for seg in segments:
         s = origin + round(float(seg["start_ms"]) * 1e6)
