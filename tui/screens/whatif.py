@@ -219,11 +219,11 @@ class WhatIfScreen(TkScreen):
         try:
             o = self.session.what_if(specs)
         except TracekitError as exc:  # not a change, or one that does not apply
-            self.app.call_from_thread(self._failed, specs, f"tracekit: {exc}")
+            self.app.call_from_thread(self._failed, f"tracekit: {exc}")
         else:
             self.app.call_from_thread(self._done, specs, o)
 
-    def _failed(self, specs: list[str], line: str) -> None:
+    def _failed(self, line: str) -> None:
         self.outcome = None
         self.message = line
         self.fill_result()

@@ -242,6 +242,7 @@ class Timeline(Widget, can_focus=True):
         self.frame: Frame | None = None
         self.path_spans: list[tuple[dict, int, int]] = []  # the critical path's segments
         self.show_path = True
+        self._path_cache: tuple[tuple, Any] | None = None
 
     # state from the screen -------------------------------------------------------
     def show(
@@ -286,7 +287,11 @@ class Timeline(Widget, can_focus=True):
         report has none."""
         if not (self.show_path and self.path_spans):
             return None
-        return path_marks(self.path_spans, self.lanes, self.t0, self.t1, self.ncols)
+        key = (id(self.path_spans), tuple(self.lanes), self.t0, self.t1, self.ncols)
+        if self._path_cache is None or self._path_cache[0] != key:  # not at each cursor move
+            view = path_marks(self.path_spans, self.lanes, self.t0, self.t1, self.ncols)
+            self._path_cache = (key, view)
+        return self._path_cache[1]
 
     def _col_of(self, t: int) -> int:
         return max(0, min(self.ncols - 1, int((t - self.t0) / self.col_ns)))
