@@ -130,6 +130,7 @@ def step_model(ctx: Context, findings: list[Finding], debug: bool = False) -> S.
         block.replayed_step_ms = base.replayed_step_ms
         block.replay_error = base.replay_error
         block.critical_path = critical_path(sm.critical_path())
+        block.path_origin_ns = sm.graph.origin + round(base.origin_ns)
         block.collective_slack_ms = sm.collective_slack_ms()
         for f, o in SM.impacts(ctx, findings):
             block.what_if.append(

@@ -224,6 +224,24 @@ class TracekitApp(App[int]):
             self.switch_to("overview")
             self.push_screen(FindingScreen(findings[index]))
 
+    def open_whatif(self) -> None:
+        from tui.screens.whatif import WhatIfScreen
+
+        if not self.loaded:
+            self.notify("the diagnosers are still running", timeout=2)
+            return
+        self.switch_to("overview")
+        self.push_screen(WhatIfScreen())
+
+    def open_path(self) -> None:
+        from tui.screens.path import PathScreen
+
+        if not self.session.path_spans():
+            self.notify("the report has no critical path (no step model, or still running)")
+            return
+        self.switch_to("timeline")
+        self.push_screen(PathScreen())
+
     def open_collective(self, name: str, nbytes: Any) -> None:
         self.switch_to("collectives")
         self.push_screen(InstancesScreen(name, nbytes))

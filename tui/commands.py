@@ -19,6 +19,8 @@ class JumpCommands(Provider):
         out: list[tuple[str, object, str]] = []
         for mode, title in app.SCREEN_TITLES.items():
             out.append((f"screen: {title}", partial(app.switch_to, mode), "switch screen"))
+        out.append(("what-if: replay the step model with changes", app.open_whatif, ""))
+        out.append(("critical path: its segments", app.open_path, "the step model's path"))
         s = app.session
         for r in s.ranks:
             out.append((f"go to rank {r}", partial(app.jump_timeline, rank=r), "timeline"))

@@ -70,6 +70,7 @@ class Session:
         self.cur = None
         self._lanes: dict[int, list] | None = None
         self._windows: dict[int, list[tuple[int, int, int]]] | None = None
+        self._context = None  # the diagnosers' Context of the what-ifs (its step model)
 
     # loading ---------------------------------------------------------------------
     def open(self, progress: Callable[[str], None] = lambda _msg: None) -> None:
@@ -347,6 +348,40 @@ class Session:
             params,
         )
         return (int(rows[0][0]), int(rows[0][1])) if rows else None
+
+    # the step model -----------------------------------------------------------------
+    def path_spans(self) -> list[tuple[dict, int, int]]:
+        """The report's critical path segments with their (start, end) on the store's
+        clock — the Perfetto export's mapping (`critical_path_spans`)."""
+        from tracekit.report.export import critical_path_spans
+
+        return critical_path_spans(self.report)
+
+    def step_of(self, rank: int, t_ns: int) -> tuple[int, int] | None:
+        """(step, its start) of the rank's ProfilerStep that holds the instant (None:
+        none does)."""
+        for step, ts, end in self.step_windows().get(rank, []):
+            if ts <= t_ns < end:
+                return step, ts
+        return None
+
+    def what_if(self, specs: list[str]):
+        """The run's step model replayed with the changes `specs` — `tracekit whatif`'s
+        path (`diagnosers.analyses.stepmodel.what_if` over a Context of the run, with the
+        report's options); the Context, and so the step model it builds, is kept for the
+        session. A change that is not one, or does not apply, raises TracekitError (its
+        message is the CLI's line)."""
+        from diagnosers.analyses.stepmodel import what_if
+        from diagnosers.context import Context
+        from tracekit.stepmodel.changes import parse
+
+        for spec in specs:  # a change that is not one fails before the model is built
+            parse(spec)
+        with self.run_lock:
+            if self._context is None:
+                self.run.materialize()
+                self._context = Context(self.run, self.options)
+            return what_if(self._context, list(specs))
 
     # collectives, ops, memory -------------------------------------------------------
     def collective_skew(self) -> dict[tuple[str, Any], dict]:

@@ -254,4 +254,8 @@ COLLECTIVE_SLACK_MS = _f("collective_slack_ms", "collective slack", "map", None,
     "Per collective: the median over its instances (matched across ranks) of how much "
     "later it could start without delaying the step's end, from a backward pass over the "
     "step model's graph; 0 on the critical path.", of="ms")
+PATH_ORIGIN_NS = _f("path_origin_ns", "critical path origin", "ns", None,
+    "Time zero of the critical path's segments (their `start_ms`): the earliest start of "
+    "the windows the step model replayed — each rank's last steps only where the model "
+    "covers those (its note says so) — ns since the Unix epoch on the run's aligned clock.")
 # fmt: on

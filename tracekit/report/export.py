@@ -339,18 +339,40 @@ class _Tracks:
         )
 
 
-def _critical_path(report_dict: dict, tracks: _Tracks, report: Report) -> int:
-    """The step model's critical path (`step_model.critical_path.segments`, `start_ms` from
-    the earliest rank's window start) as one track; returns the slices drawn."""
+def critical_path_spans(report_dict: dict) -> list[tuple[dict, int, int]]:
+    """The step model's critical path on the run's aligned clock: each segment of
+    `step_model.critical_path.segments` with its (start, end), ns since the epoch — the one
+    mapping the Perfetto export and the TUI's timeline share.
+
+    A segment's `start_ms` counts from `step_model.path_origin_ns`, the earliest start of
+    the windows the model replayed (each rank's last steps only, where the model covers
+    those). A report written before that key existed falls back on the earliest
+    `ranks[].window_start_ns`, which is the same whenever the model covers the whole
+    window."""
     model = report_dict.get("step_model") or {}
     segments = (model.get("critical_path") or {}).get("segments") or []
-    starts = [r.window_start_ns for r in report.ranks if r.window_start_ns is not None]
-    if not segments or not starts:
-        return 0
-    origin = min(starts)
+    origin = model.get("path_origin_ns")
+    if origin is None:
+        starts = [
+            r["window_start_ns"]
+            for r in report_dict.get("ranks") or []
+            if r.get("window_start_ns") is not None
+        ]
+        origin = min(starts, default=None)
+    if not segments or origin is None:
+        return []
+    out = []
     for seg in segments:
         s = origin + round(float(seg["start_ms"]) * 1e6)
-        e = s + round(float(seg["ms"]) * 1e6)
+        out.append((seg, s, s + round(float(seg["ms"]) * 1e6)))
+    return out
+
+
+def _critical_path(report_dict: dict, tracks: _Tracks) -> int:
+    """The step model's critical path (`critical_path_spans`) as one track; returns the
+    slices drawn."""
+    spans = critical_path_spans(report_dict)
+    for seg, s, e in spans:
         tracks.slice(
             "critical path",
             f"{seg.get('kind', '')}: {seg.get('name', '')}",
@@ -359,7 +381,7 @@ def _critical_path(report_dict: dict, tracks: _Tracks, report: Report) -> int:
             "tracekit.critical_path",
             {"of_rank": seg.get("rank"), "kind": seg.get("kind")},
         )
-    return len(segments)
+    return len(spans)
 
 
 def trace_events(
@@ -411,7 +433,7 @@ def trace_events(
             "tracekit.exposed_comm",
             {"of_rank": rank},
         )
-    _critical_path(report_dict if report_dict is not None else to_dict(report), tracks, report)
+    _critical_path(report_dict if report_dict is not None else to_dict(report), tracks)
     return events + tracks.events
 
 

@@ -370,6 +370,7 @@ class StepModelBlock(Struct, kw_only=True):
     # per collective: median over its matched instances of how much later it could start
     # without delaying the step (0: on the critical path)
     collective_slack_ms: F.COLLECTIVE_SLACK_MS.type(dict[str, float]) = field(default_factory=dict)
+    path_origin_ns: F.PATH_ORIGIN_NS.type(int | None) = None  # segments' time zero
 
 
 class WhatIfReport(Struct, kw_only=True):

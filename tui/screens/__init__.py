@@ -1,4 +1,5 @@
-"""The screens: one per digit key (1 overview … 7 sql), plus the pages Enter opens."""
+"""The screens: one per digit key (1 overview … 7 sql), plus the pages Enter opens (and
+the what-if page, `w` on the overview; the critical path's, `c` on the timeline)."""
 
 from tui.screens.collectives import CollectivesScreen, InstancesScreen
 from tui.screens.common import ErrorScreen, HelpScreen, LoadingScreen, PromptScreen
@@ -7,9 +8,11 @@ from tui.screens.levels import LevelsScreen
 from tui.screens.memory import MemoryScreen
 from tui.screens.ops import KernelsScreen, OpsScreen
 from tui.screens.overview import OverviewScreen
+from tui.screens.path import PathScreen
 from tui.screens.ranks import RanksScreen
 from tui.screens.sql import SqlScreen
 from tui.screens.timeline import TimelineScreen
+from tui.screens.whatif import WhatIfScreen
 
 __all__ = [
     "CollectivesScreen",
@@ -23,8 +26,10 @@ __all__ = [
     "MemoryScreen",
     "OpsScreen",
     "OverviewScreen",
+    "PathScreen",
     "PromptScreen",
     "RanksScreen",
     "SqlScreen",
     "TimelineScreen",
+    "WhatIfScreen",
 ]

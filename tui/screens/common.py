@@ -21,12 +21,14 @@ everywhere   1 overview  2 ranks  3 timeline  4 collectives  5 ops  6 memory  7 
              Enter drill in · Esc back · ? help · q quit · Ctrl+P jump (rank, step,
              finding, collective) · mouse works
 overview     Enter on a level: every figure of the levels · l the same · f findings
+             w what-if: pick changes (Space), r replays the step model with them
 tables       ↑/↓ move · s sort by the next column · r reverse · click a header to sort
 finding      Enter on a row jumps to it · t timeline at the evidence · c collectives
              o ops · r ranks
 timeline     +/- zoom · ←/→ cursor (pans at the edge) · Shift+←/→ pan · ↑/↓ lane
              [ / ] previous / next step · Tab / Shift+Tab next / previous event
              / highlight names · m minimum duration · s lanes per stream · 0 fit
+             p critical path on/off · c its segments (Enter: the timeline there)
 sql          Enter run · ↑/↓ history · Tab to the results
 """
 

@@ -1,7 +1,7 @@
 """1 · Overview, a dashboard: the run's facts, the four levels as panels (each with its
 verdict and its key figures measured beside predicted, `tui.fmt.KEY_FIGURES`) and the
 findings ordered by impact — all on one 80×24 screen. Enter on a level opens every figure
-of the levels (`LevelsScreen`); Enter on a finding opens its page."""
+of the levels (`LevelsScreen`); Enter on a finding opens its page; `w` the what-if page."""
 
 from __future__ import annotations
 
@@ -52,6 +52,7 @@ class OverviewScreen(TkScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("f", "focus_findings", "findings"),
         Binding("l", "open_levels", "all figures"),
+        Binding("w", "open_whatif", "what-if"),
     ]
 
     def compose(self) -> ComposeResult:
@@ -151,6 +152,9 @@ class OverviewScreen(TkScreen):
 
         if self.session.diagnosed:
             self.app.push_screen(LevelsScreen(level))
+
+    def action_open_whatif(self) -> None:
+        self.tk.open_whatif()
 
     def action_focus_findings(self) -> None:
         self.query_one("#findings", DataTable).focus()

@@ -1,5 +1,7 @@
 """3 · Timeline: one lane per rank (or per stream, `s`) over a chosen step; the event
-under the cursor in the side panel."""
+under the cursor in the side panel. The step model's critical path is marked (`p` hides
+it): a `path` row naming the rank it is on, and a background on that rank's lane; `c`
+lists its segments (`tui.screens.path`)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,16 @@ from tui import fmt
 from tui.screens.common import PromptScreen, TkScreen
 from tui.widgets import Timeline
 
-LEGEND = "█ compute  █ exposed comm  █ comm under compute  █ memcpy  · idle"
+LEGEND = (
+    "[green]█[/] compute  [bold red]█[/] exposed comm  [yellow]█[/] comm under "
+    "compute  [magenta]█[/] memcpy  [blue]█[/] wait  · idle"
+)
+LEGEND_MONO = "█ compute · X exposed comm · x comm under compute · m memcpy · w wait · · idle"
+PATH_LEGEND = (
+    "critical path row = rank: [bold green]compute[/] [bold red]comm[/] [bold blue]wait[/] "
+    "[bold cyan]host[/] idle · [on purple4]  [/] on lane · c list"
+)
+PATH_LEGEND_MONO = "critical path row = rank · overlined on lane · c list"
 
 
 class TimelineScreen(TkScreen):
@@ -25,6 +36,8 @@ class TimelineScreen(TkScreen):
         Binding("slash", "highlight", "highlight", key_display="/"),
         Binding("m", "min_dur", "min dur"),
         Binding("s", "streams", "streams"),
+        Binding("p", "toggle_path", "path"),
+        Binding("c", "path_list", "path list", show=False),
     ]
 
     def __init__(self, **kw) -> None:
@@ -57,13 +70,15 @@ class TimelineScreen(TkScreen):
             first = StepSelection.parse(self.session.steps).first
             self.step = first if first in steps else self.step
         self.per_stream = len(self.session.ranks) == 1  # one rank: show its streams
+        self.update_legend()
+
+    def update_legend(self) -> None:
         mono = self.app.no_color
-        self.query_one("#tl-legend", Static).update(
-            "█ compute · X exposed comm · x comm under compute · m memcpy · w wait · · idle"
-            if mono
-            else "[green]█[/] compute  [bold red]█[/] exposed comm  [yellow]█[/] comm under "
-            "compute  [magenta]█[/] memcpy  [blue]█[/] wait  · idle"
-        )
+        text = LEGEND_MONO if mono else LEGEND
+        tl = self.timeline
+        if tl.show_path and tl.path_spans:
+            text += "\n" + (PATH_LEGEND_MONO if mono else PATH_LEGEND)
+        self.query_one("#tl-legend", Static).update(text)
 
     def on_screen_resume(self) -> None:
         # also sent when the screen first shows: the one place a jump target is applied
@@ -98,6 +113,8 @@ class TimelineScreen(TkScreen):
                 lane_key = next((k for k in lanes if k[0] == lane_key[0]), None)
         t0, t1 = self.session.step_span(self.step)
         whole = self.session.step_span(None)
+        tl.path_spans = self.session.path_spans()  # once the report is in
+        self.update_legend()
         tl.show(
             lanes,
             t0,
@@ -120,6 +137,8 @@ class TimelineScreen(TkScreen):
             h = tl.highlight
             parts.append(f"/{h if len(h) <= 24 else h[:23] + '…'}")
         parts.append("per stream" if self.per_stream else "per rank (s: streams)")
+        if tl.path_spans:
+            parts.append("path (p: hide)" if tl.show_path else "path hidden (p: show)")
         self.query_one("#tl-status", Static).update(" · ".join(parts))
 
     # the side panel ---------------------------------------------------------------
@@ -182,6 +201,19 @@ class TimelineScreen(TkScreen):
         self.per_stream = not self.per_stream
         key = self.timeline.lane_key
         self.show(lane_key=(key[0], None) if key and not self.per_stream else None)
+
+    def action_toggle_path(self) -> None:
+        tl = self.timeline
+        if not tl.path_spans:
+            self.notify("the report has no critical path (no step model, or still running)")
+            return
+        tl.show_path = not tl.show_path
+        tl.refresh()
+        self.update_legend()
+        self.update_status()
+
+    def action_path_list(self) -> None:
+        self.tk.open_path()
 
     def action_highlight(self) -> None:
         def done(text: str | None) -> None:

@@ -12,6 +12,11 @@ communication with no compute beside it (exposed, red), communication under comp
 (yellow), memcpy/memset (magenta), host waits on CPU runs (blue); idle is `·`. Under
 NO_COLOR the kinds get their own glyphs instead (█ compute, X exposed, x overlapped,
 m memcpy, w wait).
+
+The step model's critical path (`path_spans`: the report's segments on the aligned clock,
+`tracekit.report.export.critical_path_spans`), when shown, is a row of its own above the
+lanes — in each column the rank the path is on, coloured by the segment's kind — and a
+background (an overline under NO_COLOR) on the cells of that rank's lane.
 """
 
 from __future__ import annotations
@@ -38,6 +43,52 @@ STYLES = {
 }
 MONO = {"compute": "█", "exposed": "X", "overlap": "x", "memcpy": "m", "host_wait": "w"}
 LABEL_W = 9
+# the critical path: its segments' kinds (tracekit.stepmodel.replay.KINDS) and the mark
+PATH_STYLES = {
+    "compute": "bold green",
+    "communication": "bold red",
+    "waiting": "bold blue",
+    "host": "bold cyan",
+    "idle": "grey50",
+}
+PATH_MARK = "on purple4"
+PATH_MARK_MONO = "overline"
+PATH_LABEL = "path"
+
+# per lane: {column: the kind of the path segment covering most of it}
+PathMarks = dict[tuple[int, Any], dict[int, str]]
+
+
+def path_marks(
+    spans: list[tuple[dict, int, int]], lanes: list[tuple[int, Any]], t0: int, t1: int, ncols: int
+) -> tuple[PathMarks, list[tuple[int, str] | None]]:
+    """Where the critical path lies in the view [t0, t1) of `ncols` columns: per lane of
+    the segment's rank (every stream of it, per stream), the columns it covers and their
+    kind; and per column the (rank, kind) of the segment covering most of it (None: no
+    segment). `spans`: (segment, start_ns, end_ns)."""
+    col_ns = (t1 - t0) / ncols
+    best: list[tuple[float, int, str] | None] = [None] * ncols
+    for seg, s, e in spans:
+        if e <= t0 or s >= t1:
+            continue
+        a = max(0, int((max(s, t0) - t0) / col_ns))
+        b = min(ncols - 1, int((min(e, t1) - 1 - t0) / col_ns))
+        for c in range(a, b + 1):
+            lo, hi = t0 + c * col_ns, t0 + (c + 1) * col_ns
+            cover = min(e, hi) - max(s, lo)
+            if cover > 0 and (best[c] is None or cover > best[c][0]):
+                best[c] = (cover, int(seg["rank"]), str(seg["kind"]))
+    by_rank: dict[int, list] = {}
+    for key in lanes:
+        by_rank.setdefault(key[0], []).append(key)
+    marks: PathMarks = {}
+    row: list[tuple[int, str] | None] = []
+    for c, b in enumerate(best):
+        row.append(None if b is None else (b[1], b[2]))
+        if b is not None:
+            for key in by_rank.get(b[1], []):
+                marks.setdefault(key, {})[c] = b[2]
+    return marks, row
 
 
 def lane_label(key: tuple[int, Any]) -> str:
@@ -78,15 +129,29 @@ def render_frame(
     lane_index: int,
     lane_offset: int = 0,
     mono: bool = False,
+    path: tuple[PathMarks, list[tuple[int, str] | None]] | None = None,
 ) -> Text:
-    """The widget's picture as Rich text (a pure function: the benchmark times it)."""
+    """The widget's picture as Rich text (a pure function: the benchmark times it).
+    `path`: `path_marks` of the view, or None to draw no critical path."""
     out = Text(no_wrap=True, overflow="crop")
     ncols = max(1, width - LABEL_W)
-    rows = max(1, height - 2)
+    rows = max(1, height - 2 - (path is not None))
     marker = [" "] * ncols
     if 0 <= cursor < ncols:
         marker[cursor] = "▼"
     out.append(" " * LABEL_W + "".join(marker) + "\n", style="bold")
+    marks: PathMarks = {}
+    if path is not None:
+        marks, row = path
+        out.append(f"{PATH_LABEL:>{LABEL_W - 1}} ", style="bold")
+        for c in range(ncols):
+            cell = row[c] if c < len(row) else None
+            if cell is None:
+                out.append(" ")
+            else:
+                out.append(str(cell[0])[-1], style=PATH_STYLES.get(cell[1], "bold"))
+        out.append("\n")
+    mark_style = " " + (PATH_MARK_MONO if mono else PATH_MARK)
     shown = lanes[lane_offset : lane_offset + rows]
     for i, key in enumerate(shown):
         idx = lane_offset + i
@@ -95,6 +160,7 @@ def render_frame(
         cov = frame.cover.get(key) if frame is not None and frame.ncols == ncols else None
         hits = frame.hits.get(key, set()) if frame is not None and frame.ncols == ncols else set()
         col_ns = frame.col_ns if frame is not None else 1.0
+        on_path = marks.get(key, {})
         for c in range(ncols):
             kind, busy = classify(cov, c, col_ns)
             if kind == "idle":
@@ -106,6 +172,8 @@ def render_frame(
             style = STYLES[kind]
             if c in hits:
                 style += " underline on grey23"
+            elif c in on_path:
+                style += mark_style
             if sel and c == cursor:
                 style += " reverse"
             out.append(ch, style=style)
@@ -172,6 +240,9 @@ class Timeline(Widget, can_focus=True):
         self.min_dur_ns = 0
         self.highlight: str | None = None
         self.frame: Frame | None = None
+        self.path_spans: list[tuple[dict, int, int]] = []  # the critical path's segments
+        self.show_path = True
+        self._path_cache: tuple[tuple, Any] | None = None
 
     # state from the screen -------------------------------------------------------
     def show(
@@ -210,6 +281,17 @@ class Timeline(Widget, can_focus=True):
         return int(self.t0 + self.cursor * self.col_ns), int(
             self.t0 + (self.cursor + 1) * self.col_ns
         )
+
+    def path_view(self) -> tuple[PathMarks, list[tuple[int, str] | None]] | None:
+        """The critical path in the view (`path_marks`), None when it is hidden or the
+        report has none."""
+        if not (self.show_path and self.path_spans):
+            return None
+        key = (id(self.path_spans), tuple(self.lanes), self.t0, self.t1, self.ncols)
+        if self._path_cache is None or self._path_cache[0] != key:  # not at each cursor move
+            view = path_marks(self.path_spans, self.lanes, self.t0, self.t1, self.ncols)
+            self._path_cache = (key, view)
+        return self._path_cache[1]
 
     def _col_of(self, t: int) -> int:
         return max(0, min(self.ncols - 1, int((t - self.t0) / self.col_ns)))
@@ -255,7 +337,8 @@ class Timeline(Widget, can_focus=True):
         self.refresh_frame()
 
     def render(self) -> Text:
-        rows = max(1, self.size.height - 2)
+        path = self.path_view()
+        rows = max(1, self.size.height - 2 - (path is not None))
         if self.lane_index < self.lane_offset:
             self.lane_offset = self.lane_index
         elif self.lane_index >= self.lane_offset + rows:
@@ -269,6 +352,7 @@ class Timeline(Widget, can_focus=True):
             self.lane_index,
             self.lane_offset,
             mono=self.app.no_color,
+            path=path,
         )
 
     # actions ---------------------------------------------------------------------

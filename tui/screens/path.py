@@ -1,0 +1,109 @@
+"""The critical path's page (`c` on the timeline, or the palette): the step model's path
+per step by kind and by rank, and its longest segments (the report's
+`step_model.critical_path`), sortable; Enter on a segment puts the timeline's cursor on
+it — its rank's lane, in the step that holds it."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import DataTable, Footer, Static
+
+from tracekit.report import units
+from tui.screens.common import TkScreen
+from tui.widgets import SortableTable
+from tui.widgets.timeline import PATH_STYLES
+
+RANKS_SHOWN = 6  # by rank: the ranks carrying most of the path, then how many more
+
+
+def share_line(title: str, parts: dict[str, float], limit: int | None = None) -> str:
+    """`title  a 1.23 ms (45%) · b …`, largest first, zero parts left out."""
+    total = sum(v for v in parts.values() if v) or 1.0
+    items = sorted(((k, v) for k, v in parts.items() if v), key=lambda kv: -kv[1])
+    shown = items[:limit] if limit else items
+    text = " · ".join(
+        f"{k} {units.fmt(v, 'ms')} ({units.fmt(v / total, 'fraction')})" for k, v in shown
+    )
+    if len(items) > len(shown):
+        text += f" · {len(items) - len(shown)} more"
+    return f"{title}  {text or '—'}"
+
+
+def path_summary(model: dict) -> str:
+    """The head of the page: measured, replayed, the error, and the path's sums."""
+    cp = model.get("critical_path") or {}
+    lines = [
+        f"step measured {units.fmt(model.get('measured_step_ms'), 'ms')} · replayed "
+        f"{units.fmt(model.get('replayed_step_ms'), 'ms')} · replay error "
+        f"{units.fmt(model.get('replay_error'), 'fraction')} · the path per step:",
+        share_line("by kind", cp.get("by_kind") or {}),
+        share_line(
+            "by rank", {f"r{k}": v for k, v in (cp.get("by_rank") or {}).items()}, RANKS_SHOWN
+        ),
+    ]
+    return "\n".join(lines)
+
+
+COLUMNS = [("ms", "ms"), ("rank", "rank"), ("kind", "kind"), ("at", "at ms"), ("name", "name")]
+
+
+def segment_cell(key: str, v: Any, row: dict) -> Any:
+    if key == "kind":
+        return Text(str(v), style=PATH_STYLES.get(str(v), ""))
+    if key in ("ms", "at"):
+        return Text(units.fmt(v, "ms", bare=True), justify="right")
+    if key == "rank":
+        return Text(str(v), justify="right")
+    return Text(str(v))
+
+
+class PathScreen(TkScreen):
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "back")]
+
+    def compose(self) -> ComposeResult:
+        yield from self.compose_chrome()
+        yield Static(id="path-head", markup=False)
+        yield Static(
+            "the longest segments (at: from the start of the step that holds it) · "
+            "Enter: the timeline there",
+            id="path-note",
+            markup=False,
+        )
+        yield SortableTable(id="path-segments")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = "critical path"
+        model = self.session.report.get("step_model") or {}
+        self.query_one("#path-head", Static).update(path_summary(model))
+        rows = []
+        for seg, start, end in self.session.path_spans():
+            step, t0 = self.session.step_of(int(seg["rank"]), start) or (None, None)
+            rows.append(
+                {
+                    "ms": seg["ms"],
+                    "rank": seg["rank"],
+                    "kind": seg["kind"],
+                    "at": (start - t0) / 1e6 if t0 is not None else None,
+                    "name": seg["name"],
+                    "step": step,
+                    "start_ns": start,
+                    "end_ns": end,
+                }
+            )
+        t = self.query_one(SortableTable)
+        t.set_data(COLUMNS, rows, segment_cell, sort_key="ms")
+        t.focus()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        row = self.query_one(SortableTable).selected
+        if row is not None:
+            self.tk.jump_timeline(rank=row["rank"], step=row["step"], at_ns=row["start_ns"])
+
+    def segments(self) -> list[dict]:
+        """The rows as shown (the tests read them)."""
+        return list(self.query_one(SortableTable).shown_rows)
