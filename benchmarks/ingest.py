@@ -156,13 +156,15 @@ def analyze_cmd(run_dir: Path, workers: int) -> list[str]:
 
 def run_analyze(name: str, run_dir: Path, workers: int) -> Measured:
     """A whole `tracekit analyze` process, after emptying what its kind must not find:
-    cold, the whole cache; recompute, the cached reports."""
+    cold, the whole cache; recompute, the cached reports and the run-level answers
+    (`<cache>/answers/`, read before the run is opened: left in place, a "recompute"
+    would time the warm answer)."""
     cache = run_dir / ".tracekit"
     if name == "analyze_cold":
         shutil.rmtree(cache, ignore_errors=True)
     elif name == "analyze_recompute":
-        for reports in cache.glob("*/reports"):
-            shutil.rmtree(reports)
+        for kept in (*cache.glob("*/reports"), *cache.glob("*/answers")):
+            shutil.rmtree(kept)
     return _checked(measure(analyze_cmd(run_dir, workers)), f"{name} of {run_dir}")
 
 

@@ -218,3 +218,37 @@ def test_markdown_rows_and_ratios():
     assert lines[0].startswith("| phase | 8 big ranks | CPU | peak RSS | × floor | 64 big ranks |")
     assert not any("HTA" in x for x in lines)  # no row for a phase not measured
     assert lines[-1] == "| warm ≤ 1.5 s | 1.00 s | yes |"
+
+
+def _load_split():
+    spec = importlib.util.spec_from_file_location(
+        "ingest_split", ROOT / "benchmarks" / "ingest_split.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_ingest_split_names_every_step_of_a_real_ingest(tmp_path):
+    """The split tool times the runner's own statements: each table the ingest builds and
+    each Parquet file it writes gets its own label (a renamed statement in the runner
+    would fall into a catch-all and fail here), the steps add up to the total, and the
+    ingest is left as it was (duckdb.connect and tracefile.decode restored)."""
+    import duckdb
+
+    from tracekit.ingest import cache, tracefile
+
+    split = _load_split()
+    connect, decode = duckdb.connect, tracefile.decode
+    spent = split.one_run([ROOT / "sample_traces" / "ddp" / "rank-0.json.gz"])
+    assert (duckdb.connect, tracefile.decode) == (connect, decode)
+    for table in cache.TABLES:
+        assert f"parquet {table}" in spent, table
+    built = {"events", "flows", "memory", "threads", "steps", "device_activity"}
+    built |= {"activity_islands", "activity_segments", "op_flops", "collective_groups"}
+    for table in built:
+        assert f"table {table}" in spent, table
+    assert spent["read_json → raw"] > 0 and spent["gunzip + split (isal, msgspec)"] > 0
+    steps = sum(v for k, v in spent.items() if k != "TOTAL")
+    assert abs(steps - spent["TOTAL"]) < 1e-9
+    assert split.label("SELECT 1") == "queries (skipped events, rank stats, collective and op rows)"

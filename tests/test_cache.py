@@ -96,6 +96,23 @@ def test_small_traces_are_batched_and_big_ones_alone(tmp_path):
     assert runner.plan_batches(small[:1], workers=2) == [small[:1]]
 
 
+def test_small_batches_come_in_a_multiple_of_the_workers(tmp_path):
+    """135 MiB of small traces need 3 batches of at most 64 MiB; on 2 workers they are
+    cut into 4 (equal batches end together, no core idles for a last one), on 3 or 1
+    worker into 3. (Sparse files: only their size is read.)"""
+    from tracekit.ingest import runner
+
+    files = [tmp_path / f"s{i}.json" for i in range(9)]
+    for f in files:
+        with open(f, "wb") as fh:
+            fh.truncate(15 * 2**20)
+    for workers, count in ((2, 4), (3, 3), (1, 3), (4, 4)):
+        batches = runner.plan_batches(files, workers)
+        assert len(batches) == count, workers
+        assert [f for b in batches for f in b] == files  # in order, each once
+        assert max(len(b) for b in batches) * 15 * 2**20 <= runner.BATCH_BYTES
+
+
 def test_index_records_fingerprints(tmp_path):
     run = _run(tmp_path, 1)
     with tracekit.open(run):

@@ -28,7 +28,8 @@ class Source:
 
 
 # Batches (`ingest_batch`): traces of less than SMALL_BYTES of JSON are ingested together,
-# up to BATCH_BYTES of JSON a batch, in at least as many batches as there are workers; a
+# up to BATCH_BYTES of JSON a batch, in a multiple of the workers' count of batches (equal
+# batches then end together: 13 batches on 2 workers left one core idle for the 13th); a
 # bigger trace is a batch of its own (its tables alone are what a worker can hold).
 SMALL_BYTES = 16 * 2**20
 BATCH_BYTES = 64 * 2**20
@@ -36,15 +37,17 @@ BATCH_BYTES = 64 * 2**20
 
 def plan_batches(files: list[Path], workers: int) -> list[list[Path]]:
     """`files` cut into the batches of one ingest: big traces alone, small ones in runs of
-    consecutive files of about equal JSON size, at least `workers` batches of them when
-    there are that many files."""
+    consecutive files of about equal JSON size, as many batches of them as it takes to
+    keep each within BATCH_BYTES, rounded up to a multiple of `workers` (when there are
+    that many files)."""
     sizes = {f: resources.text_bytes(f) for f in files}
     big = [[f] for f in files if sizes[f] >= SMALL_BYTES]
     small = [f for f in files if sizes[f] < SMALL_BYTES]
     if not small:
         return big
     total = sum(sizes[f] for f in small)
-    count = min(len(small), max(workers, -(-total // BATCH_BYTES)))
+    workers = max(1, workers)
+    count = min(len(small), -(-max(1, -(-total // BATCH_BYTES)) // workers) * workers)
     per = total / count
     batches: list[list[Path]] = [[]]
     acc = 0

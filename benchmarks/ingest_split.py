@@ -1,0 +1,152 @@
+"""Where one ingest's CPU goes: a trace (or a batch of traces) ingested by the real
+`tracekit.ingest.runner.ingest_batch`, in this process, with every DuckDB statement and
+the Python steps timed in CPU seconds (user + system, `getrusage`: load-robust on a
+shared machine; DuckDB runs on 1 thread, as in an ingest worker beside others).
+
+    python benchmarks/ingest_split.py [TRACE ...] [--repeat N]
+
+Default: one rank of `../shared/traces/v100_ddp_rank1` (47 MB of JSON). Several traces
+are one batch (`ingest_batch`), as the small ranks of a run are. Each step is labelled by
+what it builds (`read_json → raw`, `table events`, `parquet events`, …); `python, rest`
+is what no timed step covers (writing the events' text for DuckDB, the Python of the
+collective rows and counted ops, building the small tables' rows). Best of `--repeat`
+per step is not taken: the figures are the median run's, by total.
+
+Nothing here changes what the ingest does: the connection is wrapped, not replaced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import resource
+import shutil
+import statistics
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+import duckdb
+
+from tracekit.ingest import runner, tracefile
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = ROOT.parent / "shared" / "traces" / "v100_ddp_rank1"
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+_CREATE = re.compile(r"CREATE (?:OR REPLACE )?(?:TEMP )?(TABLE|VIEW) (\w+)", re.IGNORECASE)
+
+
+def label(query: str) -> str:
+    """What a statement of the ingest builds, in a few words."""
+    q = " ".join(query.split())
+    if "read_json(" in q and "raw" in q[:60]:
+        return "read_json → raw"
+    if "read_json(" in q:
+        return "small tables (rows → JSON → DuckDB)"
+    if q.startswith("COPY"):
+        m = re.search(r"\.(\w+)\.[^.]*\.tmp", q)
+        return f"parquet {m.group(1) if m else '?'}"
+    m = _CREATE.search(q)
+    if m:
+        name = m.group(2).removeprefix("_batch_").lstrip("_")
+        if name == "m":  # a rank-local SQL module materialized: `CREATE TABLE _m AS … FROM x`
+            name = q.rsplit(" ", 1)[-1]
+        return "(views)" if m.group(1).upper() == "VIEW" else f"table {name}"
+    if q.upper().startswith(("DROP", "ALTER", "SET", "BEGIN", "COMMIT", "INSERT")):
+        return "(bookkeeping)"
+    return "queries (skipped events, rank stats, collective and op rows)"
+
+
+class _Timed:
+    """A DuckDB connection whose statements add their CPU seconds to `spent`."""
+
+    def __init__(self, con, spent):
+        self._con, self._spent = con, spent
+
+    def __getattr__(self, name):
+        return getattr(self._con, name)
+
+    def execute(self, query, *args):
+        t = _cpu()
+        try:
+            return self._con.execute(query, *args)
+        finally:
+            self._spent[label(query)] += _cpu() - t
+
+    def sql(self, query, *args):
+        return _TimedRel(self._con.sql(query, *args), self._spent, label(query))
+
+    def close(self):
+        self._con.close()
+
+
+class _TimedRel:
+    def __init__(self, rel, spent, what):
+        self._rel, self._spent, self._what = rel, spent, what
+
+    def __getattr__(self, name):
+        return getattr(self._rel, name)
+
+    def fetchall(self):
+        t = _cpu()
+        try:
+            return self._rel.fetchall()
+        finally:
+            self._spent[self._what] += _cpu() - t
+
+
+def one_run(traces: list[Path]) -> dict[str, float]:
+    spent: dict[str, float] = defaultdict(float)
+    real_connect, real_decode = duckdb.connect, tracefile.decode
+
+    def decode(path):
+        t = _cpu()
+        try:
+            return real_decode(path)
+        finally:
+            spent["gunzip + split (isal, msgspec)"] += _cpu() - t
+
+    work = Path(tempfile.mkdtemp(prefix="tk-split-"))
+    duckdb.connect = lambda *a, **k: _Timed(real_connect(*a, **k), spent)
+    tracefile.decode = decode
+    try:
+        t = _cpu()
+        out = runner.ingest_batch(
+            [(p, f"k{i}") for i, p in enumerate(traces)], work, "b", len(traces) == 1
+        )
+        total = _cpu() - t
+    finally:
+        duckdb.connect, tracefile.decode = real_connect, real_decode
+        shutil.rmtree(work, ignore_errors=True)
+    bad = [r["error"] for r in out if "error" in r]
+    if bad:
+        raise SystemExit(f"ingest failed: {bad[0]}")
+    spent["python, rest"] = total - sum(spent.values())
+    spent["TOTAL"] = total
+    return dict(spent)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("traces", nargs="*", type=Path)
+    ap.add_argument("--repeat", type=int, default=3)
+    a = ap.parse_args()
+    traces = a.traces or sorted(DEFAULT.glob("*.json*"))[:1]
+    one_run(traces)  # imports and first-use costs out of the figures
+    runs = sorted((one_run(traces) for _ in range(a.repeat)), key=lambda r: r["TOTAL"])
+    med = runs[len(runs) // 2]
+    mb = sum(len(tracefile.read_bytes(p)) for p in traces) / 1e6
+    print(f"{len(traces)} trace(s), {mb:.1f} MB of JSON; CPU seconds of the median of {a.repeat}")
+    spread = {k: statistics.pstdev(r.get(k, 0.0) for r in runs) for k in med}
+    for k, v in sorted(med.items(), key=lambda kv: (kv[0] == "TOTAL", -kv[1])):
+        print(f"  {k:58} {v:6.3f} s  {v / med['TOTAL']:6.1%}   ± {spread[k]:.3f}")
+
+
+if __name__ == "__main__":
+    main()
