@@ -77,10 +77,11 @@ k AS (
     WHERE e.kind = 'kernel' AND kc.category = 'compute'
       AND e.ts_ns + e.dur_ns > w.start_ns AND e.ts_ns < w.end_ns
 ),
-l AS (
+l AS (  -- the launch calls of those kernels only (a semi join first: runs have millions)
     SELECT rank, correlation, arg_min(name::VARCHAR, ts_ns) AS launch,
            arg_min(tid, ts_ns) AS tid, min(ts_ns) AS launch_ns
-    FROM events WHERE kind = 'runtime' AND correlation IS NOT NULL
+    FROM events e SEMI JOIN k USING (rank, correlation)
+    WHERE e.kind = 'runtime'
     GROUP BY rank, correlation
 ),
 kl AS (SELECT k.*, l.launch, l.tid, l.launch_ns FROM k LEFT JOIN l USING (rank, correlation)),
@@ -90,9 +91,10 @@ kf AS (
     FROM kl ASOF LEFT JOIN f
       ON f.rank = kl.rank AND f.tid = kl.tid AND kl.launch_ns >= f.ts_ns
 ),
-c AS (
+c AS (  -- CPU ops of the threads that launched those kernels
     SELECT rank, tid, name::VARCHAR AS name, ts_ns, ts_ns + dur_ns AS end_ns
-    FROM events WHERE kind = 'cpu_op'
+    FROM events e SEMI JOIN (SELECT DISTINCT rank, tid FROM kl) t USING (rank, tid)
+    WHERE e.kind = 'cpu_op'
 ),
 kc AS (
     SELECT kf.*, c.name AS c_op, c.ts_ns AS c_ts, c.end_ns AS c_end
@@ -128,8 +130,9 @@ enc AS (
     GROUP BY rank, tid, launch_ns
 ),
 x AS (
-    SELECT rank, external_id, min(name::VARCHAR) AS name FROM events
-    WHERE kind = 'cpu_op' AND external_id IS NOT NULL
+    SELECT rank, external_id, min(name::VARCHAR) AS name
+    FROM events e SEMI JOIN k USING (rank, external_id)
+    WHERE e.kind = 'cpu_op'
     GROUP BY rank, external_id
 ),
 a AS (
@@ -137,13 +140,14 @@ a AS (
            CASE WHEN kc.launch_ns <= kc.t_end THEN kc.t_op END AS t_op,
            CASE WHEN kc.launch_ns <= kc.t_end THEN kc.flops END AS flops,
            CASE WHEN kc.launch_ns <= kc.t_end THEN kc.flops_note END AS note,
-           CASE WHEN kc.launch_ns <= kc.t_end THEN 't' || kc.t_ts END AS t_key,
-           coalesce(regexp_matches(kc.launch, 'GraphLaunch'), false) AS graph,
+           CASE WHEN kc.launch_ns <= kc.t_end THEN kc.t_ts END AS t_key,
+           coalesce(contains(kc.launch, 'GraphLaunch'), false) AS graph,
            CASE WHEN kc.launch_ns <= kc.c_end THEN kc.c_op ELSE coalesce(enc.e_op, x.name)
            END AS c_op,
-           CASE WHEN kc.launch_ns <= kc.c_end THEN 'c' || kc.c_ts
-                WHEN enc.e_op IS NOT NULL THEN 'c' || enc.e_ts
-                WHEN x.name IS NOT NULL THEN 'x' || kc.external_id END AS c_key,
+           -- an op by its start (ns, > 0) or, found by External id, by −id − 1 (< 0)
+           CASE WHEN kc.launch_ns <= kc.c_end THEN kc.c_ts
+                WHEN enc.e_op IS NOT NULL THEN enc.e_ts
+                WHEN x.name IS NOT NULL THEN -kc.external_id - 1 END AS c_key,
            kc.launch
     FROM kc LEFT JOIN x ON x.rank = kc.rank AND x.external_id = kc.external_id
     LEFT JOIN enc ON enc.rank = kc.rank AND enc.tid = kc.tid AND enc.launch_ns = kc.launch_ns
@@ -157,7 +161,7 @@ SELECT rank,
        CASE WHEN t_op IS NOT NULL THEN t_op WHEN graph THEN launch ELSE c_op END AS op,
        kernel, min(note) AS note, sum(e - s) AS ns, count(*) FILTER (starts_in) AS n,
        count(DISTINCT CASE WHEN t_op IS NOT NULL THEN t_key
-                           WHEN graph THEN 'g' || correlation ELSE c_key END) AS ops
+                           WHEN graph THEN correlation ELSE c_key END) AS ops
 FROM a
 GROUP BY ALL
 ORDER BY ALL
