@@ -241,3 +241,54 @@ def test_slack_of_a_collective_on_the_path_is_zero_and_of_a_hidden_one_is_positi
     # buckets reduced during backward: the early ones could start later (compute hides them)
     generate(Scenario(name="healthy", hidden=4096), tmp_path / "h")
     assert _report(tmp_path / "h").step_model.collective_slack_ms["all_reduce"] > 0.1
+
+
+# ------------------------------------------------------------------ CUDA sync events
+def _cross_stream_run(path: Path, sync_events: bool) -> Path:
+    """One rank, one step (µs): a 100 µs GEMM on stream 7, an event recorded after it and
+    awaited by stream 20, whose kernel starts 60 µs after the GEMM ends (the wait's
+    resolution: more than the 20 µs an unrecorded wait is inferred within), then a
+    cudaDeviceSynchronize that returns 5 µs after the last kernel. With `sync_events` the
+    trace carries Kineto's `Stream Wait Event` (cat cuda_sync) naming the recording call."""
+    from tests.tracegen import TraceBuilder
+
+    b = TraceBuilder(world_size=1)
+    b.step(1, 0.0, 300.0)
+    b.cpu_op("aten::mm", 5.0, 8.0)
+    b.kernel("sm90_xmma_gemm_f32f32_f32f32_f32_tn_n", 12.0, 100.0, stream=7, launch_ts=10.0)
+    rec = b.x("cudaEventRecord", "cuda_runtime", 14.0, 1.0, correlation=9001)
+    b.x("cudaStreamWaitEvent", "cuda_runtime", 16.0, 1.0, correlation=9002)
+    b.cpu_op("aten::add", 17.0, 4.0)
+    b.kernel("vectorized_elementwise_kernel", 172.0, 50.0, stream=20, launch_ts=18.0)
+    if sync_events:
+        b.x("Stream Wait Event", "cuda_sync", 17.5, 0.0, pid=0, tid=20, device=0, stream=20,
+            correlation=9002, wait_on_stream=7,
+            wait_on_cuda_event_record_corr_id=rec["args"]["correlation"])  # fmt: skip
+    b.x("cudaDeviceSynchronize", "cuda_runtime", 22.0, 205.0)
+    b.write(path / "rank-0.json")
+    return path
+
+
+@pytest.mark.parametrize("sync_events", [True, False])
+def test_a_recorded_stream_wait_joins_the_producer_to_the_path(tmp_path, sync_events):
+    """The truth from the schedule: the consumer on stream 20 waits for the GEMM on stream
+    7 (its start is the GEMM's end + 60 µs), so compute 2× faster moves the step's end by
+    half the GEMM and half the consumer, 75 µs. Only the sync event says so: without it the
+    60 µs gap is too long to infer a wait, the consumer's start is an unexplained wait on
+    the path and the same change wins only half the consumer (25 µs)."""
+    run = _cross_stream_run(tmp_path, sync_events)
+    sm = _report(run).step_model
+    assert sm.replay_error == pytest.approx(0, abs=1e-9)
+    replayed, predicted = _predict(run, "compute-speed=2")
+    saved_us = (replayed - predicted) * 1e3 * sm_steps(run)
+    if sync_events:
+        assert saved_us == pytest.approx(75.0, abs=1.0)
+        assert sm.critical_path.by_kind["compute"] * 1e3 == pytest.approx(150.0, abs=2.0)
+    else:
+        assert saved_us == pytest.approx(25.0, abs=1.0)
+        assert sm.critical_path.by_kind["idle"] * 1e3 > 100.0
+
+
+def sm_steps(run: Path) -> int:
+    with tracekit.open(run) as r:
+        return r.sql("SELECT count(*) FROM steps").fetchall()[0][0]

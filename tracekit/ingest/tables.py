@@ -76,6 +76,8 @@ ARG_TYPES = {
     "Input Dims": "JSON",
     "Input type": "JSON",
     "Concrete Inputs": "JSON",
+    "wait_on_stream": "BIGINT",
+    "wait_on_cuda_event_record_corr_id": "BIGINT",
     "Device Type": "BIGINT",
     "Device Id": "BIGINT",
     "Addr": "BIGINT",
@@ -278,7 +280,9 @@ SELECT {rank}::INTEGER AS rank,
        {a.int("Seq")} AS seq,
        {a.json("Input Dims")} AS input_dims,
        {a.json("Input type")} AS input_types,
-       {a.json("Concrete Inputs")} AS concrete_inputs
+       {a.json("Concrete Inputs")} AS concrete_inputs,
+       {a.int("wait_on_stream")} AS wait_on_stream,
+       {a.int("wait_on_cuda_event_record_corr_id")} AS wait_on_event_correlation
 FROM raw WHERE ph = 'X' AND {_ts_ok()} AND {_dur_ok()}
 """
 

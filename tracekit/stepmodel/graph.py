@@ -197,6 +197,8 @@ def build(run, windows: str) -> Graph:
             ):
                 blocking[h] = i
             g.backward[i] = g.backward[h] and k == COMPUTE
+    # ---- cross-stream waits the trace records (CUDA sync events): consumer → producer
+    waits = _recorded_waits(con, windows, g, dev_nodes, o)
     # ---- stream order and launch edges
     host_lanes = {(g.rank[i], g.lane[i]) for v in host_nodes.values() for i in v}
     for rank, nodes in dev_nodes.items():
@@ -218,9 +220,7 @@ def build(run, windows: str) -> Graph:
         for i in nodes:
             p = g.inst[i]
             g.inst[i] = -1
-            _device_edges(
-                g, i, p, launch_of.get(i), lat, ends_sorted, end_times
-            )
+            _device_edges(g, i, p, launch_of.get(i), lat, ends_sorted, end_times, waits.get(i))
     # ---- a collective's data: the compute its rank had launched before issuing it (what
     # the event a process group records on the current stream and waits for captures)
     for nodes in dev_nodes.values():
@@ -347,18 +347,27 @@ def build(run, windows: str) -> Graph:
                 continue  # a send's span lasts until it is waited for: not the step's end
             if g.lane[i] not in last_by_lane or g.end[i] > g.end[last_by_lane[g.lane[i]]]:
                 last_by_lane[g.lane[i]] = i
-        tails += list(last_by_lane.values())
-        sp.end_edges = [(i, sp.end_ns - g.end[i]) for i in tails]
+        # the step ends when its thread's last host event (and the gap after it) does; a
+        # lane's last work bounds it only where it ran past that end (the measured lag
+        # after work that ended earlier is host time, already in the host tail)
+        sp.end_edges = [(i, sp.end_ns - g.end[i]) for i in tails] + [
+            (i, min(sp.end_ns - g.end[i], 0) if tails else sp.end_ns - g.end[i])
+            for i in last_by_lane.values()
+        ]
     return g
 
 
-def _device_edges(g: Graph, i: int, p: int, launch, lat: float, srt, times) -> None:
+def _device_edges(
+    g: Graph, i: int, p: int, launch, lat: float, srt, times, recorded: int | None = None
+) -> None:
     """Start edges of device work `i` (stream predecessor `p`, −2 for none; `launch`:
-    (host node, launch call start) or None). What set its start, first that explains it:
-    its stream (it was queued: started within STREAM_SLACK_NS of the stream freeing), its
-    launch (within the launch latency of its call), work on another lane that ended within
-    WAIT_NS before it (an event wait), its stream after a longer gap; else its launch with
-    the measured delay. Edges that did not bind keep the smallest lag the trace allows."""
+    (host node, launch call start) or None; `recorded`: the work a CUDA sync event says it
+    waited for). What set its start, first that explains it: its stream (it was queued:
+    started within STREAM_SLACK_NS of the stream freeing), its launch (within the launch
+    latency of its call), the recorded wait (however long after that work ended), work on
+    another lane that ended within WAIT_NS before it (an event wait), its stream after a
+    longer gap; else its launch with the measured delay. Edges that did not bind keep the
+    smallest lag the trace allows."""
     ts = g.ts[i]
     gap_s = None
     if p >= 0:
@@ -371,7 +380,10 @@ def _device_edges(g: Graph, i: int, p: int, launch, lat: float, srt, times) -> N
     bound_l = r is not None and not bound_s and r <= lat + STREAM_SLACK_NS
     if not bound_s and not bound_l:
         after = max(launch[1] if launch else 0, g.end[p] if p >= 0 else 0)
-        w = _waited_for(g, srt, times, i, after)
+        if recorded is not None and after <= g.end[recorded] <= ts + ROUND_NS:
+            w = recorded
+        else:
+            w = _waited_for(g, srt, times, i, after)
     stream_lag = 0
     if gap_s is not None and (bound_s or (w is None and not bound_l and gap_s <= WAIT_NS)):
         stream_lag = gap_s
@@ -394,6 +406,22 @@ def _device_edges(g: Graph, i: int, p: int, launch, lat: float, srt, times) -> N
         g.starts[i].append((h, False, lts - g.ts[h] + lag, ek))
     elif p >= 0 and not bound_s and w is None and gap_s is not None:
         g.starts[i][-1] = (p, True, gap_s, E_STREAM)  # nothing else explains it
+
+
+def _recorded_waits(con, windows: str, g: Graph, dev_nodes: dict[int, list[int]], o: int):
+    """Device node → the device node a CUDA sync event (`Stream Wait Event`) says it
+    waited for (`stepmodel.graph:event_waits`); empty when the trace has no such events."""
+    rows = con.sql(sql.query("stepmodel.graph", "event_waits", windows=windows)).fetchall()
+    if not rows:
+        return {}
+    at = {(g.rank[i], g.lane[i], g.ts[i]): i for v in dev_nodes.values() for i in v}
+    out: dict[int, int] = {}
+    for rank, src_lane, src_ts, dst_lane, dst_ts in rows:
+        src = at.get((rank, f"stream {src_lane}", int(src_ts) - o))
+        dst = at.get((rank, f"stream {dst_lane}", int(dst_ts) - o))
+        if src is not None and dst is not None and src != dst:
+            out[dst] = src
+    return out
 
 
 def _containing(g: Graph, nodes: list[int], starts: list[int], t: int) -> int | None:

@@ -30,6 +30,8 @@
 -- @column input_dims: "Input Dims" as JSON text (record_shapes=True)
 -- @column input_types: "Input type" as JSON text
 -- @column concrete_inputs: "Concrete Inputs" as JSON text (split sizes, peers, async_op)
+-- @column wait_on_stream: CUDA sync event (`cuda_sync`, `enable_cuda_sync_events=True`): the stream the awaited event was recorded on
+-- @column wait_on_event_correlation: CUDA sync event: correlation of the `cudaEventRecord` call that recorded the awaited event ("wait_on_cuda_event_record_corr_id")
 
 -- @table flows
 -- Flow endpoints (`ph: s/f/t`): ac2g CPU→GPU launch links, fwdbwd forward→backward links.

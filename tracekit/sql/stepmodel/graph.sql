@@ -110,3 +110,43 @@ SELECT s.rank, s.step, s.ts_ns, s.end_ns,
 FROM steps s JOIN w ON s.rank = w.rank
 WHERE s.ts_ns >= w.start_ns AND s.ts_ns < w.end_ns
 ORDER BY s.rank, s.ts_ns
+
+-- @query event_waits
+-- Cross-stream waits the trace records (CUDA sync events, `enable_cuda_sync_events=True`):
+-- each `Stream Wait Event` pairs the device work that must finish — the last work on
+-- `wait_on_stream` launched before the `cudaEventRecord` call with that correlation — with
+-- the next work on the waiting stream (its `stream`) starting at or after the event.
+-- @column rank: global rank
+-- @column src_lane: stream of the awaited work
+-- @column src_ts_ns: start of the awaited work, ns since the epoch
+-- @column dst_lane: the waiting stream
+-- @column dst_ts_ns: start of the work that waited, ns since the epoch
+WITH w AS ({windows}),
+sw AS (
+    SELECT e.rank, e.stream AS lane, e.ts_ns, e.wait_on_stream, e.wait_on_event_correlation
+    FROM events e JOIN w ON e.rank = w.rank
+    WHERE e.kind = 'sync' AND e.name::VARCHAR = 'Stream Wait Event'
+      AND e.wait_on_stream IS NOT NULL AND e.wait_on_event_correlation IS NOT NULL
+      AND e.stream IS NOT NULL AND e.ts_ns >= w.start_ns AND e.ts_ns < w.end_ns
+), rec AS (
+    SELECT r.rank, r.correlation, min(r.ts_ns) AS ts_ns FROM events r SEMI JOIN sw
+      ON sw.rank = r.rank AND sw.wait_on_event_correlation = r.correlation
+    WHERE r.kind = 'runtime' GROUP BY ALL
+), dev AS (
+    SELECT d.rank, d.stream AS lane, d.ts_ns, l.ts_ns AS launch_ns
+    FROM events d JOIN events l ON l.rank = d.rank AND l.correlation = d.correlation
+     AND l.kind = 'runtime'
+    WHERE d.kind IN ('kernel', 'memcpy', 'memset') AND d.stream IS NOT NULL
+), src AS (
+    SELECT sw.rank, sw.lane, sw.ts_ns, sw.wait_on_stream AS src_lane,
+           arg_max(dev.ts_ns, dev.launch_ns) AS src_ts_ns
+    FROM sw JOIN rec ON rec.rank = sw.rank AND rec.correlation = sw.wait_on_event_correlation
+    JOIN dev ON dev.rank = sw.rank AND dev.lane = sw.wait_on_stream AND dev.launch_ns < rec.ts_ns
+    GROUP BY ALL
+)
+SELECT src.rank, src.src_lane, src.src_ts_ns, src.lane AS dst_lane,
+       min(d.ts_ns) AS dst_ts_ns
+FROM src JOIN events d ON d.rank = src.rank AND d.stream = src.lane AND d.ts_ns >= src.ts_ns
+ AND d.kind IN ('kernel', 'memcpy', 'memset')
+GROUP BY ALL
+ORDER BY ALL
