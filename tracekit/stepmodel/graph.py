@@ -87,6 +87,7 @@ class Graph:
     spans: dict[int, RankSpan] = field(default_factory=dict)
     dropped: int = 0  # edges the measured order cannot hold (none expected)
     origin: int = 0  # ns since the epoch of time 0 (the earliest window start)
+    _step_starts: dict[int, list[int]] = field(default_factory=dict, repr=False)  # step_of's
 
     def add(self, rank, lane, kind, name, ts, end, dur) -> int:
         self.rank.append(rank)
@@ -131,8 +132,11 @@ class Graph:
 
     def step_of(self, i: int) -> int:
         """Index of the step (of its rank) node `i` starts in (0 before the first)."""
-        sp = self.spans[self.rank[i]]
-        return max(bisect_right([s for s, _ in sp.steps], self.ts[i]) - 1, 0)
+        r = self.rank[i]
+        starts = self._step_starts.get(r)
+        if starts is None:
+            starts = self._step_starts[r] = [s for s, _ in self.spans[r].steps]
+        return max(bisect_right(starts, self.ts[i]) - 1, 0)
 
 
 def build(run, windows: str) -> Graph:
