@@ -123,7 +123,7 @@ def step_model(ctx: Context, findings: list[Finding], debug: bool = False) -> S.
     try:
         sm = ctx.step_model
         if sm is None:
-            block.notes.append("no rank has an analysed window to replay")
+            block.notes.append(SM.not_built(ctx, "no rank has an analysed window to replay"))
             return block
         base = sm.base
         block.measured_step_ms = base.measured_step_ms

@@ -173,6 +173,14 @@ class Context:
 
         return model(self)
 
+    @cached_property
+    def step_model_plan(self) -> tuple[str | None, str | None]:
+        """(the windows the step model covers, a note on them); windows None: the model
+        is not built and the note says why (`diagnosers.analyses.stepmodel.plan`)."""
+        from diagnosers.analyses.stepmodel import plan
+
+        return plan(self)
+
     def key_ms(self, row: dict, rank: int, field: str) -> float:
         """A collective's exposure figure (`field` of `tracekit.metrics.collectives.Exposure`)
         on one rank, in ms per step of that rank."""

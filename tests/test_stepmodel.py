@@ -292,3 +292,76 @@ def test_a_recorded_stream_wait_joins_the_producer_to_the_path(tmp_path, sync_ev
 def sm_steps(run: Path) -> int:
     with tracekit.open(run) as r:
         return r.sql("SELECT count(*) FROM steps").fetchall()[0][0]
+
+
+# ------------------------------------------------------------------ cost at many ranks
+
+
+def test_zero_length_host_ops_back_to_back_keep_the_measured_order():
+    """`aten::item` → `aten::_local_scalar_dense` at one instant, each 0 ns long (as in the
+    DLRM traces): the measured order holds every edge (no topological sort) and replays
+    to what the edges give by hand."""
+    from tracekit.stepmodel import graph as G
+    from tracekit.stepmodel import replay as R
+
+    g = G.Graph(cpu=False)
+    g.spans[0] = G.RankSpan(0, 0, 100_000, 1)
+    a = g.add(0, "thread 1", G.HOST, "aten::item", 10_000, 10_000, 0)
+    b = g.add(0, "thread 1", G.HOST, "aten::_local_scalar_dense", 10_000, 10_000, 0)
+    c = g.add(0, "thread 1", G.HOST, "aten::add", 10_000, 30_000, 20_000)
+    g.starts[b].append((a, True, 0, G.E_CHAIN))
+    g.starts[c].append((b, True, 0, G.E_CHAIN))
+    g.spans[0].end_edges = [(c, 70_000)]
+    order, measured = R.ordered(g)
+    assert measured
+    rp = R.run(g, order)
+    # a starts at its measured 10 µs (nothing explains it), b and c follow at 0 lag, c
+    # takes 20 µs, the window ends 70 µs after c: 100 µs
+    assert rp.times == [10_000, 10_000, 10_000, 10_000, 10_000, 30_000]
+    assert rp.replayed_step_ms == pytest.approx(0.1)
+    assert R.run(g, R.toposort(g)).times == rp.times
+
+
+def test_the_dlrm_trace_replays_in_its_measured_order_as_the_topological_sort_does(
+    shared_trace,
+):
+    """v100_dlrm_8rank has zero-length host ops back to back (the case that sent the
+    1,024-rank replication to the topological sort): the measured order holds, and every
+    vertex replays to the same time as in a topological order of the edges."""
+    from tracekit.stepmodel import replay as R
+    from tracekit.stepmodel.model import StepModel
+
+    with tracekit.open(shared_trace("v100_dlrm_8rank")) as run:
+        ctx = Context(run, AnalysisOptions())
+        sm = StepModel(run, ctx.step_model_plan[0])
+    g = sm.graph
+    _order, measured = R.ordered(g)
+    assert measured and g.dropped == 0
+    assert R.run(g, R.toposort(g)).times == sm.base.times
+    assert abs(sm.base.replay_error) <= 0.03
+
+
+def test_one_step_of_all_ranks_past_the_ceiling_is_not_modeled_and_says_why(tmp_path, monkeypatch):
+    """The same job at 2 and at 8 ranks with the ceiling between their steps' sizes: 2
+    ranks are modeled, 8 are not — the block says why, its figures are null, findings
+    keep their rules' impact, and `whatif` exits 2 with that line."""
+    from diagnosers.analyses import stepmodel
+
+    # estimated nodes of one step across all ranks: ≈ 482 a rank here (964 at 2 ranks,
+    # 3,856 at 8)
+    monkeypatch.setattr(stepmodel, "MAX_STEP_NODES", 2_000)
+    generate(Scenario(name="straggler", world=2, straggler=1, steps=2), tmp_path / "r2")
+    sm2 = _report(tmp_path / "r2").step_model
+    assert sm2.replayed_step_ms is not None
+    assert not any("not built" in n for n in sm2.notes)
+    generate(Scenario(name="straggler", world=8, straggler=1, steps=2), tmp_path / "r8")
+    rep = _report(tmp_path / "r8")
+    sm = rep.step_model
+    note = next(n for n in sm.notes if "not built" in n)
+    assert "one step of the 8 ranks is ≈ 3,856 nodes" in note and "2,000" in note
+    assert sm.replayed_step_ms is None and sm.replay_error is None and not sm.what_if
+    assert sm.critical_path is None or not sm.critical_path.segments
+    strag = next(f for f in rep.findings if f.kind == "scaling.straggler")
+    assert strag.impact_ms is not None and strag.impact_ms > 0  # the rule's own estimate
+    res = CliRunner().invoke(main, ["whatif", str(tmp_path / "r8"), "--change", "no-straggler"])
+    assert res.exit_code == 2 and "not built" in res.output

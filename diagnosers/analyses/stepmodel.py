@@ -24,14 +24,21 @@ if TYPE_CHECKING:
 
 
 NODE_BUDGET = 40_000  # the graph's size the report builds (Python loops: ~10 µs a node)
+# one step of every rank above this (estimated nodes, as NODE_BUDGET) is not modeled: the
+# graph's build and replays would cost seconds per 100,000 nodes (docs/step-model.md,
+# "Cost"); twice the 8-rank benchmark's step (≈ 207,000 estimated, 45,804 built)
+MAX_STEP_NODES = 400_000
 
 
 def model(ctx: Context) -> StepModel | None:
     """The step model of the run's analysed windows — or, where the graph of all of them
     would pass NODE_BUDGET nodes, of each rank's last analysed steps that fit (a note says
     which): a replay is a loop over nodes, and the report replays once per remedy. None
-    when no rank has a window."""
-    windows, note = _windows(ctx)
+    when no rank has a window, or when one step of every rank passes MAX_STEP_NODES
+    (`plan(ctx)` says why)."""
+    windows, note = ctx.step_model_plan
+    if windows is None:
+        return None
     sm = StepModel(ctx.run, windows)
     if sm.empty:
         return None
@@ -39,18 +46,29 @@ def model(ctx: Context) -> StepModel | None:
     return sm
 
 
-def _windows(ctx: Context) -> tuple[str, str | None]:
+def plan(ctx: Context) -> tuple[str | None, str | None]:
+    """(the windows the step model covers as SQL rows, a note on them); windows None
+    when the model is not built, the note saying why."""
     wins = [w for w in windows_of(ctx.ranks) if w.start_ns is not None]
+    if not wins:
+        return None, "no rank has an analysed window to replay"
     steps = max((w.n_steps for w in wins), default=0)
-    if steps <= 1:
-        return ctx.windows, None
     (n,) = ctx.run.sql(
         f"""WITH w AS {ctx.window_sql()}
         SELECT count(*) FROM events e JOIN w ON e.rank = w.rank
         WHERE e.kind IN ('kernel', 'memcpy', 'memset', 'comm_thread', 'runtime')
           AND e.ts_ns >= w.start_ns AND e.ts_ns < w.end_ns"""
     ).fetchall()[0]
-    per_step = 2 * n / steps  # device work and the host events that launch it
+    per_step = 2 * n / max(steps, 1)  # device work and the host events that launch it
+    if per_step > MAX_STEP_NODES:
+        return None, (
+            f"the step model is not built: one step of the {len(wins):,} ranks is "
+            f"≈ {per_step:,.0f} nodes, more than the {MAX_STEP_NODES:,} it models at most "
+            "(analyse fewer ranks with --ranks to model them); findings keep their rules' "
+            "impact"
+        )
+    if steps <= 1:
+        return ctx.windows, None
     keep = max(int(NODE_BUDGET // max(per_step, 1)), 1)
     if keep >= steps:
         return ctx.windows, None
@@ -69,6 +87,12 @@ def _windows(ctx: Context) -> tuple[str, str | None]:
         f"the step model covers each rank's last {keep} of {steps} analysed steps "
         f"(≈ {per_step:,.0f} nodes a step; at most {NODE_BUDGET:,} are replayed)"
     )
+
+
+def not_built(ctx: Context, default: str) -> str:
+    """Why the run has no step model: the plan's reason, else `default`."""
+    windows, note = ctx.step_model_plan
+    return note if windows is None and note else default
 
 
 def pipeline_shape(ctx: Context) -> C.PipelineShape | None:
@@ -127,7 +151,7 @@ def what_if(ctx: Context, specs: list[str]) -> Outcome:
     changes = [C.parse(s) for s in specs]
     sm = ctx.step_model
     if sm is None:
-        raise C.NotApplicable("the run has no analysed window to replay")
+        raise C.NotApplicable(not_built(ctx, "the run has no analysed window to replay"))
     for ch in changes:
         if isinstance(ch, C.Microbatches):
             ch.pipeline = pipeline_shape(ctx)

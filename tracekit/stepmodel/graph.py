@@ -88,6 +88,7 @@ class Graph:
     spans: dict[int, RankSpan] = field(default_factory=dict)
     dropped: int = 0  # edges the measured order cannot hold (none expected)
     origin: int = 0  # ns since the epoch of time 0 (the earliest window start)
+    _step_starts: dict[int, list[int]] = field(default_factory=dict, repr=False)  # step_of's
 
     def add(self, rank, lane, kind, name, ts, end, dur) -> int:
         self.rank.append(rank)
@@ -106,14 +107,37 @@ class Graph:
         self.backward.append(False)
         return len(self.rank) - 1
 
+    def extend(self, rank, lane, kind, name, ts, end, dur) -> range:
+        """Many nodes at once (columns of equal length; `kind` one value for all), as
+        `add` would add them one by one; returns their ids."""
+        i0, m = len(self.rank), len(rank)
+        self.rank += rank
+        self.lane += lane
+        self.kind += [kind] * m
+        self.name += name
+        self.ts += ts
+        self.end += end
+        self.dur += dur
+        self.starts += [[] for _ in range(m)]
+        self.ends += [[] for _ in range(m)]
+        self.coll += [None] * m
+        self.nbytes += [None] * m
+        self.group += [None] * m
+        self.inst += [-1] * m
+        self.backward += [False] * m
+        return range(i0, i0 + m)
+
     @property
     def n(self) -> int:
         return len(self.rank)
 
     def step_of(self, i: int) -> int:
         """Index of the step (of its rank) node `i` starts in (0 before the first)."""
-        sp = self.spans[self.rank[i]]
-        return max(bisect_right([s for s, _ in sp.steps], self.ts[i]) - 1, 0)
+        r = self.rank[i]
+        starts = self._step_starts.get(r)
+        if starts is None:
+            starts = self._step_starts[r] = [s for s, _ in self.spans[r].steps]
+        return max(bisect_right(starts, self.ts[i]) - 1, 0)
 
 
 def build(run, windows: str) -> Graph:
@@ -131,11 +155,6 @@ def build(run, windows: str) -> Graph:
     def rel(x):
         return None if x is None else int(x) - o
 
-    host = [(r, tid, rel(ts), rel(end), *rest) for r, tid, ts, end, *rest in host]
-    dev = [
-        (r, lane, rel(ts), rel(end), kind, name, comm, ltid, rel(lts), rel(lend), *rest)
-        for r, lane, ts, end, kind, name, comm, ltid, lts, lend, *rest in dev
-    ]
     steps = [(r, st, rel(s), rel(e), tid) for r, st, s, e, tid in steps]
     for rank, s, e, n in wrows:
         if s is not None:
@@ -150,15 +169,28 @@ def build(run, windows: str) -> Graph:
             sp.steps = [(sp.start_ns, sp.end_ns)]
 
     # ---- host: top-level events per thread (what they contain acts through them)
-    sync_of: dict[int, bool] = {}
+    hcols = list(zip(*host, strict=True)) if host else [[]] * 6
+    h_rank, h_tid, h_name = list(hcols[0]), hcols[1], list(hcols[4])
+    h_ts = [int(x) - o for x in hcols[2]]
+    h_end = [int(x) - o for x in hcols[3]]
+    ids = g.extend(
+        h_rank,
+        [f"thread {tid}" for tid in h_tid],
+        HOST,
+        h_name,
+        h_ts,
+        h_end,
+        [float(e - t) for t, e in zip(h_ts, h_end, strict=True)],
+    )
+    main_of = {r: sp.main_tid for r, sp in g.spans.items()}
+    g.backward[ids.start : ids.stop] = [
+        name.startswith("autograd::engine") or (main is not None and tid != main)
+        for name, tid, main in zip(h_name, h_tid, (main_of.get(r) for r in h_rank), strict=True)
+    ]
+    sync_of: dict[int, bool] = {i: True for i, s in zip(ids, hcols[5], strict=True) if s}
     host_nodes: dict[int, list[int]] = {}  # rank → host nodes (any thread), by start
-    for rank, tid, ts, end, name, has_sync in host:
-        i = g.add(rank, f"thread {tid}", HOST, name, ts, end, end - ts)
+    for i, rank in zip(ids, h_rank, strict=True):
         host_nodes.setdefault(rank, []).append(i)
-        main = g.spans[rank].main_tid if rank in g.spans else None
-        g.backward[i] = name.startswith("autograd::engine") or (main is not None and tid != main)
-        if has_sync:
-            sync_of[i] = True
     # ---- device work and gloo spans
     dev_nodes: dict[int, list[int]] = {}
     lat_bound: dict[int, list[int]] = {}
@@ -168,35 +200,41 @@ def build(run, windows: str) -> Graph:
         v.sort(key=lambda i: (g.ts[i], i))
     host_ts = {r: [g.ts[i] for i in v] for r, v in host_nodes.items()}
     blocking: dict[int, int] = {}  # host node → the device work its call waited for
-    for rank, lane, ts, end, kind, name, comm, _ltid, lts, lend, coll, key, nbytes, gsize in dev:
-        k = COMM if comm else COMPUTE
-        i = g.add(
-            rank,
+    dcols = list(zip(*dev, strict=True)) if dev else [[]] * 14
+    d_ts = [int(x) - o for x in dcols[2]]
+    d_end = [int(x) - o for x in dcols[3]]
+    ids = g.extend(
+        list(dcols[0]),
+        [
             # a gloo span is a lane of its own even where it sits on the main thread (send
             # and recv): the thread's next op waits for it, it is not its predecessor
-            f"stream {lane}" if kind != "comm_thread" else f"gloo {lane}",
-            k,
-            name,
-            ts,
-            end,
-            end - ts,
-        )
+            f"stream {lane}" if kind != "comm_thread" else f"gloo {lane}"
+            for lane, kind in zip(dcols[1], dcols[4], strict=True)
+        ],
+        COMPUTE,
+        list(dcols[5]),
+        d_ts,
+        d_end,
+        [float(e - t) for t, e in zip(d_ts, d_end, strict=True)],
+    )
+    a, b = ids.start, ids.stop
+    g.kind[a:b] = [COMM if comm else COMPUTE for comm in dcols[6]]
+    g.coll[a:b], g.nbytes[a:b], g.group[a:b] = dcols[10], dcols[12], dcols[13]
+    for i, rank, lts, lend, key in zip(ids, dcols[0], dcols[8], dcols[9], dcols[11], strict=True):
         dev_nodes.setdefault(rank, []).append(i)
-        g.coll[i], g.nbytes[i], g.group[i] = coll, nbytes, gsize
         if key is not None:
             by_instance.setdefault(key, []).append(i)
-        h = None
-        if lts is not None:
-            h = _containing(g, host_nodes.get(rank, []), host_ts.get(rank, []), int(lts))
+        if lts is None:
+            continue
+        lts = int(lts) - o
+        h = _containing(g, host_nodes.get(rank, []), host_ts.get(rank, []), lts)
         if h is not None:
-            launch_of[i] = (h, int(lts))
+            launch_of[i] = (h, lts)
+            end = g.end[i]
             # a call that returns only once its own work is done (a blocking copy) waited
-            if (
-                lend is not None
-                and int(lts) <= end <= int(lend) >= end >= g.end[blocking.get(h, i)]
-            ):
+            if lend is not None and lts <= end <= int(lend) - o >= end >= g.end[blocking.get(h, i)]:
                 blocking[h] = i
-            g.backward[i] = g.backward[h] and k == COMPUTE
+            g.backward[i] = g.backward[h] and g.kind[i] == COMPUTE
     # ---- cross-stream waits the trace records (CUDA sync events): consumer → producer
     waits = _recorded_waits(con, windows, g, dev_nodes, o)
     # ---- stream order and launch edges

@@ -58,41 +58,54 @@ class Replay:
 
 def order(g: G.Graph) -> list[int]:
     """Vertices (2·node: start, 2·node+1: end) in an order every edge respects: measured
-    time (at one instant an instance's end, nodes' ends, nodes' starts, instances' starts,
-    then zero-length ends) when that order holds every edge — the usual case — else a
-    topological sort (`toposort`)."""
+    time (at one instant an instance's end, nodes' ends, nodes' starts and zero-length
+    ends by vertex, instances' starts, then instances' zero-length ends) when that order
+    holds every edge — the usual case — else a topological sort (`toposort`)."""
     return ordered(g)[0]
 
 
 def ordered(g: G.Graph) -> tuple[list[int], bool]:
     """`order`, and whether it is the measured order (which holds every edge: `prune`
-    then drops nothing)."""
+    then drops nothing).
+
+    A zero-length node's end sorts with the starts of its instant, by vertex: after its
+    own start (2·i < 2·i+1) and before the start of what follows it on its thread (added
+    after it). Any topological order replays to the same times (the latest of each
+    node's edges does not depend on the order), so this only decides whether the
+    measured order holds or `toposort` is needed."""
+    import numpy as np
+
     n = g.n
-    nv = 2 * n
-    ts, end, kind = g.ts, g.end, g.kind
-    # one integer per vertex sorts by (time, tie, vertex): tie + 1 in 0 … 5
-    keys = []
-    for i in range(n):
-        inst = kind[i] == G.INST
-        zero = end[i] <= ts[i]
-        keys.append(((ts[i] * 8 + (3 if inst else 2)) * nv) + 2 * i)
-        keys.append(
-            ((end[i] * 8 + ((5 if zero else 0) if inst else (4 if zero else 1))) * nv) + 2 * i + 1
-        )
-    keys.sort()
-    vorder = [k % nv for k in keys] if nv else []
-    pos = [0] * nv
-    for k, v in enumerate(vorder):
-        pos[v] = k
-    for i in range(n):
-        ps, pe = pos[2 * i], pos[2 * i + 1]
-        for e in g.starts[i]:
-            if pos[2 * e[0] + (1 if e[1] else 0)] >= ps:
-                return toposort(g), False
-        for e in g.ends[i]:
-            if pos[2 * e[0] + 1] >= pe:
-                return toposort(g), False
-    return vorder, True
+    if not n:
+        return [], True
+    ts = np.asarray(g.ts, dtype=np.int64)
+    end = np.asarray(g.end, dtype=np.int64)
+    inst = np.asarray(g.kind, dtype=np.int8) == G.INST
+    zero = end <= ts
+    time = np.empty(2 * n, dtype=np.int64)
+    time[0::2], time[1::2] = ts, end
+    tie = np.empty(2 * n, dtype=np.int8)
+    tie[0::2] = np.where(inst, 3, 2)
+    tie[1::2] = np.where(inst, np.where(zero, 5, 0), np.where(zero, 2, 1))
+    vorder = np.lexsort((np.arange(2 * n), tie, time))
+    pos = np.empty(2 * n, dtype=np.int64)
+    pos[vorder] = np.arange(2 * n)
+    src, dst = _edge_arrays(g)
+    if src.size and not (pos[src] < pos[dst]).all():
+        return toposort(g), False
+    return vorder.tolist(), True
+
+
+def _edge_arrays(g: G.Graph):
+    """Every edge as (source vertex, target vertex) arrays: start edges end at 2·i, end
+    edges at 2·i+1."""
+    import numpy as np
+
+    src = [2 * e[0] + (1 if e[1] else 0) for st in g.starts for e in st]
+    dst = [2 * i for i, st in enumerate(g.starts) for _ in st]
+    src += [2 * e[0] + 1 for en in g.ends for e in en]
+    dst += [2 * i + 1 for i, en in enumerate(g.ends) for _ in en]
+    return np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
 
 
 def toposort(g: G.Graph) -> list[int]:

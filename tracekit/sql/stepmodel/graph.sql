@@ -61,9 +61,12 @@ d AS (
     WHERE e.kind IN ('kernel', 'memcpy', 'memset', 'comm_thread')
       AND e.ts_ns >= w.start_ns AND e.ts_ns < w.end_ns
 ), r AS (
+    -- only the launches of the window's device work (not every runtime call of the run)
     SELECT rank, correlation, any_value(tid) AS tid, min(ts_ns) AS ts_ns,
            max(ts_ns + dur_ns) AS end_ns FROM events
-    WHERE kind = 'runtime' AND correlation IS NOT NULL GROUP BY rank, correlation
+    WHERE kind = 'runtime' AND correlation IS NOT NULL
+      AND (rank, correlation) IN (SELECT rank, correlation FROM d)
+    GROUP BY rank, correlation
 ), p AS (  -- point-to-point rows whose peer is known: the other rank of a 2-rank group
     SELECT rank, ts_ns, lane, bytes,
            CASE WHEN name = 'send' THEN rank ELSE peer END AS src,
