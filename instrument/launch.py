@@ -152,6 +152,7 @@ def _worker(rank: int, cfg_dict: dict, port: int, command: str) -> None:
                 activation_checkpointing=False,
                 allow_tf32=torch.backends.cuda.matmul.allow_tf32 if device.type == "cuda" else None,
                 fsdp_prefetch=cfg.fsdp_prefetch if cfg.job in ("fsdp", "hybrid") else None,
+                cpu_cores_per_rank=_cores_per_rank(cfg.world_size),
                 device=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
                 backend=backend,
                 torch_version=torch.__version__,
@@ -210,3 +211,13 @@ if __name__ == "__main__":  # pragma: no cover - debugging aid
     except TracekitError:
         traceback.print_exc()
         sys.exit(2)
+
+
+def _cores_per_rank(world_size: int) -> float:
+    """The CPU cores each rank may use: every rank of `tracekit run` is a process on this
+    host, sharing the cores this process may run on."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return cores / max(world_size, 1)

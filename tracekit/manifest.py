@@ -117,6 +117,11 @@ class JobManifest:
         "ranks (GPUs) per node; ranks fill nodes in order (rank // gpus_per_node). Decides "
         "whether a group's collectives run in a node or between nodes"
     )
+    cpu_cores_per_rank: float | None = doc(
+        "CPU cores each rank's process may use (cores on its host ÷ ranks on it). On a CPU "
+        "run below 2, gloo's communication threads share the cores compute runs on: the "
+        "step model's overlap takes the transfer's time from compute"
+    )
     device: str | None = doc("cpu or the CUDA device name")
     backend: str | None = doc("gloo or nccl")
     torch_version: str | None = doc("torch.__version__")

@@ -155,7 +155,18 @@ def what_if(ctx: Context, specs: list[str]) -> Outcome:
     for ch in changes:
         if isinstance(ch, C.Microbatches):
             ch.pipeline = pipeline_shape(ctx)
+        if isinstance(ch, C.Overlap):
+            ch.contended = contended(ctx)
     return sm.what_if(changes)
+
+
+def contended(ctx: Context) -> bool:
+    """A CPU run whose ranks have no spare core (job.json's `cpu_cores_per_rank` < 2):
+    gloo's communication threads share the cores compute runs on. Without job.json the
+    trace does not say, and overlap is modeled as free."""
+    man = ctx.manifest
+    cores = man.cpu_cores_per_rank if man is not None else None
+    return bool(ctx.cpu and cores is not None and cores < 2)
 
 
 def remedy(ctx: Context, f: Finding) -> list[str] | None:

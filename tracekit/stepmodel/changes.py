@@ -130,6 +130,10 @@ class Bandwidth(Change):
 class Overlap(Change):
     pattern = re.compile(r"overlap:(\w+)")
     syntax = "overlap:NAME"
+    # set by the caller from job.json: a CPU run whose ranks have no spare core (gloo's
+    # threads share the cores compute runs on), so an overlapped transfer's time is taken
+    # from the compute it runs beside (`_contend`)
+    contended: bool = False
 
     def __init__(self, spec, m):
         super().__init__(spec, m)
@@ -175,8 +179,24 @@ class Overlap(Change):
                 keep = [(s, se, 0, ek) for s, se, _lag, ek in e.starts[i] if ek == G.E_STREAM]
                 e.starts[i] = [*keep, (ready, True, 0, G.E_WAIT)]
                 e.reorder = True
-        if _split(g, e, one):
+                if self.contended:
+                    _contend(g, e, producers, ready, _transfer(g, e, i))
+        if _split(g, e, one, self.contended):
             e.reorder = True
+
+
+def _transfer(g: G.Graph, e: Edits, i: int) -> float:
+    """The transfer time of collective member `i`: its instance's, else its own."""
+    return e.dur[g.inst[i]] if g.inst[i] >= 0 else e.dur[i]
+
+
+def _contend(g: G.Graph, e: Edits, producers: list[int], ready: int, ns: float) -> None:
+    """Without a spare core, a transfer of `ns` that starts once `ready` is done runs on
+    the core compute uses: the compute after `ready` (its rank's next producer) takes
+    `ns` longer — the time slicing of one core, in its total (`Overlap.contended`)."""
+    k = producers.index(ready)
+    if k + 1 < len(producers):  # after the last one nothing computes beside it
+        e.dur[producers[k + 1]] += ns
 
 
 DDP_BUCKET_CAP = 25 * 2**20  # DDP's default bucket_cap_mb (25 MiB)
@@ -194,7 +214,9 @@ def _piece_sources(ready: list[int], k: int, t: float) -> list[tuple[int, float]
     return [(ready[math.ceil(p * n / k) - 1], (k - p) * t) for p in range(1, k + 1)]
 
 
-def _split(g: G.Graph, e: Edits, one: dict[int, list[tuple[int, list[int]]]]) -> bool:
+def _split(
+    g: G.Graph, e: Edits, one: dict[int, list[tuple[int, list[int]]]], contended: bool = False
+) -> bool:
     """Overlap a one-bucket collective as smaller buckets would (the remedy: smaller DDP
     buckets). The bucket's bytes are produced evenly over the backward compute: split
     into k pieces, piece p ready at the end of its producer (`_piece_sources`), each
@@ -211,8 +233,9 @@ def _split(g: G.Graph, e: Edits, one: dict[int, list[tuple[int, list[int]]]]) ->
     pieces hide more of the transfer and each adds α. A collective whose pieces would not
     end before its measured end is left as it is (the change never delays one).
 
-    `one`: transfer node (the instance, or an unmatched member) → [(member, producers)].
-    Returns whether an edge changed.
+    `one`: transfer node (the instance, or an unmatched member) → [(member, producers)];
+    `contended`: each piece's transfer is taken from the compute after its producer
+    (`_contend`). Returns whether an edge changed.
     """
     changed = False
     for j, members in one.items():
@@ -239,6 +262,10 @@ def _split(g: G.Graph, e: Edits, one: dict[int, list[tuple[int, list[int]]]]) ->
         for i, src in srcs.items():
             keep = [(s, se, 0, ek) for s, se, _lag, ek in e.starts[i] if ek == G.E_STREAM]
             e.starts[i] = [*keep, *((s, True, lag, G.E_WAIT) for s, lag in src)]
+            if contended:
+                prods = dict(members)[i]
+                for s, _lag in src:
+                    _contend(g, e, prods, s, t)
         e.dur[j] = t
         changed = True
     return changed
