@@ -449,6 +449,11 @@ def _device_edges(
 def _recorded_waits(con, windows: str, g: Graph, dev_nodes: dict[int, list[int]], o: int):
     """Device node → the device node a CUDA sync event (`Stream Wait Event`) says it
     waited for (`stepmodel.graph:event_waits`); empty when the trace has no such events."""
+    if not con.sql(
+        "SELECT 1 FROM events WHERE kind = 'sync' AND wait_on_event_correlation IS NOT NULL "
+        "LIMIT 1"
+    ).fetchall():
+        return {}  # the trace has no CUDA sync events (most do not): skip the joins
     rows = con.sql(sql.query("stepmodel.graph", "event_waits", windows=windows)).fetchall()
     if not rows:
         return {}
