@@ -67,14 +67,20 @@ FROM ({host_bound}) h JOIN w USING (rank)
 -- @column n: kernels starting in the window
 -- @column ops: distinct launching ops (graph launches for graph_replay) with a kernel in the window
 WITH w AS ({windows}),
+-- compute kernels by a number: their names (hundreds of characters) carried through the
+-- joins below took a gigabyte at 1,024 ranks; the name joins back at the end
+kn AS (
+    SELECT rank, name, row_number() OVER () AS kid
+    FROM kernel_classes WHERE category = 'compute'
+),
 k AS (
-    SELECT e.rank, e.name::VARCHAR AS kernel, e.correlation, e.external_id,
+    SELECT e.rank, kn.kid, e.correlation, e.external_id,
            greatest(e.ts_ns, w.start_ns) AS s, least(e.ts_ns + e.dur_ns, w.end_ns) AS e,
            e.ts_ns >= w.start_ns AS starts_in
     FROM events e
-    JOIN kernel_classes kc ON kc.rank = e.rank AND kc.name = e.name::VARCHAR
+    JOIN kn ON kn.rank = e.rank AND kn.name = e.name::VARCHAR
     JOIN w ON w.rank = e.rank
-    WHERE e.kind = 'kernel' AND kc.category = 'compute'
+    WHERE e.kind = 'kernel'
       AND e.ts_ns + e.dur_ns > w.start_ns AND e.ts_ns < w.end_ns
 ),
 l AS (  -- the launch calls of those kernels only (a semi join first: runs have millions)
@@ -92,12 +98,13 @@ kf AS (
       ON f.rank = kl.rank AND f.tid = kl.tid AND kl.launch_ns >= f.ts_ns
 ),
 c AS (  -- CPU ops of the threads that launched those kernels
-    SELECT rank, tid, name::VARCHAR AS name, ts_ns, ts_ns + dur_ns AS end_ns
+    SELECT rank, tid, name::VARCHAR AS name, ts_ns, ts_ns + dur_ns AS end_ns,
+           row_number() OVER () AS op_id
     FROM events e SEMI JOIN (SELECT DISTINCT rank, tid FROM kl) t USING (rank, tid)
     WHERE e.kind = 'cpu_op'
 ),
 kc AS (
-    SELECT kf.*, c.name AS c_op, c.ts_ns AS c_ts, c.end_ns AS c_end
+    SELECT kf.*, c.op_id AS c_id, c.ts_ns AS c_ts, c.end_ns AS c_end
     FROM kf ASOF LEFT JOIN c
       ON c.rank = kf.rank AND c.tid = kf.tid AND kf.launch_ns >= c.ts_ns
 ),
@@ -108,26 +115,32 @@ kc AS (
 -- is a hash join: an op of at most 64 ms is listed once per bucket it covers (a launch's
 -- bucket is then one of them), the few longer ops are range-joined alone
 dead AS (SELECT DISTINCT rank, tid, launch_ns FROM kc WHERE launch_ns > c_end),
-cd AS (SELECT c.* FROM c SEMI JOIN dead USING (rank, tid)),
+-- the ops that can enclose one (by the thread's span of such launches), without names:
+-- an op is listed once per 1 ms it covers, so names would be copied that many times
+cd AS (
+    SELECT c.rank, c.tid, c.ts_ns, c.end_ns, c.op_id
+    FROM c JOIN (SELECT rank, tid, min(launch_ns) AS lo, max(launch_ns) AS hi
+                 FROM dead GROUP BY rank, tid) s
+      ON s.rank = c.rank AND s.tid = c.tid AND c.ts_ns <= s.hi AND c.end_ns >= s.lo
+),
 around AS (
-    SELECT d.rank, d.tid, d.launch_ns, cb.name, cb.ts_ns
+    SELECT d.rank, d.tid, d.launch_ns, cb.op_id, cb.ts_ns
     FROM (SELECT *, launch_ns // 1000000 AS b FROM dead) d
-    JOIN (SELECT rank, tid, name, ts_ns, end_ns,
+    JOIN (SELECT rank, tid, op_id, ts_ns, end_ns,
                  unnest(range(ts_ns // 1000000, end_ns // 1000000 + 1)) AS b
           FROM cd WHERE end_ns - ts_ns <= 64000000) cb
       ON cb.rank = d.rank AND cb.tid = d.tid AND cb.b = d.b
      AND cb.ts_ns <= d.launch_ns AND cb.end_ns >= d.launch_ns
     UNION ALL
-    SELECT d.rank, d.tid, d.launch_ns, cl.name, cl.ts_ns
+    SELECT d.rank, d.tid, d.launch_ns, cl.op_id, cl.ts_ns
     FROM dead d
     JOIN (SELECT * FROM cd WHERE end_ns - ts_ns > 64000000) cl
       ON cl.rank = d.rank AND cl.tid = d.tid
      AND cl.ts_ns <= d.launch_ns AND cl.end_ns >= d.launch_ns
 ),
 enc AS (
-    SELECT rank, tid, launch_ns, arg_max(name, ts_ns) AS e_op, max(ts_ns) AS e_ts
-    FROM around
-    GROUP BY rank, tid, launch_ns
+    SELECT rank, tid, launch_ns, arg_max(op_id, (ts_ns, -op_id)) AS e_id, max(ts_ns) AS e_ts
+    FROM around GROUP BY rank, tid, launch_ns
 ),
 x AS (
     SELECT rank, external_id, min(name::VARCHAR) AS name
@@ -136,32 +149,43 @@ x AS (
     GROUP BY rank, external_id
 ),
 a AS (
-    SELECT kc.rank, kc.kernel, kc.s, kc.e, kc.starts_in, kc.correlation,
+    SELECT kc.rank, kc.kid, kc.s, kc.e, kc.starts_in, kc.correlation,
            CASE WHEN kc.launch_ns <= kc.t_end THEN kc.t_op END AS t_op,
            CASE WHEN kc.launch_ns <= kc.t_end THEN kc.flops END AS flops,
            CASE WHEN kc.launch_ns <= kc.t_end THEN kc.flops_note END AS note,
            CASE WHEN kc.launch_ns <= kc.t_end THEN kc.t_ts END AS t_key,
            coalesce(contains(kc.launch, 'GraphLaunch'), false) AS graph,
-           CASE WHEN kc.launch_ns <= kc.c_end THEN kc.c_op ELSE coalesce(enc.e_op, x.name)
-           END AS c_op,
+           coalesce(cn.name, x.name) AS c_op,
            -- an op by its start (ns, > 0) or, found by External id, by −id − 1 (< 0)
            CASE WHEN kc.launch_ns <= kc.c_end THEN kc.c_ts
-                WHEN enc.e_op IS NOT NULL THEN enc.e_ts
+                WHEN enc.e_id IS NOT NULL THEN enc.e_ts
                 WHEN x.name IS NOT NULL THEN -kc.external_id - 1 END AS c_key,
            kc.launch
     FROM kc LEFT JOIN x ON x.rank = kc.rank AND x.external_id = kc.external_id
     LEFT JOIN enc ON enc.rank = kc.rank AND enc.tid = kc.tid AND enc.launch_ns = kc.launch_ns
+    -- the op around the launch: the last one started before it, else the enclosing one
+    LEFT JOIN c AS cn
+      ON cn.op_id = CASE WHEN kc.launch_ns <= kc.c_end THEN kc.c_id ELSE enc.e_id END
+),
+-- distinct ops counted in two steps (each op's kernels first): a count(DISTINCT) per
+-- group held a hash table per (rank, kernel) group, 1 GB at 1,024 ranks
+g AS (
+    SELECT rank,
+           CASE WHEN t_op IS NOT NULL AND flops IS NOT NULL THEN 'counted'
+                WHEN t_op IS NOT NULL THEN 'op_without_flops'
+                WHEN graph THEN 'graph_replay'
+                WHEN c_op IS NOT NULL THEN 'op_without_formula'
+                ELSE 'no_op' END AS why,
+           CASE WHEN t_op IS NOT NULL THEN t_op WHEN graph THEN launch ELSE c_op END AS op,
+           kid,
+           CASE WHEN t_op IS NOT NULL THEN t_key WHEN graph THEN correlation ELSE c_key
+           END AS op_key,
+           min(note) AS note, sum(e - s) AS ns, count(*) FILTER (starts_in) AS n
+    FROM a
+    GROUP BY ALL
 )
-SELECT rank,
-       CASE WHEN t_op IS NOT NULL AND flops IS NOT NULL THEN 'counted'
-            WHEN t_op IS NOT NULL THEN 'op_without_flops'
-            WHEN graph THEN 'graph_replay'
-            WHEN c_op IS NOT NULL THEN 'op_without_formula'
-            ELSE 'no_op' END AS why,
-       CASE WHEN t_op IS NOT NULL THEN t_op WHEN graph THEN launch ELSE c_op END AS op,
-       kernel, min(note) AS note, sum(e - s) AS ns, count(*) FILTER (starts_in) AS n,
-       count(DISTINCT CASE WHEN t_op IS NOT NULL THEN t_key
-                           WHEN graph THEN correlation ELSE c_key END) AS ops
-FROM a
-GROUP BY ALL
+SELECT g.rank, why, op, kn.name AS kernel, min(note) AS note, sum(ns) AS ns,
+       sum(n)::BIGINT AS n, count(op_key) AS ops
+FROM g JOIN kn USING (kid)
+GROUP BY g.rank, why, op, kn.name
 ORDER BY ALL
