@@ -396,3 +396,15 @@ def test_overlap_on_a_cpu_run_without_a_spare_core_takes_the_transfer_from_compu
         assert saved < (r_free - p_free) / 2
     else:
         assert saved == pytest.approx(r_free - p_free, rel=1e-9)
+
+
+def test_a_change_that_lengthens_the_step_says_what_it_costs(tmp_path):
+    """On the contended DDP sample overlap makes the step longer: the text says 'costs'."""
+    run_dir = tmp_path / "ddp"
+    shutil.copytree(SAMPLES / "ddp", run_dir)
+    doc = json.loads((run_dir / "job.json").read_text())
+    (run_dir / "job.json").write_text(json.dumps({**doc, "cpu_cores_per_rank": 1.0}))
+    res = CliRunner().invoke(main, ["whatif", str(run_dir), "--change", "overlap:all_reduce"])
+    assert res.exit_code == 0, res.output
+    first = res.output.splitlines()[0]
+    assert "; costs " in first and "saves" not in first
