@@ -198,12 +198,12 @@ def step_model_lines(sm: Any) -> list[str]:
     for w in sm.what_if:
         out.append(
             f"  what if ({w.finding}) {' + '.join(w.change)}: "
-            f"{units.fmt(w.predicted_step_ms, ms)} per step, {_saves(w.saved_ms, ms)}"
+            f"{units.fmt(w.predicted_step_ms, ms)} per step, {saves_text(w.saved_ms, ms)}"
         )
     return out + [f"  note: {n}" for n in sm.notes]
 
 
-def _saves(saved_ms: float | None, unit: str) -> str:
+def saves_text(saved_ms: float | None, unit: str = "ms") -> str:
     """'saves X' — or 'costs X' where the change makes the step longer."""
     if saved_ms is not None and saved_ms < 0:
         return f"costs {units.fmt(-saved_ms, unit)}"
@@ -238,7 +238,7 @@ def whatif_lines(w: Any) -> list[str]:
     return [
         f"what if {' + '.join(w.change)}: {units.fmt(w.predicted_step_ms, ms)} per step "
         f"(measured {units.fmt(w.measured_step_ms, ms)}, replayed "
-        f"{units.fmt(w.replayed_step_ms, ms)}; {_saves(w.saved_ms, ms)})",
+        f"{units.fmt(w.replayed_step_ms, ms)}; {saves_text(w.saved_ms, ms)})",
         *path_lines(w.critical_path),
     ]
 

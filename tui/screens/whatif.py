@@ -24,6 +24,7 @@ from textual.widgets import DataTable, Footer, Input, SelectionList, Static
 
 from tracekit.errors import TracekitError
 from tracekit.report import units
+from tracekit.report.render import saves_text
 from tui.screens.common import TkScreen
 
 KINDS = ("compute", "communication", "waiting", "host", "idle")  # the path's kinds
@@ -38,7 +39,7 @@ def suggestions(report: dict) -> list[tuple[str, str]]:
     for w in model.get("what_if") or []:
         spec = " ".join(w.get("change") or [])
         if spec and spec not in out:
-            out[spec] = f"{w.get('finding')}'s remedy: saves {units.fmt(w.get('saved_ms'), 'ms')}"
+            out[spec] = f"{w.get('finding')}'s remedy: {saves_text(w.get('saved_ms'))}"
     rows = sorted(
         report.get("collectives") or [], key=lambda c: -(c.get("time_ms_per_step") or 0.0)
     )
@@ -234,8 +235,8 @@ class WhatIfScreen(TkScreen):
         self.message = None
         self.fill_result()
         self.set_status(
-            f"predicted {units.fmt(o.predicted_step_ms, 'ms')}, saves "
-            f"{units.fmt(o.saved_ms, 'ms')} a step · = tracekit whatif "
+            f"predicted {units.fmt(o.predicted_step_ms, 'ms')}, {saves_text(o.saved_ms)} "
+            "a step · = tracekit whatif "
             f"{self.session.display_path} " + " ".join(f"--change {s}" for s in specs)
         )
 
