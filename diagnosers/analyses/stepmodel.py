@@ -211,5 +211,10 @@ def impacts(ctx: Context, findings: list[Finding]) -> list[tuple[Finding, Outcom
         except C.NotApplicable:
             continue
         f.impact_ms = max(o.saved_ms, 0.0)
+        if o.saved_ms < -0.005 * o.replayed_step_ms:  # the remedy would hurt here: say so
+            f.remedy += (
+                f" (replayed here, {' + '.join(o.change)} makes the step "
+                f"{-o.saved_ms:.2f} ms longer: `tracekit whatif` shows why)"
+            )
         out.append((f, o))
     return out
