@@ -286,14 +286,13 @@ def build(run, windows: str) -> Graph:
     ctimes = {r: [g.end[i] for i in v] for r, v in csrt.items()}
     hsrt = {r: sorted(v, key=lambda i: g.end[i]) for r, v in host_nodes.items()}
     htimes = {r: [g.end[i] for i in v] for r, v in hsrt.items()}
-    # a send/recv span on a host thread lasts until the thread waits for it: where it
-    # outlives its pair's transfer (the first member end) its end is that wait, not data
-    lazy = {
-        m
+    # a send/recv span on a host thread lasts until the thread waits for it: its transfer
+    # ended with its pair's first member (the span may end much later, at that wait)
+    sent = {
+        m: min(g.end[x] for x in pair)
         for key, pair in by_instance.items()
         if key.startswith("p2p:")
         for m in pair
-        if g.end[m] > min(g.end[x] for x in pair) + COMM_WAKE_NS
     }
     for rank, nodes in host_nodes.items():
         by_thread: dict[str, int] = {}
@@ -321,7 +320,7 @@ def build(run, windows: str) -> Graph:
                 if w is None and csrt.get(rank):  # a collective or p2p transfer that was
                     # in flight when the thread went idle and ended during the gap: the
                     # thread waited for it (its wake-up measured, however long)
-                    w = _in_flight(csrt[rank], ctimes[rank], g, prev_end, g.ts[i], lazy)
+                    w = _in_flight(csrt[rank], ctimes[rank], g, prev_end, g.ts[i], sent)
                 if w is None:  # else the thread waited for another thread of its rank
                     w = _latest_before(
                         hsrt[rank],
@@ -505,16 +504,18 @@ def _on_host_thread(g: Graph, i: int, host_lanes: set[tuple[int, str]]) -> bool:
 
 
 def _in_flight(
-    srt: list[int], times: list[int], g: Graph, idle: int, t: int, lazy: set[int]
+    srt: list[int], times: list[int], g: Graph, idle: int, t: int, sent: dict[int, int]
 ) -> int | None:
-    """The gloo span (communication by end: `srt`, `times`; not one of `lazy`) that
-    started before `idle` and ended last in (`idle`, `t`]: what a thread idle from `idle`
-    to `t` waited for. Only gloo spans: a thread blocks in `Work.wait()` on them, the trace
-    does not show it; a GPU host thread is not blocked by a kernel except through a sync."""
+    """The gloo span (communication by end: `srt`, `times`) that started before `idle` and
+    whose transfer ended last in (`idle`, `t`]: what a thread idle from `idle` to `t` waited
+    for. A send/recv's transfer ends with its pair's first member (`sent`), not at its
+    span's end, which may be the wait itself. Only gloo spans: a thread blocks in
+    `Work.wait()` on them, the trace does not show it; a GPU host thread is not blocked by
+    a kernel except through a sync."""
     k = bisect_right(times, t + ROUND_NS) - 1
     while k >= 0 and times[k] > idle:
         j = srt[k]
-        if g.ts[j] < idle and g.lane[j].startswith("gloo ") and j not in lazy:
+        if g.ts[j] < idle and g.lane[j].startswith("gloo ") and sent.get(j, times[k]) > idle:
             return j
         k -= 1
     return None
