@@ -165,6 +165,13 @@ def facts(ctx: Context) -> UncountedFacts:
     )
 
 
+def _count(found: dict[tuple[str, str], dict], name: str, why: str, note, ns: int) -> None:
+    """One more op `name` of cause `why` (its first note kept) in `found`."""
+    o = found.setdefault((name, why), {"name": name, "why": why, "note": note, "count": 0, "ns": 0})
+    o["count"] += 1
+    o["ns"] += ns
+
+
 def _cpu(ctx: Context) -> UncountedFacts:
     flops_rows = ctx.run.sql("SELECT rank, tid, ts_ns, ts_ns + dur_ns FROM op_flops").fetchall()
     in_win = W.starting_in("SELECT * FROM op_flops WHERE flops IS NULL", ctx.windows)
@@ -174,12 +181,7 @@ def _cpu(ctx: Context) -> UncountedFacts:
         f"SELECT rank, name, flops_note, dur_ns FROM ({in_win})"
     ).fetchall():
         without[rank] = without.get(rank, 0) + dur
-        o = found.setdefault(
-            (name, "op_without_flops"),
-            {"name": name, "why": "op_without_flops", "note": note, "count": 0, "ns": 0},
-        )
-        o["count"] += 1
-        o["ns"] += dur
+        _count(found, name, "op_without_flops", note, dur)
     # matmul-class ops by name outside every table op (innermost table ops on a thread
     # never overlap, so starts and ends are both sorted), outermost only
     table: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
@@ -214,12 +216,7 @@ def _cpu(ctx: Context) -> UncountedFacts:
                 continue  # inside a matmul-class op already taken
             cover[(rank, tid)] = end
             matmul_ns[rank] = matmul_ns.get(rank, 0) + dur
-            o = found.setdefault(
-                (name, "op_without_formula"),
-                {"name": name, "why": "op_without_formula", "note": None, "count": 0, "ns": 0},
-            )
-            o["count"] += 1
-            o["ns"] += dur
+            _count(found, name, "op_without_formula", None, dur)
     by_rank: dict[int, float | None] = {}
     for r in ctx.ranks:
         comp_ns = (r.compute_ms or 0) * 1e6

@@ -173,14 +173,15 @@ class Overlap(Change):
                 one.setdefault(g.inst[i] if g.inst[i] >= 0 else i, []).append((i, producers))
                 continue
             for j, i in enumerate(members):
-                ready = producers[max(math.ceil((j + 1) * n / b) - 1, 0)]
+                at = max(math.ceil((j + 1) * n / b) - 1, 0)
+                ready = producers[at]
                 if g.end[ready] >= g.ts[i]:
                     continue  # it already starts before its data would be ready: as it is
                 keep = [(s, se, 0, ek) for s, se, _lag, ek in e.starts[i] if ek == G.E_STREAM]
                 e.starts[i] = [*keep, (ready, True, 0, G.E_WAIT)]
                 e.reorder = True
                 if self.contended:
-                    _contend(g, e, producers, ready, _transfer(g, e, i))
+                    _contend(e, producers, at, _transfer(g, e, i))
         if _split(g, e, one, self.contended):
             e.reorder = True
 
@@ -190,13 +191,12 @@ def _transfer(g: G.Graph, e: Edits, i: int) -> float:
     return e.dur[g.inst[i]] if g.inst[i] >= 0 else e.dur[i]
 
 
-def _contend(g: G.Graph, e: Edits, producers: list[int], ready: int, ns: float) -> None:
-    """Without a spare core, a transfer of `ns` that starts once `ready` is done runs on
-    the core compute uses: the compute after `ready` (its rank's next producer) takes
+def _contend(e: Edits, producers: list[int], at: int, ns: float) -> None:
+    """Without a spare core, a transfer of `ns` that starts once `producers[at]` is done
+    runs on the core compute uses: the compute after it (its rank's next producer) takes
     `ns` longer — the time slicing of one core, in its total (`Overlap.contended`)."""
-    k = producers.index(ready)
-    if k + 1 < len(producers):  # after the last one nothing computes beside it
-        e.dur[producers[k + 1]] += ns
+    if at + 1 < len(producers):  # after the last one nothing computes beside it
+        e.dur[producers[at + 1]] += ns
 
 
 DDP_BUCKET_CAP = 25 * 2**20  # DDP's default bucket_cap_mb (25 MiB)
@@ -207,11 +207,16 @@ MAX_PIECES = 256  # pieces tried at most (powers of two, and the bytes over the 
 TIE_NS = 1_000  # piece counts whose last piece ends this close: the fewer pieces
 
 
+def _piece_at(p: int, n: int, k: int) -> int:
+    """The producer (of n) at whose end piece p (1 … k) of a split bucket is ready."""
+    return math.ceil(p * n / k) - 1
+
+
 def _piece_sources(ready: list[int], k: int, t: float) -> list[tuple[int, float]]:
     """(producer, lag) for each of k pieces: piece p (1 … k) is ready at the end of
-    producer ⌈p·n/k⌉ − 1 and the k − p pieces after it still take their transfers."""
+    producer `_piece_at(p)` and the k − p pieces after it still take their transfers."""
     n = len(ready)
-    return [(ready[math.ceil(p * n / k) - 1], (k - p) * t) for p in range(1, k + 1)]
+    return [(ready[_piece_at(p, n, k)], (k - p) * t) for p in range(1, k + 1)]
 
 
 def _split(
@@ -258,14 +263,13 @@ def _split(
         fin, k, t = best
         if fin >= g.end[j]:
             continue  # its pieces would not end before it does now: as it is
-        srcs = {i: _piece_sources(prods, k, t) for i, prods in members}
-        for i, src in srcs.items():
+        for i, prods in members:
+            src = _piece_sources(prods, k, t)
             keep = [(s, se, 0, ek) for s, se, _lag, ek in e.starts[i] if ek == G.E_STREAM]
             e.starts[i] = [*keep, *((s, True, lag, G.E_WAIT) for s, lag in src)]
             if contended:
-                prods = dict(members)[i]
-                for s, _lag in src:
-                    _contend(g, e, prods, s, t)
+                for p in range(1, k + 1):
+                    _contend(e, prods, _piece_at(p, len(prods), k), t)
         e.dur[j] = t
         changed = True
     return changed

@@ -506,12 +506,12 @@ def _on_host_thread(g: Graph, i: int, host_lanes: set[tuple[int, str]]) -> bool:
 def _in_flight(
     srt: list[int], times: list[int], g: Graph, idle: int, t: int, sent: dict[int, int]
 ) -> int | None:
-    """The gloo span (communication by end: `srt`, `times`) that started before `idle` and
-    whose transfer ended last in (`idle`, `t`]: what a thread idle from `idle` to `t` waited
-    for. A send/recv's transfer ends with its pair's first member (`sent`), not at its
-    span's end, which may be the wait itself. Only gloo spans: a thread blocks in
-    `Work.wait()` on them, the trace does not show it; a GPU host thread is not blocked by
-    a kernel except through a sync."""
+    """The gloo span (communication by end: `srt`, `times`) ending last in (`idle`, `t`]
+    that started before `idle` and whose transfer ended after it: what a thread idle from
+    `idle` to `t` waited for. A send/recv's transfer ends with its pair's first member
+    (`sent`), not at its span's end, which may be the wait itself. Only gloo spans: a
+    thread blocks in `Work.wait()` on them, the trace does not show it; a GPU host thread
+    is not blocked by a kernel except through a sync."""
     k = bisect_right(times, t + ROUND_NS) - 1
     while k >= 0 and times[k] > idle:
         j = srt[k]
