@@ -4,6 +4,7 @@ twice here, within 10%").
 
     python benchmarks/stepmodel_reruns.py [--pairs pp,ddp] [--repeats 3] [--steps 6]
                                           [--out DIR] [--json FILE]
+    python benchmarks/stepmodel_reruns.py --pairs pp --reuse DIR [DIR ...]
 
 Pairs (each job run `--repeats` times per side, the sides interleaved so that a drift of
 the machine falls on both):
@@ -13,6 +14,9 @@ the machine falls on both):
 - `ddp`: `tracekit run ddp -n 2 --no-ddp-overlap` (one all-reduce of every gradient after
   backward) and with overlap (DDP's buckets of `--bucket-cap-mb`, all-reduced during
   backward); `overlap:all_reduce` is predicted from each run without overlap.
+
+`--reuse` predicts again from runs that earlier `--out` folders kept, pooled over the
+folders (after a change of the model, or to pool batches).
 
 Printed per direction: each side's measured step (mean and spread over its runs), the
 prediction from each run, and the error of the mean prediction against the mean
@@ -95,6 +99,11 @@ def whatif(run: str, change: list[str]) -> dict:
     return json.loads(tracekit("whatif", run, *flags, "--format", "json"))
 
 
+def _slug(label: str) -> str:
+    """A side's run folder name: `pp M=4` → `pp_M4`."""
+    return label.replace(" ", "_").replace("=", "")
+
+
 def uptime() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -107,21 +116,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bucket-cap-mb", type=float, default=0.5, help="DDP buckets (overlapped)")
     ap.add_argument("--out", type=Path, help="keep the runs here (default: a temporary folder)")
     ap.add_argument("--json", type=Path, help="write the results here")
+    ap.add_argument(
+        "--reuse", type=Path, nargs="+", metavar="DIR",
+        help="predict from the runs an earlier --out kept in these folders (pooled) "
+        "instead of running the jobs",
+    )  # fmt: skip
     a = ap.parse_args(argv)
     names = [p.strip() for p in a.pairs.split(",") if p.strip()]
     bad = [p for p in names if p not in PAIRS]
     if bad:
         ap.error(f"unknown pair {', '.join(bad)}; use {', '.join(PAIRS)}")
-    out = a.out or Path(tempfile.mkdtemp(prefix="tk-reruns-"))
-    print(f"load before: {uptime()}  (runs in {out})")
+    if a.reuse:
+        out = None
+        print(f"load before: {uptime()}  (runs from {', '.join(map(str, a.reuse))})")
+    else:
+        out = a.out or Path(tempfile.mkdtemp(prefix="tk-reruns-"))
+        print(f"load before: {uptime()}  (runs in {out})")
     result = {"load_before": uptime(), "steps": a.steps, "repeats": a.repeats, "pairs": {}}
     for name in names:
         sides_l, dirs = PAIRS[name]
         sides = {s.label: Side(s.label, list(s.args)) for s in sides_l}
         dirs = [Direction(d.source, d.target, list(d.change)) for d in dirs]
-        for k in range(a.repeats):
+        for s in sides.values():
+            for d in a.reuse or ():
+                s.runs += sorted(str(r) for r in d.glob(f"{_slug(s.label)}_*") if r.is_dir())
+        if a.reuse and not all(s.runs for s in sides.values()):
+            raise SystemExit(f"--reuse: no runs of every side of {name} in those folders")
+        for k in range(0 if a.reuse else a.repeats):
             for s in sides.values():
-                run = out / f"{s.label.replace(' ', '_').replace('=', '')}_{k}"
+                run = out / f"{_slug(s.label)}_{k}"
                 overlapped = "--ddp-overlap" in s.args
                 extra = ["--bucket-cap-mb", str(a.bucket_cap_mb)] if overlapped else []
                 tracekit("run", *s.args, *extra, "-n", "2", "--steps", str(a.steps),

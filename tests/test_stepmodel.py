@@ -408,3 +408,26 @@ def test_a_change_that_lengthens_the_step_says_what_it_costs(tmp_path):
     assert res.exit_code == 0, res.output
     first = res.output.splitlines()[0]
     assert "; costs " in first and "saves" not in first
+
+
+def test_a_cpu_operations_work_is_each_ops_self_time_beyond_one_dispatch():
+    """`microbatches=M` on CPU runs: what scales is each op's own time past one dispatch;
+    nested ops count once (the parent's self time), AccumulateGrad's subtree not at all.
+    Truth by hand from the rows below (ns, dispatch 2)."""
+    from tracekit.stepmodel.pipeline import operation_work
+
+    lab = (0, "PP:0B0", 1000, 200)
+    rows = [
+        (*lab, "aten::linear", 1000, 50),  # self 50 - 30 - 1 = 19 → work 17
+        (*lab, "aten::mm", 1005, 30),  # leaf: 30 → 28
+        (*lab, "aten::view", 1040, 1),  # leaf under linear: 1 → 0 (below dispatch)
+        (*lab, "aten::add", 1100, 20),  # after linear ends: 20 → 18
+        (*lab, "torch::autograd::AccumulateGrad", 1150, 40),  # parameter-sized: 0
+        (*lab, "aten::add_", 1155, 30),  # under AccumulateGrad: 0
+        (1, "PP:1F0", 900, 100, "aten::gelu", 905, 12),  # another label: 12 → 10
+    ]
+    assert operation_work(rows, 2.0) == {
+        (0, "PP:0B0", 1000): (200, 17 + 28 + 0 + 18),
+        (1, "PP:1F0", 900): (100, 10),
+    }
+    assert operation_work([], 2.0) == {}

@@ -155,14 +155,8 @@ def measure(ctx: Context, pipe: Pipeline) -> Measured | None:
     pos = {r: i for i, r in enumerate(ranks)}
     by_step: dict[int, list] = {}
     for rank, name, s, e, comp, step in rows:
-        if mt := _PP.match(name):
-            kind = {"I": "B"}.get(mt.group(2), mt.group(2))
-            op = (kind, int(mt.group(1)), int(mt.group(3)))
-        elif mt := _GPIPE.match(name):
-            op = (mt.group(1)[0], pos[rank], int(mt.group(2)))
-        else:
-            continue
-        by_step.setdefault(step, []).append((rank, op, s, e, comp))
+        if (op := operation_key(name, pos[rank])) is not None:
+            by_step.setdefault(step, []).append((rank, op, s, e, comp))
     steps = sorted(by_step)
     n = len(steps)
     dur: dict = {}
@@ -209,6 +203,17 @@ def measure(ctx: Context, pipe: Pipeline) -> Measured | None:
         occ,
         comp_in,
     )
+
+
+def operation_key(label: str, position: int) -> tuple[str, int, int] | None:
+    """(F|B|W, stage, microbatch) of a stage label: `PP:{stage}{F|B|I|W}{mb}` (I, a
+    backward's input half, is B), or `Forward i` / `Backward i` of the rank at
+    `position` among the pipeline's ranks (ScheduleGPipe names no stage)."""
+    if mt := _PP.match(label):
+        return ({"I": "B"}.get(mt.group(2), mt.group(2)), int(mt.group(1)), int(mt.group(3)))
+    if mt := _GPIPE.match(label):
+        return (mt.group(1)[0], position, int(mt.group(2)))
+    return None
 
 
 def _dependency(op: tuple[str, int, int], pipe: Pipeline) -> tuple[str, int, int] | None:

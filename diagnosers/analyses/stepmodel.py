@@ -97,8 +97,9 @@ def not_built(ctx: Context, default: str) -> str:
 
 def pipeline_shape(ctx: Context) -> C.PipelineShape | None:
     """The pipeline's measured operations, split into the part that scales with the
-    microbatch's size (compute with counted FLOPs: kernels on GPU runs, ops on CPU runs)
-    and the per-operation rest (host work, launches), with the measured hop."""
+    microbatch's size (GPU runs: compute kernels with counted FLOPs; CPU runs: the ops'
+    work beyond their dispatch, `_cpu_work`) and the per-operation rest (host work,
+    launches), with the measured hop (`tracekit.stepmodel.pipeline`)."""
     from diagnosers.analyses.pipeline import measure
 
     pipe = ctx.pipeline
@@ -109,28 +110,20 @@ def pipeline_shape(ctx: Context) -> C.PipelineShape | None:
     meas = measure(ctx, pipe)
     if meas is None or not meas.duration:
         return None
-    # per rank: the share of its time inside operations that counted-FLOP work takes
-    flop_ns = dict(
-        ctx.run.sql(
-            "SELECT rank, sum(device_ns) FROM ("
-            + W.starting_in("SELECT * FROM op_flops WHERE flops IS NOT NULL", ctx.windows)
-            + ") GROUP BY rank"
-        ).fetchall()
-    )
-    share = {}
-    for rank, occ in meas.occupied_ms.items():
-        steps = ctx.steps_of.get(rank, 1)
-        flop_ms = (flop_ns.get(rank) or 0) / steps / 1e6
-        share[rank] = min(flop_ms / occ, 1.0) if occ else 0.0
+    work = _cpu_work(ctx, meas) if ctx.cpu else None
+    share = _flop_share(ctx, meas) if work is None else {}
     scaled: dict[tuple[str, int], list[float]] = {}
     fixed: dict[tuple[str, int], list[float]] = {}
     for op, d in meas.duration.items():
         kind, stage, _mb = op
         if kind not in ("F", "B"):
             continue
-        s = share.get(meas.stage_rank.get(stage, stage), 0.0)
-        scaled.setdefault((kind, stage), []).append(d * s)
-        fixed.setdefault((kind, stage), []).append(d * (1 - s) + meas.overhead_ms.get(op, 0.0))
+        if work is not None:
+            w = min(work.get((kind, stage), 0.0), d)
+        else:
+            w = d * share.get(meas.stage_rank.get(stage, stage), 0.0)
+        scaled.setdefault((kind, stage), []).append(w)
+        fixed.setdefault((kind, stage), []).append(d - w + meas.overhead_ms.get(op, 0.0))
 
     def mean(v: list[float]) -> float:
         return sum(v) / len(v) if v else 0.0
@@ -144,6 +137,53 @@ def pipeline_shape(ctx: Context) -> C.PipelineShape | None:
         fixed_ms={k: mean(v) for k, v in fixed.items()},
         hop_ms=max(meas.latency_ms, 0.0),
     )
+
+
+def _flop_share(ctx: Context, meas) -> dict[int, float]:
+    """Per rank: the share of its time inside operations that counted-FLOP work takes."""
+    flop_ns = dict(
+        ctx.run.sql(
+            "SELECT rank, sum(device_ns) FROM ("
+            + W.starting_in("SELECT * FROM op_flops WHERE flops IS NOT NULL", ctx.windows)
+            + ") GROUP BY rank"
+        ).fetchall()
+    )
+    share = {}
+    for rank, occ in meas.occupied_ms.items():
+        steps = ctx.steps_of.get(rank, 1)
+        flop_ms = (flop_ns.get(rank) or 0) / steps / 1e6
+        share[rank] = min(flop_ms / occ, 1.0) if occ else 0.0
+    return share
+
+
+def _cpu_work(ctx: Context, meas) -> dict[tuple[str, int], float] | None:
+    """(F|B, stage) → the mean work (ms) of a CPU run's operations of that kind
+    (`tracekit.stepmodel.pipeline.operation_work`), or None when the trace has no ops
+    inside its operations (the FLOP share is then the split)."""
+    from diagnosers.analyses.pipeline import operation_key
+    from tracekit import sql
+    from tracekit.model.opclass import VIEW_OPS
+    from tracekit.sql.text import sql_str
+    from tracekit.stepmodel.pipeline import operation_work
+
+    evs = W.starting_in("SELECT * FROM events", ctx.windows)
+    names = ", ".join(sql_str(n) for n in sorted(VIEW_OPS))
+    (dispatch,) = ctx.run.sql(
+        sql.query("levels.pipeline", "dispatch_ns", ops=evs, names=names)
+    ).fetchall()[0]
+    rows = ctx.run.sql(sql.query("levels.pipeline", "operation_host_ops", labels=evs)).fetchall()
+    if not rows:
+        return None
+    stage_of = {rank: stage for stage, rank in meas.stage_rank.items()}
+    sums: dict[tuple[str, int], list[float]] = {}
+    for (rank, label, _ts), (_dur, w) in operation_work(rows, dispatch or 0.0).items():
+        op = operation_key(label, stage_of.get(rank, 0))
+        if op is None or op[0] not in ("F", "B"):
+            continue
+        acc = sums.setdefault(op[:2], [0.0, 0])
+        acc[0] += w / 1e6
+        acc[1] += 1
+    return {k: t / n for k, (t, n) in sums.items()}
 
 
 def what_if(ctx: Context, specs: list[str]) -> Outcome:

@@ -91,3 +91,22 @@ def is_matmul_op(name: str | None) -> bool:
         if t.endswith("gemm") and t != "fbgemm":
             return True
     return False
+
+
+# Ops that return a view of their input and touch no data (torch's "Tensor Views",
+# https://pytorch.org/docs/stable/tensor_view.html, as aten ops): their duration on a
+# host is the op's dispatch alone, whatever the tensor's size.
+VIEW_OPS = frozenset(
+    "aten::" + n
+    for n in (
+        "view", "_unsafe_view", "view_as", "as_strided", "alias", "detach", "expand",
+        "expand_as", "t", "transpose", "permute", "movedim", "narrow", "select", "slice",
+        "squeeze", "unsqueeze", "diagonal", "unflatten", "unfold", "unbind", "split",
+        "split_with_sizes", "chunk", "view_as_real", "view_as_complex", "swapaxes",
+        "swapdims", "indices", "values", "real", "imag",
+    )
+)  # fmt: skip
+
+# Backward work the size of the parameters, not of the microbatch: adding a parameter's
+# gradient into `.grad` (autograd's AccumulateGrad node, once per parameter per backward).
+PARAMETER_SIZED_OPS = ("AccumulateGrad",)

@@ -1,17 +1,31 @@
 """`microbatches=M`: the pipeline's schedule with M microbatches and the same global batch.
 
 Each operation (a stage's forward or backward of one microbatch) is its measured work
-split in two: the part that scales with the microbatch's size — compute, whose FLOPs
-are proportional to the microbatch (compute kernels; on CPU runs the ops with counted
-FLOPs) — runs M_old/M times as long; the per-operation part — host work, launches, the
-hop to the next stage — stays as measured. The schedule is run by
-`tracekit.model.pipeline.simulate` (each stage in its 1F1B or GPipe order, a forward
-after the previous stage's, a backward after the next stage's, plus the hop), and the
-change's effect on the step is the span at M minus the span at the measured M.
+split in two: the part that scales with the microbatch's size runs M_old/M times as long;
+the per-operation part — host work, launches, the hop to the next stage — stays as
+measured. What scales:
+
+- GPU runs: compute kernels with counted FLOPs (their FLOPs are proportional to the
+  microbatch);
+- CPU runs (`operation_work`): each op's own time beyond one dispatch — the data it
+  touches is the microbatch's, whether or not tracekit has a FLOP formula for it (an
+  elementwise op on half the rows does half the work). An op's dispatch (the median of
+  the view ops, which touch no data), the host time between ops, and work the size of
+  the parameters (AccumulateGrad) stay. Measured on the `pp` job (2 stages, batch 8,
+  8 runs a side): from M=4 to M=8 the time between ops and the dispatches stayed
+  0.87–0.98 of themselves while the work fell to 0.58–0.68 (docs/step-model.md).
+
+The schedule is run by `tracekit.model.pipeline.simulate` (each stage in its 1F1B or
+GPipe order, a forward after the previous stage's, a backward after the next stage's,
+plus the hop), and the change's effect on the step is the span at M minus the span at
+the measured M.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from tracekit.model.opclass import PARAMETER_SIZED_OPS
 from tracekit.model.pipeline import schedule_orders, simulate
 
 
@@ -28,3 +42,40 @@ def span_ms(shape, m: int) -> float:
             duration[(kind, s, i)] = fixed + scaled * ratio
     # one stage per rank: the orders are keyed by stage
     return simulate(orders, duration, {s: s for s in range(p)}, latency=shape.hop_ms).makespan
+
+
+def operation_work(rows: Iterable[tuple], dispatch_ns: float) -> dict[tuple, tuple[int, float]]:
+    """(rank, label, label_ts_ns) → (the operation's duration, its work), ns, of a CPU
+    run's stage operations (module docstring). `rows` are `levels.pipeline:
+    operation_host_ops`: (rank, label, label_ts_ns, label_dur_ns, op, ts_ns, dur_ns), per
+    label in start order with the outer op first. An op's self time (its duration less
+    its children's) beyond `dispatch_ns` is work, except under a parameter-sized op."""
+    out: dict[tuple, tuple[int, float]] = {}
+    key = None
+    stack: list[list] = []  # [end, dur, children's dur, parameter-sized]
+    work = 0.0
+
+    def pop() -> float:
+        _end, dur, kids, fixed = stack.pop()
+        return 0.0 if fixed else max(dur - kids - dispatch_ns, 0.0)
+
+    for rank, label, lts, ldur, name, ts, dur in rows:
+        k = (rank, label, lts)
+        if k != key:
+            while stack:
+                work += pop()
+            if key is not None:
+                out[key] = (out[key][0], work)
+            key, work = k, 0.0
+            out[k] = (ldur, 0.0)
+        while stack and ts >= stack[-1][0]:
+            work += pop()
+        fixed = bool(stack and stack[-1][3]) or any(p in name for p in PARAMETER_SIZED_OPS)
+        if stack:
+            stack[-1][2] += dur
+        stack.append([ts + dur, dur, 0, fixed])
+    while stack:
+        work += pop()
+    if key is not None:
+        out[key] = (out[key][0], work)
+    return out

@@ -49,3 +49,36 @@ inside AS ({hidden})
 SELECT i.rank, i.name, i.s, i.e, i.hidden AS comp_ns, st.step
 FROM inside i JOIN steps st ON st.rank = i.rank AND i.s >= st.ts_ns AND i.s < st.end_ns
 ORDER BY i.s
+
+-- @query operation_host_ops
+-- The host ops inside each stage operation of a CPU run (ops on the label's own thread,
+-- starting inside it), outermost first where two start together, for the microbatch
+-- what-if's split of an operation into work and per-op dispatch.
+-- Placeholder {labels}: label events starting in a window (`windows.starting_in`).
+-- @column rank: global rank
+-- @column label: the stage label
+-- @column label_ts_ns: the label's start, ns since the epoch
+-- @column label_dur_ns: the label's duration, ns
+-- @column name: the op
+-- @column ts_ns: the op's start, ns since the epoch
+-- @column dur_ns: the op's duration, ns
+WITH lab AS (
+    SELECT rank, tid, name::VARCHAR AS label, ts_ns AS s, dur_ns AS d FROM ({labels})
+    WHERE kind = 'user_annotation'
+      AND (regexp_matches(name::VARCHAR, '^PP:[0-9]+[FBIW][0-9]+$')
+           OR regexp_matches(name::VARCHAR, '^(Forward|Backward) [0-9]+$'))
+)
+SELECT l.rank, l.label, l.s AS label_ts_ns, l.d AS label_dur_ns, o.name::VARCHAR AS name,
+       o.ts_ns, o.dur_ns
+FROM lab l JOIN events o
+  ON o.rank = l.rank AND o.tid = l.tid AND o.kind = 'cpu_op'
+ AND o.ts_ns >= l.s AND o.ts_ns < l.s + l.d
+ORDER BY l.rank, l.s, o.ts_ns, o.dur_ns DESC
+
+-- @query dispatch_ns
+-- The median duration of the view ops (no data touched: torch's "Tensor Views") that
+-- start in the analysed windows: what one op's dispatch costs on this host.
+-- Placeholders {ops}: events starting in a window; {names}: the view ops, as SQL strings.
+-- @column ns: the median, ns (null without view ops)
+SELECT median(dur_ns) AS ns FROM ({ops})
+WHERE kind = 'cpu_op' AND dur_ns > 0 AND name IN ({names})
