@@ -431,3 +431,36 @@ def test_a_cpu_operations_work_is_each_ops_self_time_beyond_one_dispatch():
         (1, "PP:1F0", 900): (100, 10),
     }
     assert operation_work([], 2.0) == {}
+
+
+def test_a_cpu_operation_without_ops_on_its_labels_thread_falls_back_to_the_flop_share(
+    tmp_path, monkeypatch
+):
+    """Where a kind's ops ran on another thread than its label (no work found), its split
+    is the FLOP share, as it was for every operation before; the kinds with work found
+    keep theirs (the CPU pp sample, its backward's work hidden)."""
+    from diagnosers.analyses import stepmodel as S
+    from diagnosers.analyses.pipeline import measure
+
+    run_dir = tmp_path / "pp"
+    shutil.copytree(SAMPLES / "pp_1f1b", run_dir)
+    with tracekit.open(run_dir) as run:
+        run.materialize()
+        ctx = Context(run, AnalysisOptions())
+        full = S.pipeline_shape(ctx)
+        work = S._cpu_work(ctx, measure(ctx, ctx.pipeline))
+        assert set(work) == set(full.scaled_ms)  # every kind has ops on its own thread
+        monkeypatch.setattr(S, "_cpu_work", lambda c, m: {})
+        flop = S.pipeline_shape(ctx)
+        monkeypatch.setattr(
+            S, "_cpu_work", lambda c, m: {k: v for k, v in work.items() if k[0] == "F"}
+        )
+        mixed = S.pipeline_shape(ctx)
+    for k in full.scaled_ms:
+        want = full if k[0] == "F" else flop
+        assert mixed.scaled_ms[k] == pytest.approx(want.scaled_ms[k])
+        assert mixed.fixed_ms[k] == pytest.approx(want.fixed_ms[k])
+    # and the two splits differ, or the check above could not fail
+    assert any(
+        abs(full.scaled_ms[k] - flop.scaled_ms[k]) > 0.1 for k in full.scaled_ms if k[0] == "B"
+    )

@@ -110,16 +110,18 @@ def pipeline_shape(ctx: Context) -> C.PipelineShape | None:
     meas = measure(ctx, pipe)
     if meas is None or not meas.duration:
         return None
-    work = _cpu_work(ctx, meas) if ctx.cpu else None
-    share = _flop_share(ctx, meas) if work is None else {}
+    work = _cpu_work(ctx, meas) if ctx.cpu else {}
+    ops = [op for op in meas.duration if op[0] in ("F", "B")]
+    # an operation whose ops ran on another thread than its label has no work found: its
+    # split is the FLOP share, as on GPU runs
+    share = _flop_share(ctx, meas) if any(op[:2] not in work for op in ops) else {}
     scaled: dict[tuple[str, int], list[float]] = {}
     fixed: dict[tuple[str, int], list[float]] = {}
-    for op, d in meas.duration.items():
+    for op in ops:
+        d = meas.duration[op]
         kind, stage, _mb = op
-        if kind not in ("F", "B"):
-            continue
-        if work is not None:
-            w = min(work.get((kind, stage), 0.0), d)
+        if (kind, stage) in work:
+            w = min(work[(kind, stage)], d)
         else:
             w = d * share.get(meas.stage_rank.get(stage, stage), 0.0)
         scaled.setdefault((kind, stage), []).append(w)
@@ -156,10 +158,10 @@ def _flop_share(ctx: Context, meas) -> dict[int, float]:
     return share
 
 
-def _cpu_work(ctx: Context, meas) -> dict[tuple[str, int], float] | None:
+def _cpu_work(ctx: Context, meas) -> dict[tuple[str, int], float]:
     """(F|B, stage) → the mean work (ms) of a CPU run's operations of that kind
-    (`tracekit.stepmodel.pipeline.operation_work`), or None when the trace has no ops
-    inside its operations (the FLOP share is then the split)."""
+    (`tracekit.stepmodel.pipeline.operation_work`), for the kinds whose labels have ops
+    on their own thread (the others' split is the FLOP share)."""
     from diagnosers.analyses.pipeline import operation_key
     from tracekit import sql
     from tracekit.model.opclass import VIEW_OPS
@@ -172,8 +174,6 @@ def _cpu_work(ctx: Context, meas) -> dict[tuple[str, int], float] | None:
         sql.query("levels.pipeline", "dispatch_ns", ops=evs, names=names)
     ).fetchall()[0]
     rows = ctx.run.sql(sql.query("levels.pipeline", "operation_host_ops", labels=evs)).fetchall()
-    if not rows:
-        return None
     stage_of = {rank: stage for stage, rank in meas.stage_rank.items()}
     sums: dict[tuple[str, int], list[float]] = {}
     for (rank, label, _ts), (_dur, w) in operation_work(rows, dispatch or 0.0).items():
