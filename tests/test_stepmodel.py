@@ -204,7 +204,8 @@ def test_whatif_command_json_and_the_changes_that_do_not_apply(tmp_path):
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert set(out) == {"change", "measured_step_ms", "replayed_step_ms", "predicted_step_ms",
-                        "saved_ms", "critical_path"}  # fmt: skip
+                        "saved_ms", "critical_path", "notes"}  # fmt: skip
+    assert out["notes"] == []  # a change inside the graph has nothing to add
     assert out["saved_ms"] == pytest.approx(out["replayed_step_ms"] - out["predicted_step_ms"])
     assert set(out["critical_path"]) == {"by_kind", "by_rank", "segments"}
     for change, says in [
@@ -464,3 +465,33 @@ def test_a_cpu_operation_without_ops_on_its_labels_thread_falls_back_to_the_flop
     assert any(
         abs(full.scaled_ms[k] - flop.scaled_ms[k]) > 0.1 for k in full.scaled_ms if k[0] == "B"
     )
+
+
+def test_whatif_microbatches_says_what_scales_and_what_the_schedule_adds(tmp_path):
+    """`tracekit whatif --change microbatches=M` says why: each operation's part that
+    scales (and what it becomes at M), the part that stays, and the schedule's span at
+    both M — whose difference is the step the change adds (the CPU pp sample)."""
+    import re
+
+    run_dir = tmp_path / "pp"
+    shutil.copytree(SAMPLES / "pp_1f1b", run_dir)
+    r = CliRunner().invoke(
+        main, ["whatif", str(run_dir), "--change", "microbatches=8", "--format", "json"]
+    )
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    (note,) = out["notes"]
+    assert note.startswith("pipeline at M=8 (measured M=4, 2 stages")
+    pairs = re.findall(r"([\d.]+) ms that scales with the microbatch → ([\d.]+) ms", note)
+    assert len(pairs) == 2  # forward and backward
+    for before, after in pairs:
+        assert float(after) == pytest.approx(float(before) * 4 / 8, abs=0.006)
+    span = re.search(r"span ([\d.]+) → ([\d.]+) ms a step \(([+-][\d.]+) ms\)", note)
+    added = float(span.group(2)) - float(span.group(1))
+    assert added == pytest.approx(-out["saved_ms"], abs=0.011)
+    assert float(span.group(3)) == pytest.approx(-out["saved_ms"], abs=0.006)
+    text = CliRunner().invoke(main, ["whatif", str(run_dir), "--change", "microbatches=8"])
+    assert text.exit_code == 0 and f"  {note}" in text.output.splitlines()
+    # docs/step-model.md shows these two lines: they are what the command prints
+    doc = (ROOT / "docs" / "step-model.md").read_text()
+    assert "\n".join(text.output.splitlines()[:2]) in doc

@@ -305,3 +305,30 @@ def test_whatif_snapshot(size, frozen_pp, snap_compare):
         await press(pilot, "w")
 
     assert snap_compare(make_app(frozen_pp), terminal_size=size, run_before=before)
+
+
+@sync
+async def test_a_pipeline_replay_shows_what_scales_as_the_cli_says(tmp_path):
+    """`microbatches=8` on the CPU pipeline sample: the page's prediction and its note
+    (each operation's split, the schedule's span) are the CLI's."""
+    run = tmp_path / "pp"
+    _copy(Path(__file__).resolve().parent.parent / "sample_traces" / "pp_1f1b", run)
+    r = _cli_whatif(run, "microbatches=8")
+    assert r.exit_code == 0, r.output
+    cli = json.loads(r.stdout)
+    s = Session([run], workers=1, display_path="pp")
+    s.load()
+    try:
+        app = make_app(s)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot)
+            page = await _replay(pilot, typed="microbatches=8")
+            assert page.outcome is not None, page.message
+            assert page.outcome.predicted_step_ms == pytest.approx(
+                cli["predicted_step_ms"], rel=1e-12
+            )
+            assert page.outcome.notes == cli["notes"] and cli["notes"]
+            why = str(page.query_one("#wi-why").render())
+            assert "scales with the microbatch" in why and "span" in why
+    finally:
+        s.close()

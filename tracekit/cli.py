@@ -966,6 +966,7 @@ def whatif(run, changes, fmt, window, steps, ranks, sample_ranks, workers, comm_
         predicted_step_ms=o.predicted_step_ms,
         saved_ms=o.saved_ms,
         critical_path=assemble.critical_path(o.critical_path),
+        notes=o.notes,
     )
     if fmt == "json":
         import msgspec

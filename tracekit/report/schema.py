@@ -382,6 +382,9 @@ class WhatIfReport(Struct, kw_only=True):
     predicted_step_ms: F.PREDICTED_STEP_MS.type(float)
     saved_ms: F.SAVED_MS.type(float)
     critical_path: CriticalPath
+    # what a change modeled outside the graph did (microbatches=M: the operations' split
+    # and the schedule's span), a line each
+    notes: list[str] = []
 
 
 class Report(Struct, kw_only=True):

@@ -50,6 +50,8 @@ class Edits:
     shift: dict[int, float] = field(default_factory=dict)
     # node → its start where nothing in the graph explains it (else its measured start)
     start_at: dict[int, float] = field(default_factory=dict)
+    # what a change modeled outside the graph did, in a line each (`Outcome.notes`)
+    notes: list[str] = field(default_factory=list)
 
     @classmethod
     def of(cls, g: G.Graph) -> Edits:
@@ -422,6 +424,7 @@ class Microbatches(Change):
                 "microbatch count is unknown)"
             )
         e.extra_ms += pipeline.span_ms(p, self.m) - pipeline.span_ms(p, p.microbatches)
+        e.notes.append(pipeline.explain(p, self.m))
 
 
 CHANGES: tuple[type[Change], ...] = (

@@ -26,6 +26,7 @@ class Outcome:
     replayed_step_ms: float
     predicted_step_ms: float
     critical_path: CriticalPath
+    notes: list[str] = field(default_factory=list)  # what changes outside the graph did
 
     @property
     def saved_ms(self) -> float:
@@ -111,4 +112,5 @@ class StepModel:
             replayed_step_ms=self.base.replayed_step_ms,
             predicted_step_ms=rp.replayed_step_ms + e.extra_ms,
             critical_path=self.critical_path(rp),
+            notes=list(e.notes),
         )

@@ -44,6 +44,30 @@ def span_ms(shape, m: int) -> float:
     return simulate(orders, duration, {s: s for s in range(p)}, latency=shape.hop_ms).makespan
 
 
+def explain(shape, m: int) -> str:
+    """One line on what `microbatches=m` did to the pipeline `shape` (changes.PipelineShape):
+    each kind of operation's part that scales and the part that stays (means over the
+    stages), and the simulated span at the measured M and at m."""
+    ratio = shape.microbatches / m
+    parts = []
+    for kind, word in (("F", "forward"), ("B", "backward")):
+        keys = [k for k in shape.scaled_ms if k[0] == kind]
+        if not keys:
+            continue
+        scaled = sum(shape.scaled_ms[k] for k in keys) / len(keys)
+        fixed = sum(shape.fixed_ms.get(k, 0.0) for k in keys) / len(keys)
+        parts.append(
+            f"a {word}: {scaled:.2f} ms that scales with the microbatch → {scaled * ratio:.2f} ms,"
+            f" {fixed:.2f} ms per operation stays"
+        )
+    before, after = span_ms(shape, shape.microbatches), span_ms(shape, m)
+    return (
+        f"pipeline at M={m} (measured M={shape.microbatches}, {shape.stages} stages, means "
+        f"over the stages): {'; '.join(parts)}; the schedule's span {before:.2f} → "
+        f"{after:.2f} ms a step ({after - before:+.2f} ms)"
+    )
+
+
 def operation_work(rows: Iterable[tuple], dispatch_ns: float) -> dict[tuple, tuple[int, float]]:
     """(rank, label, label_ts_ns) → (the operation's duration, its work), ns, of a CPU
     run's stage operations (module docstring). `rows` are `levels.pipeline:

@@ -234,6 +234,8 @@ class WhatIfScreen(TkScreen):
         self.outcome = o
         self.message = None
         self.fill_result()
+        if o.notes:  # what a change modeled outside the graph did (the pipeline's split)
+            self.query_one("#wi-why", Static).update("\n".join(o.notes))
         self.set_status(
             f"predicted {units.fmt(o.predicted_step_ms, 'ms')}, {saves_text(o.saved_ms)} "
             "a step · = tracekit whatif "
