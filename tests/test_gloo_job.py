@@ -43,6 +43,12 @@ def test_gloo_collectives_have_sizes_and_matched_ranks(gloo_run):
         assert "barrier" in got
         recv = run.sql("SELECT count(*) FROM collectives WHERE rank = 1 AND name = 'recv'")
         assert recv.fetchall() == [(2,)]
+        # the peer from the c10d op's Concrete Inputs: the job sends 0 → 1
+        peers = run.sql(
+            "SELECT rank, name, list(DISTINCT peer) FROM collectives "
+            "WHERE name IN ('send', 'recv') GROUP BY ALL ORDER BY ALL"
+        ).fetchall()
+        assert peers == [(0, "send", [1]), (1, "recv", [0])]
         # every matched instance spans both ranks; waits are non-negative
         inst = run.sql(
             "SELECT min(ranks_matched), max(ranks_matched), min(wait_ns) "

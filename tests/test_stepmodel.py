@@ -495,3 +495,96 @@ def test_whatif_microbatches_says_what_scales_and_what_the_schedule_adds(tmp_pat
     # docs/step-model.md shows these two lines: they are what the command prints
     doc = (ROOT / "docs" / "step-model.md").read_text()
     assert "\n".join(text.output.splitlines()[:2]) in doc
+
+
+def _p2p_in_a_group_of_three(path: Path, peers: bool) -> Path:
+    """Three ranks in one NCCL group, one step (µs). Rank 0 sends its GEMM's output
+    (12–112) to rank 2: the send is queued behind the GEMM on stream 7 and runs 112–142;
+    rank 2's recv was posted early (12–142) and its GEMM (144–244) waits for it on its
+    stream. Rank 1 computes 12–62. Each rank's step ends 5 µs after its last kernel
+    (cudaDeviceSynchronize). With `peers`, record_param_comms carries "Rank" as PyTorch's
+    ProcessGroupNCCL writes it for a send/recv: the peer's rank in the group."""
+    from tests.tracegen import TraceBuilder, nccl_meta
+
+    sendrecv = "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)"
+    gemm = "sm90_xmma_gemm_f32f32_f32f32_f32_tn_n"
+    for rank in range(3):
+        b = TraceBuilder(rank=rank, world_size=3)
+        b.step(1, 0.0, 400.0)
+        if rank == 0:
+            b.cpu_op("aten::mm", 5.0, 4.0)
+            b.kernel(gemm, 12.0, 100.0, stream=7, launch_ts=8.0)
+            meta = {**nccl_meta("send", 1024, group=3), **({"Rank": 2} if peers else {})}
+            b.cpu_op("record_param_comms", 14.0, 3.0, **meta)
+            b.kernel(sendrecv, 112.0, 30.0, stream=7, launch_ts=15.0, **meta)
+            b.x("cudaDeviceSynchronize", "cuda_runtime", 20.0, 127.0)
+        elif rank == 1:
+            b.cpu_op("aten::mm", 5.0, 4.0)
+            b.kernel(gemm, 12.0, 50.0, stream=7, launch_ts=8.0)
+            b.x("cudaDeviceSynchronize", "cuda_runtime", 14.0, 53.0)
+        else:
+            meta = {**nccl_meta("recv", 1024, group=3), **({"Rank": 0} if peers else {})}
+            b.cpu_op("record_param_comms", 4.0, 3.0, **meta)
+            b.kernel(sendrecv, 12.0, 130.0, stream=7, launch_ts=5.0, **meta)
+            b.cpu_op("aten::mm", 8.0, 4.0)
+            b.kernel(gemm, 144.0, 100.0, stream=7, launch_ts=10.0)
+            b.x("cudaDeviceSynchronize", "cuda_runtime", 20.0, 229.0)
+        b.write(path / f"rank-{rank}.json")
+    return path
+
+
+@pytest.mark.parametrize("peers", [True, False])
+def test_a_send_and_its_recv_pair_in_a_group_of_three_by_the_traces_peer(tmp_path, peers):
+    """Truth from the schedule: with compute 2× faster, rank 0's GEMM ends 50 µs earlier,
+    its send and rank 2's recv 50 µs earlier, and rank 2's GEMM starts then and ends 100
+    µs earlier in all; rank 1 saves 25 µs. Only the pairing (the peer from the trace)
+    carries rank 0's saving to rank 2; without "Rank" in a 3-rank group rank 2's recv
+    keeps its measured end and rank 2 saves its own GEMM's 50 µs."""
+    import tracekit as tk
+
+    run = _p2p_in_a_group_of_three(tmp_path, peers)
+    with tk.open(run) as r:
+        got = dict(r.sql("SELECT name, peer FROM collectives ORDER BY rank").fetchall())
+    assert got == ({"send": 2, "recv": 0} if peers else {"send": None, "recv": None})
+    sm = _report(run).step_model
+    assert sm.replay_error == pytest.approx(0, abs=1e-9)
+    replayed, predicted = _predict(run, "compute-speed=2")
+    saved_us = (replayed - predicted) * 1e3
+    per_rank = (50 + 25 + (100 if peers else 50)) / 3  # the step: the ranks' mean
+    assert saved_us == pytest.approx(per_rank, abs=1.0)
+    if peers:  # rank 2's step is bound by rank 0's GEMM: the path crosses to rank 0
+        assert float(sm.critical_path.by_rank.get("0", 0)) > 0
+
+
+@pytest.mark.slow
+def test_a_four_stage_cpu_pipelines_path_crosses_every_stage(tmp_path):
+    """The real `pp` job with 4 stages (gloo, one world group of 4): each stage sends its
+    activations to the next and its gradients to the previous, so a send's peer is a
+    neighbour (the c10d op's Concrete Inputs), every send pairs with its recv, and the
+    chain that sets the step runs through the stages — not, as when the peers of a
+    4-rank group were unknown, one rank "waiting" most of its step."""
+    pytest.importorskip("torch")
+    import os
+    import subprocess
+    import sys
+
+    run = tmp_path / "pp4"
+    subprocess.run(
+        [sys.executable, "-m", "tracekit", "run", "pp", "-n", "4", "--schedule", "1f1b",
+         "--batch", "8", "--microbatches", "4", "--steps", "3", "--no-calibrate",
+         "--out", str(run)],
+        check=True, timeout=300, capture_output=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    with tracekit.open(run) as r:
+        peers = r.sql(
+            "SELECT rank, name, list(DISTINCT peer ORDER BY peer) FROM collectives "
+            "WHERE name IN ('send', 'recv') GROUP BY ALL ORDER BY ALL"
+        ).fetchall()
+    neighbours = {0: [1], 1: [0, 2], 2: [1, 3], 3: [2]}
+    assert peers == [(k, n, neighbours[k]) for k in range(4) for n in ("recv", "send")]
+    sm = _report(run).step_model
+    assert sm.replay_error == pytest.approx(0, abs=1e-9)
+    path = sm.critical_path
+    assert sum(1 for v in path.by_rank.values() if v > 0) >= 3
+    assert path.by_kind["waiting"] < 0.05 * sm.measured_step_ms

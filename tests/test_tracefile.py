@@ -114,3 +114,22 @@ def test_find_trace_files_errors(tmp_path):
     (tmp_path / "x.txt").write_text("")
     with pytest.raises(TracekitError, match=r"not a \.json or \.json\.gz"):
         find_trace_files([tmp_path / "x.txt"])
+
+
+def test_record_param_comms_rank_is_kept_apart_from_a_merged_files_rank(tmp_path):
+    """record_param_comms' "Rank" (a send's peer, a collective's rank in its group) and
+    TraceFusion's per-event "rank" differ only in case, which one DuckDB struct cannot
+    hold: "Rank" is stored as "Comm rank". A string that merely contains the text is
+    left alone (inside a JSON string its quotes are escaped)."""
+    import tracekit
+
+    b = TraceBuilder(rank=0, world_size=8)
+    b.step(1, 0.0, 100.0)
+    b.cpu_op("record_param_comms", 5.0, 3.0, **{"Collective name": "send", "Rank": 5, "rank": 0})
+    b.cpu_op('odd "Rank": name', 10.0, 1.0)
+    b.write(tmp_path / "rank-0.json")
+    _header, events = decode(tmp_path / "rank-0.json")
+    assert b'"Comm rank":' in bytes(events) and b'"Rank":' not in bytes(events)
+    with tracekit.open(tmp_path) as run:
+        rows = run.sql("SELECT name, comm_rank FROM events WHERE kind = 'cpu_op' ORDER BY ts_ns")
+        assert rows.fetchall() == [("record_param_comms", 5), ('odd "Rank": name', None)]

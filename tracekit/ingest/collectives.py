@@ -25,6 +25,10 @@ gloo (CPU)
 
 Sizes follow nccl-tests: `bytes` = max(in, out elements) × element size, i.e. the
 full (gathered) buffer for all-gather and reduce-scatter.
+
+A send's or recv's `peer` (the global rank at the other end, `global_peer`) comes from
+record_param_comms' "Rank" on NCCL runs and from the `c10d::send`/`c10d::recv_` op's
+Concrete Inputs on gloo runs: both give the peer's rank in the process group.
 """
 
 from __future__ import annotations
@@ -256,6 +260,7 @@ COLUMNS = (
     ("group_ranks", "BIGINT[]"),
     ("kind_source", "VARCHAR"),
     ("size_source", "VARCHAR"),
+    ("peer", "BIGINT"),
 )
 
 KERNEL_CLASSES = (
@@ -335,7 +340,7 @@ WITH k AS (
     SELECT rank, tid, ts_ns, ts_ns + dur_ns AS end_ns, name::VARCHAR AS op,
            coll_name::VARCHAR AS coll_name, in_nelems, out_nelems, group_size,
            dtype::VARCHAR AS dtype, pg_name::VARCHAR AS pg_name, pg_desc::VARCHAR AS pg_desc,
-           pg_ranks::VARCHAR AS pg_ranks, seq, input_dims, input_types
+           pg_ranks::VARCHAR AS pg_ranks, seq, input_dims, input_types, comm_rank
     FROM events
     WHERE kind IN ('cpu_op', 'user_annotation')
       AND (name = 'record_param_comms' OR starts_with(name, 'c10d::')
@@ -348,7 +353,7 @@ ORDER BY k.rank, k.kid, o.ts_ns
 """
 
 _GLOO_ISSUE_SQL = """
-SELECT rank, name::VARCHAR AS op, ts_ns, input_dims, input_types
+SELECT rank, name::VARCHAR AS op, ts_ns, input_dims, input_types, concrete_inputs
 FROM events WHERE kind = 'cpu_op' AND name LIKE 'c10d::%' ORDER BY rank, ts_ns
 """
 _GLOO_SPAN_SQL = """
@@ -478,6 +483,7 @@ def _device_row(r: dict, ops: list[dict], pg_ranks: dict, default: tuple) -> dic
     eb = dtype_bytes(dtype)
     sizes = [x for x in (n_in, n_out) if x is not None]
     issue_ts = [o["ts_ns"] for o in ops]
+    peer = global_peer(name, rpc.get("comm_rank"), ranks)
     return {
         "backend": r["family"],
         "name": name,
@@ -500,7 +506,39 @@ def _device_row(r: dict, ops: list[dict], pg_ranks: dict, default: tuple) -> dic
         "seq": r["seq"] if r["seq"] is not None else rpc.get("seq"),
         "kind_source": kind_source,
         "size_source": size_source,
+        "peer": peer,
     }
+
+
+def global_peer(name: str | None, local: Any, ranks: list[int] | None) -> int | None:
+    """The global rank a send goes to or a recv comes from: `local` is its rank in the
+    process group (record_param_comms' "Rank" of a send/recv, PyTorch's
+    ProcessGroupNCCL::send/recv `dstRank`/`srcRank`; gloo's `c10d::send`/`c10d::recv_`
+    third argument), mapped through the group's global ranks. None for other
+    collectives, or where the group's ranks are unknown."""
+    if name not in ("send", "recv") or not ranks or isinstance(local, bool):
+        return None
+    if not isinstance(local, int) or not 0 <= local < len(ranks):
+        return None
+    return int(ranks[local])
+
+
+def _concrete_peer(op: str, concrete: str | None) -> int | None:
+    """A gloo `c10d::send(tensors, pg, dstRank, tag)` / `c10d::recv_(tensors, pg,
+    srcRank, tag)`'s peer as the trace's `Concrete Inputs` give it (record_shapes=True),
+    its rank in the process group; None when absent."""
+    if op not in ("c10d::send", "c10d::recv_") or not concrete:
+        return None
+    try:
+        args = json.loads(concrete)
+    except ValueError:
+        return None
+    if not isinstance(args, list) or len(args) < 3:
+        return None
+    try:
+        return int(args[2])
+    except (TypeError, ValueError):
+        return None
 
 
 def derive(
@@ -570,6 +608,7 @@ def _rank_rows(
                 "in": n_in,
                 "out": n_out,
                 "dtype": _first_type(r["input_types"]),
+                "peer": _concrete_peer(r["op"], r["concrete_inputs"]),
             }
         )
     spans = []
@@ -590,12 +629,13 @@ def _rank_rows(
         dtype = (op and op["dtype"]) or sp["dtype"]
         eb = dtype_bytes(dtype)
         sizes = [x for x in (n_in, n_out) if x is not None]
+        group_ranks = default[1] if n == default_n else None
         rows.append(
             {
                 "backend": "gloo",
                 "kind_source": "issue_op" if op else "span_name",
                 "size_source": ("issue_op" if op else "span") if sizes else None,
-                "group_ranks": default[1] if n == default_n else None,
+                "group_ranks": group_ranks,
                 "name": name,
                 "raw_name": sp["raw_name"],
                 "issue_name": op["op"] if op else None,
@@ -609,6 +649,7 @@ def _rank_rows(
                 "in_nelems": n_in,
                 "out_nelems": n_out,
                 "bytes": max(sizes) * eb if sizes and eb else None,
+                "peer": global_peer(name, op and op["peer"], group_ranks),
             }
         )
     for r in rows:

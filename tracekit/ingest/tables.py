@@ -78,6 +78,7 @@ ARG_TYPES = {
     "Concrete Inputs": "JSON",
     "wait_on_stream": "BIGINT",
     "wait_on_cuda_event_record_corr_id": "BIGINT",
+    "Comm rank": "BIGINT",  # record_param_comms' "Rank" (`tracefile.decode` renames it)
     "Device Type": "BIGINT",
     "Device Id": "BIGINT",
     "Addr": "BIGINT",
@@ -282,7 +283,8 @@ SELECT {rank}::INTEGER AS rank,
        {a.json("Input type")} AS input_types,
        {a.json("Concrete Inputs")} AS concrete_inputs,
        {a.int("wait_on_stream")} AS wait_on_stream,
-       {a.int("wait_on_cuda_event_record_corr_id")} AS wait_on_event_correlation
+       {a.int("wait_on_cuda_event_record_corr_id")} AS wait_on_event_correlation,
+       {a.int("Comm rank")} AS comm_rank
 FROM raw WHERE ph = 'X' AND {_ts_ok()} AND {_dur_ok()}
 """
 

@@ -106,9 +106,14 @@ def decode(path: Path) -> tuple[Header, bytes | msgspec.Raw]:
     """Read a trace file; one clear error for anything that is not a Kineto trace."""
     data = read_bytes(path)
     # Old traces spell "external id" on GPU/runtime events; the store reads one
-    # spelling (a DuckDB struct cannot hold names differing only in case).
+    # spelling (a DuckDB struct cannot hold names differing only in case). The same for
+    # "Rank" below.
     if b'"external id"' in data:
         data = data.replace(b'"external id"', b'"External id"')
+    # record_param_comms' "Rank" (the peer of a send/recv, else the rank in the group)
+    # would clash with TraceFusion's per-event "rank": stored as "Comm rank"
+    if b'"Rank":' in data:
+        data = data.replace(b'"Rank":', b'"Comm rank":')
     header, events = split_document(path, data)
     if not isinstance(header.distributedInfo, dict | None):
         header.distributedInfo = None

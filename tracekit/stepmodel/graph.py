@@ -347,10 +347,10 @@ def build(run, windows: str) -> Graph:
                 before = max(launch_of[d][1] - g.ts[i], 0) if d in blocking.values() else 0
                 g.dur[i] = min(g.dur[i], before + g.end[i] - g.end[d])
     # ---- collectives matched across ranks: the instance node
-    for _key, members in by_instance.items():
-        if len(members) != (g.group[members[0]] or 0) or len({g.rank[m] for m in members}) != len(
-            members
-        ):
+    for key, members in by_instance.items():
+        # a send and its recv are two members, whatever the size of their group
+        expect = 2 if key.startswith("p2p:") else (g.group[members[0]] or 0)
+        if len(members) != expect or len({g.rank[m] for m in members}) != len(members):
             continue  # a member lies outside some rank's window
         last = max(members, key=lambda m: g.ts[m])
         first_end = min(g.end[m] for m in members)

@@ -32,6 +32,7 @@
 -- @column concrete_inputs: "Concrete Inputs" as JSON text (split sizes, peers, async_op)
 -- @column wait_on_stream: CUDA sync event (`cuda_sync`, `enable_cuda_sync_events=True`): the stream the awaited event was recorded on
 -- @column wait_on_event_correlation: CUDA sync event: correlation of the `cudaEventRecord` call that recorded the awaited event ("wait_on_cuda_event_record_corr_id")
+-- @column comm_rank: `record_param_comms` "Rank": the peer of a send or recv (its rank in the process group), else this process's rank in the group; null elsewhere
 
 -- @table flows
 -- Flow endpoints (`ph: s/f/t`): ac2g CPU→GPU launch links, fwdbwd forward→backward links.

@@ -43,6 +43,7 @@
 -- @column seq: sequence number from the metadata (newer torch)
 -- @column kind_source: where name came from: kernel (metadata args), record_param_comms, issue_op (c10d:: op or nccl:* annotation), kernel_name, span_name (gloo); null when unknown
 -- @column size_source: where in/out_nelems came from: kernel, record_param_comms, issue_op (Input Dims), span (gloo span dims); null when unknown
+-- @column peer: send: the global rank it goes to; recv: the one it comes from (record_param_comms' "Rank", which for a send/recv is the peer's rank in the process group; gloo: the c10d op's third argument in Concrete Inputs), mapped through group_ranks; null for other collectives or when unknown
 -- @column match_by: seq or occurrence; null for rows that are not matched (point-to-point, unknown kind)
 -- @column occurrence: 1-based count of this (group, collective, Seq or size) on this rank
 -- @column instance_key: cross-rank match key; null for point-to-point and unknown kind

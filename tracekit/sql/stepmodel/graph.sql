@@ -50,7 +50,7 @@ ORDER BY rank, tid, ts_ns
 -- @column launch_ts_ns: start of the launching runtime call (gloo: the issue op)
 -- @column launch_end_ns: end of the launching runtime call (null for gloo)
 -- @column coll: collective (all_reduce …) of a communication row
--- @column instance_key: cross-rank instance of a matched collective, or of a send and its recv (`p2p:SRC>DST:K`, the K-th of that pair of ranks in each trace, same bytes; only in 2-rank groups, where the peer is the other rank); null otherwise
+-- @column instance_key: cross-rank instance of a matched collective, or of a send and its recv (`p2p:SRC>DST:K`, the K-th of that pair of ranks in each trace, same bytes; where the peer is known: `collectives.peer`, or the other rank of a 2-rank group); null otherwise
 -- @column bytes: nccl-tests size S of a collective, bytes
 -- @column group_size: ranks in its group
 WITH w AS ({windows}),
@@ -67,15 +67,17 @@ d AS (
     WHERE kind = 'runtime' AND correlation IS NOT NULL
       AND (rank, correlation) IN (SELECT rank, correlation FROM d)
     GROUP BY rank, correlation
-), p AS (  -- point-to-point rows whose peer is known: the other rank of a 2-rank group
+), p AS (  -- point-to-point rows whose peer is known: the trace's (`collectives.peer`),
+          -- else the other rank of a 2-rank group
     SELECT rank, ts_ns, lane, bytes,
-           CASE WHEN name = 'send' THEN rank ELSE peer END AS src,
-           CASE WHEN name = 'send' THEN peer ELSE rank END AS dst,
-           row_number() OVER (PARTITION BY rank, name, peer ORDER BY ts_ns) AS k
-    FROM (SELECT *, CASE WHEN len(group_ranks) = 2 AND list_contains(group_ranks, rank)
-                         THEN group_ranks[1] + group_ranks[2] - rank END AS peer
+           CASE WHEN name = 'send' THEN rank ELSE _peer END AS src,
+           CASE WHEN name = 'send' THEN _peer ELSE rank END AS dst,
+           row_number() OVER (PARTITION BY rank, name, _peer ORDER BY ts_ns) AS k
+    FROM (SELECT *, coalesce(peer,
+                             CASE WHEN len(group_ranks) = 2 AND list_contains(group_ranks, rank)
+                                  THEN group_ranks[1] + group_ranks[2] - rank END) AS _peer
           FROM collectives WHERE name IN ('send', 'recv'))
-    WHERE peer IS NOT NULL
+    WHERE _peer IS NOT NULL AND _peer <> rank
 ), pk AS (  -- the K-th send from SRC to DST and the K-th recv at DST from SRC
     SELECT rank, ts_ns, lane, 'p2p:' || src || '>' || dst || ':' || k AS key,
            count(*) OVER (PARTITION BY src, dst, k) AS n,
