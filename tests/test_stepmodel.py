@@ -417,7 +417,7 @@ def test_a_cpu_operations_work_is_each_ops_self_time_beyond_one_dispatch():
     Truth by hand from the rows below (ns, dispatch 2)."""
     from tracekit.stepmodel.pipeline import operation_work
 
-    lab = (0, "PP:0B0", 1000, 200)
+    lab = (0, "PP:0B0", 1000)
     rows = [
         (*lab, "aten::linear", 1000, 50),  # self 50 - 30 - 1 = 19 → work 17
         (*lab, "aten::mm", 1005, 30),  # leaf: 30 → 28
@@ -425,11 +425,11 @@ def test_a_cpu_operations_work_is_each_ops_self_time_beyond_one_dispatch():
         (*lab, "aten::add", 1100, 20),  # after linear ends: 20 → 18
         (*lab, "torch::autograd::AccumulateGrad", 1150, 40),  # parameter-sized: 0
         (*lab, "aten::add_", 1155, 30),  # under AccumulateGrad: 0
-        (1, "PP:1F0", 900, 100, "aten::gelu", 905, 12),  # another label: 12 → 10
+        (1, "PP:1F0", 900, "aten::gelu", 905, 12),  # another label: 12 → 10
     ]
     assert operation_work(rows, 2.0) == {
-        (0, "PP:0B0", 1000): (200, 17 + 28 + 0 + 18),
-        (1, "PP:1F0", 900): (100, 10),
+        (0, "PP:0B0", 1000): 17 + 28 + 0 + 18,
+        (1, "PP:1F0", 900): 10,
     }
     assert operation_work([], 2.0) == {}
 

@@ -176,7 +176,7 @@ def _cpu_work(ctx: Context, meas) -> dict[tuple[str, int], float]:
     rows = ctx.run.sql(sql.query("levels.pipeline", "operation_host_ops", labels=evs)).fetchall()
     stage_of = {rank: stage for stage, rank in meas.stage_rank.items()}
     sums: dict[tuple[str, int], list[float]] = {}
-    for (rank, label, _ts), (_dur, w) in operation_work(rows, dispatch or 0.0).items():
+    for (rank, label, _ts), w in operation_work(rows, dispatch or 0.0).items():
         op = operation_key(label, stage_of.get(rank, 0))
         if op is None or op[0] not in ("F", "B"):
             continue

@@ -239,7 +239,7 @@ def whatif_lines(w: Any) -> list[str]:
         f"what if {' + '.join(w.change)}: {units.fmt(w.predicted_step_ms, ms)} per step "
         f"(measured {units.fmt(w.measured_step_ms, ms)}, replayed "
         f"{units.fmt(w.replayed_step_ms, ms)}; {saves_text(w.saved_ms, ms)})",
-        *(f"  {n}" for n in getattr(w, "notes", ())),
+        *(f"  {n}" for n in w.notes),
         *path_lines(w.critical_path),
     ]
 

@@ -423,8 +423,9 @@ class Microbatches(Change):
                 f"--change {self.spec}: the run has no pipeline (or its "
                 "microbatch count is unknown)"
             )
-        e.extra_ms += pipeline.span_ms(p, self.m) - pipeline.span_ms(p, p.microbatches)
-        e.notes.append(pipeline.explain(p, self.m))
+        before, after = pipeline.span_ms(p, p.microbatches), pipeline.span_ms(p, self.m)
+        e.extra_ms += after - before
+        e.notes.append(pipeline.explain(p, self.m, before, after))
 
 
 CHANGES: tuple[type[Change], ...] = (

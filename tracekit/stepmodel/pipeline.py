@@ -44,10 +44,11 @@ def span_ms(shape, m: int) -> float:
     return simulate(orders, duration, {s: s for s in range(p)}, latency=shape.hop_ms).makespan
 
 
-def explain(shape, m: int) -> str:
+def explain(shape, m: int, before: float, after: float) -> str:
     """One line on what `microbatches=m` did to the pipeline `shape` (changes.PipelineShape):
     each kind of operation's part that scales and the part that stays (means over the
-    stages), and the simulated span at the measured M and at m."""
+    stages), and the simulated span (`span_ms`) at the measured M, `before`, and at m,
+    `after`."""
     ratio = shape.microbatches / m
     parts = []
     for kind, word in (("F", "forward"), ("B", "backward")):
@@ -60,7 +61,6 @@ def explain(shape, m: int) -> str:
             f"a {word}: {scaled:.2f} ms that scales with the microbatch → {scaled * ratio:.2f} ms,"
             f" {fixed:.2f} ms per operation stays"
         )
-    before, after = span_ms(shape, shape.microbatches), span_ms(shape, m)
     return (
         f"pipeline at M={m} (measured M={shape.microbatches}, {shape.stages} stages, means "
         f"over the stages): {'; '.join(parts)}; the schedule's span {before:.2f} → "
@@ -68,38 +68,33 @@ def explain(shape, m: int) -> str:
     )
 
 
-def operation_work(rows: Iterable[tuple], dispatch_ns: float) -> dict[tuple, tuple[int, float]]:
-    """(rank, label, label_ts_ns) → (the operation's duration, its work), ns, of a CPU
-    run's stage operations (module docstring). `rows` are `levels.pipeline:
-    operation_host_ops`: (rank, label, label_ts_ns, label_dur_ns, op, ts_ns, dur_ns), per
-    label in start order with the outer op first. An op's self time (its duration less
-    its children's) beyond `dispatch_ns` is work, except under a parameter-sized op."""
-    out: dict[tuple, tuple[int, float]] = {}
+def operation_work(rows: Iterable[tuple], dispatch_ns: float) -> dict[tuple, float]:
+    """(rank, label, label_ts_ns) → the work (ns) of each of a CPU run's stage operations
+    (module docstring). `rows` are `levels.pipeline:operation_host_ops`: (rank, label,
+    label_ts_ns, op, ts_ns, dur_ns), per label in start order with the outer op first. An
+    op's self time (its duration less its children's) beyond `dispatch_ns` is work,
+    except under a parameter-sized op."""
+    out: dict[tuple, float] = {}
     key = None
     stack: list[list] = []  # [end, dur, children's dur, parameter-sized]
-    work = 0.0
 
     def pop() -> float:
         _end, dur, kids, fixed = stack.pop()
         return 0.0 if fixed else max(dur - kids - dispatch_ns, 0.0)
 
-    for rank, label, lts, ldur, name, ts, dur in rows:
+    for rank, label, lts, name, ts, dur in rows:
         k = (rank, label, lts)
-        if k != key:
+        if k != key:  # the previous label's open ops end with it
             while stack:
-                work += pop()
-            if key is not None:
-                out[key] = (out[key][0], work)
-            key, work = k, 0.0
-            out[k] = (ldur, 0.0)
+                out[key] += pop()
+            key = k
+            out[k] = 0.0
         while stack and ts >= stack[-1][0]:
-            work += pop()
+            out[k] += pop()
         fixed = bool(stack and stack[-1][3]) or any(p in name for p in PARAMETER_SIZED_OPS)
         if stack:
             stack[-1][2] += dur
         stack.append([ts + dur, dur, 0, fixed])
     while stack:
-        work += pop()
-    if key is not None:
-        out[key] = (out[key][0], work)
+        out[key] += pop()
     return out

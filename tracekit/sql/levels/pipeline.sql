@@ -58,7 +58,6 @@ ORDER BY i.s
 -- @column rank: global rank
 -- @column label: the stage label
 -- @column label_ts_ns: the label's start, ns since the epoch
--- @column label_dur_ns: the label's duration, ns
 -- @column name: the op
 -- @column ts_ns: the op's start, ns since the epoch
 -- @column dur_ns: the op's duration, ns
@@ -68,8 +67,7 @@ WITH lab AS (
       AND (regexp_matches(name::VARCHAR, '^PP:[0-9]+[FBIW][0-9]+$')
            OR regexp_matches(name::VARCHAR, '^(Forward|Backward) [0-9]+$'))
 )
-SELECT l.rank, l.label, l.s AS label_ts_ns, l.d AS label_dur_ns, o.name::VARCHAR AS name,
-       o.ts_ns, o.dur_ns
+SELECT l.rank, l.label, l.s AS label_ts_ns, o.name::VARCHAR AS name, o.ts_ns, o.dur_ns
 FROM lab l JOIN events o
   ON o.rank = l.rank AND o.tid = l.tid AND o.kind = 'cpu_op'
  AND o.ts_ns >= l.s AND o.ts_ns < l.s + l.d
