@@ -106,7 +106,7 @@ class Context:
     @cached_property
     def windows(self) -> str:
         """SQL rows (rank, wid, start_ns, end_ns, n) of each rank's analysed window."""
-        return W.values(windows_of(self.ranks))
+        return W.values(self.run, windows_of(self.ranks))
 
     def window_sql(self) -> str:
         """The windows as a parenthesized subquery, for `WITH w AS …`."""

@@ -39,6 +39,22 @@ def test_golden_fractions_over_steps(ddp_run):
         assert r.exposed_comm_fraction == pytest.approx(0.2)
 
 
+def test_windows_table_is_made_once_and_read_from_any_cursor(ddp_run):
+    from tracekit.metrics import windows as W
+
+    wins = W.rank_windows(ddp_run)
+    a, b = W.values(ddp_run, wins), W.values(ddp_run, wins)
+    assert a == b and len(ddp_run.window_tables) == 1  # one table per distinct list
+    rows = [(w.rank, 0, w.start_ns, w.end_ns, max(w.n_steps, 1)) for w in wins]
+    # another thread's cursor (the TUI's) reads it: a table of the database, not TEMP
+    assert ddp_run.con.cursor().sql(f"{a} ORDER BY rank").fetchall() == rows
+    types = ddp_run.sql(f"DESCRIBE {a}").fetchall()
+    assert [t[1] for t in types] == ["INTEGER", "INTEGER", "BIGINT", "BIGINT", "INTEGER"]
+    other = W.table(ddp_run, rows[:1])
+    assert other != a and ddp_run.sql(other).fetchall() == rows[:1]
+    assert ddp_run.sql(W.table(ddp_run, [])).fetchall() == []
+
+
 def test_step_selection(ddp_run):
     (r, _) = per_rank(ddp_run, steps="2-3")
     assert r.steps == 2 and r.window_ms == pytest.approx(2.0)

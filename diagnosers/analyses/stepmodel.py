@@ -81,8 +81,7 @@ def plan(ctx: Context) -> tuple[str | None, str | None]:
         SELECT rank, min(ts_ns), any_value(end_ns), count(*) FROM s WHERE k <= {keep}
         GROUP BY rank ORDER BY rank"""
     ).fetchall()
-    values = ", ".join(f"({int(r)}, 0, {int(a)}, {int(b)}, {int(c)})" for r, a, b, c in rows)
-    sql_rows = f"SELECT * FROM (VALUES {values}) AS w(rank, wid, start_ns, end_ns, n)"
+    sql_rows = W.table(ctx.run, [(int(r), 0, int(a), int(b), int(c)) for r, a, b, c in rows])
     return sql_rows, (
         f"the step model covers each rank's last {keep} of {steps} analysed steps "
         f"(≈ {per_step:,.0f} nodes a step; at most {NODE_BUDGET:,} are replayed)"

@@ -111,7 +111,7 @@ class RankBreakdown(msgspec.Struct, kw_only=True):
 
 
 def _rows(run: Run, windows: list[W.Window], activity: str) -> dict[int, tuple]:
-    query = sweep_sql(W.values(windows), activity)
+    query = sweep_sql(W.values(run, windows), activity)
     return {r[0]: r[2:] for r in run.sql(query).fetchall()}
 
 

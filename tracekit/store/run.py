@@ -89,6 +89,7 @@ class Run:
         for module in sql.RUN_MODULES:
             self.con.execute(sql.module(module))
         self._materialized = False
+        self.window_tables: set[str] = set()  # `tracekit.metrics.windows.table`
 
     @property
     def ranks(self) -> list[int]:

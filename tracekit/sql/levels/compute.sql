@@ -104,7 +104,7 @@ c AS (  -- CPU ops of the threads that launched those kernels
     WHERE e.kind = 'cpu_op'
 ),
 kc AS (
-    SELECT kf.*, c.op_id AS c_id, c.ts_ns AS c_ts, c.end_ns AS c_end
+    SELECT kf.*, c.op_id AS c_id, c.ts_ns AS c_ts, c.end_ns AS c_end, c.name AS c_name
     FROM kf ASOF LEFT JOIN c
       ON c.rank = kf.rank AND c.tid = kf.tid AND kf.launch_ns >= c.ts_ns
 ),
@@ -142,6 +142,9 @@ enc AS (
     SELECT rank, tid, launch_ns, arg_max(op_id, (ts_ns, -op_id)) AS e_id, max(ts_ns) AS e_ts
     FROM around GROUP BY rank, tid, launch_ns
 ),
+-- the enclosing op's name: looked up for those launches alone (joining every kernel to
+-- every CPU op by id for its name was a fifth of this query at 1,024 ranks)
+en AS (SELECT enc.*, c.name AS e_name FROM enc JOIN c ON c.op_id = enc.e_id),
 x AS (
     SELECT rank, external_id, min(name::VARCHAR) AS name
     FROM events e SEMI JOIN k USING (rank, external_id)
@@ -155,17 +158,16 @@ a AS (
            CASE WHEN kc.launch_ns <= kc.t_end THEN kc.flops_note END AS note,
            CASE WHEN kc.launch_ns <= kc.t_end THEN kc.t_ts END AS t_key,
            coalesce(contains(kc.launch, 'GraphLaunch'), false) AS graph,
-           coalesce(cn.name, x.name) AS c_op,
+           coalesce(CASE WHEN kc.launch_ns <= kc.c_end THEN kc.c_name ELSE en.e_name END,
+                    x.name) AS c_op,
            -- an op by its start (ns, > 0) or, found by External id, by −id − 1 (< 0)
            CASE WHEN kc.launch_ns <= kc.c_end THEN kc.c_ts
-                WHEN enc.e_id IS NOT NULL THEN enc.e_ts
+                WHEN en.e_id IS NOT NULL THEN en.e_ts
                 WHEN x.name IS NOT NULL THEN -kc.external_id - 1 END AS c_key,
            kc.launch
     FROM kc LEFT JOIN x ON x.rank = kc.rank AND x.external_id = kc.external_id
-    LEFT JOIN enc ON enc.rank = kc.rank AND enc.tid = kc.tid AND enc.launch_ns = kc.launch_ns
     -- the op around the launch: the last one started before it, else the enclosing one
-    LEFT JOIN c AS cn
-      ON cn.op_id = CASE WHEN kc.launch_ns <= kc.c_end THEN kc.c_id ELSE enc.e_id END
+    LEFT JOIN en ON en.rank = kc.rank AND en.tid = kc.tid AND en.launch_ns = kc.launch_ns
 ),
 -- distinct ops counted in two steps (each op's kernels first): a count(DISTINCT) per
 -- group held a hash table per (rank, kernel) group, 1 GB at 1,024 ranks
