@@ -191,7 +191,7 @@ def top_kernels(ctx: Context, limit: int = K.TOP_KERNELS) -> list[S.KernelRow]:
     mean over the report's ranks (the samples' kernel series, over the whole window)."""
     per = {
         name: {rank: v for (rank, _wid), v in cells.items()}
-        for name, cells in K.kernel_time(ctx.run, ctx.windows).items()
+        for name, cells in K.kernel_time(ctx.run, ctx.windows, top=limit).items()
     }
     steps = {r.rank: max(r.steps, 1) for r in ctx.ranks}
     n = max(len(ctx.ranks), 1)

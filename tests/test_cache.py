@@ -97,12 +97,13 @@ def test_small_traces_are_batched_and_big_ones_alone(tmp_path):
 
 
 def test_small_batches_come_in_a_multiple_of_the_workers(tmp_path):
-    """135 MiB of small traces need 3 batches of at most 64 MiB; on 2 workers they are
+    """Small traces of 2.1 × BATCH_BYTES (128 MiB) need 3 batches; on 2 workers they are
     cut into 4 (equal batches end together, no core idles for a last one), on 3 or 1
     worker into 3. (Sparse files: only their size is read.)"""
     from tracekit.ingest import runner
 
-    files = [tmp_path / f"s{i}.json" for i in range(9)]
+    n = round(2.1 * runner.BATCH_BYTES / (15 * 2**20))
+    files = [tmp_path / f"s{i}.json" for i in range(n)]
     for f in files:
         with open(f, "wb") as fh:
             fh.truncate(15 * 2**20)

@@ -114,3 +114,31 @@ def test_the_gate_does_not_judge_a_null_bandwidth(tmp_path):
         label = f"busbw[{c['name']}"
         v = [v for v in cmp.verdicts if v.metric.startswith(label)]
         assert v and all(x.verdict == "not compared" for x in v)
+
+
+def test_kernel_time_keeps_the_top_names_as_python_ranks_all_of_them(tmp_path):
+    """`kernel_time(top=N)` ranks the names in SQL: the same names and cells as ranking
+    every name's rows in Python (`top_names`), ties by name; `names=` keeps those alone."""
+    from tracekit.metrics import kernels as K
+    from tracekit.metrics import windows as W
+
+    run = shutil.copytree(
+        ROOT / "sample_traces" / "ddp", tmp_path / "ddp", ignore=shutil.ignore_patterns(".tracekit")
+    )
+    with tracekit.open(run) as r:
+        wins = W.values(r, W.rank_windows(r))
+        every = K.kernel_time(r, wins)
+        assert len(every) > 3
+        for n in (1, 3, len(every) + 1):
+            want = {name: every[name] for name in K.top_names(every, n)}
+            assert K.kernel_time(r, wins, top=n) == want
+        some = sorted(every)[1:3]
+        assert K.kernel_time(r, wins, names=[*some, "no such kernel"]) == {
+            name: every[name] for name in some
+        }
+        steps = W.step_windows()
+        assert K.kernel_time(r, steps, top=2) == {
+            name: cells
+            for name, cells in K.kernel_time(r, steps).items()
+            if name in K.top_names(K.kernel_time(r, steps), 2)
+        }

@@ -15,13 +15,27 @@ from tracekit.store.run import Run
 TOP_KERNELS = 10
 
 
-def kernel_time(run: Run, windows: str) -> dict[str, dict[tuple[int, int], tuple[int, int]]]:
-    """name → (rank, wid) → (device ns in the window, instances starting in it)."""
+def kernel_time(
+    run: Run, windows: str, names: list[str] | None = None, top: int | None = None
+) -> dict[str, dict[tuple[int, int], tuple[int, int]]]:
+    """name → (rank, wid) → (device ns in the window, instances starting in it).
+
+    Only the kernels `names`, when given; else, with `top`, only the `top` names with the
+    most device time over all windows (ties by name, as `top_names`). The report reads
+    ten names: at 1,024 ranks every name was 73,000 rows brought into Python."""
     clipped = W.overlapping("SELECT * FROM device_activity WHERE category = 'compute'", windows)
+    query = sql.fill("metrics.kernel_time", clipped=clipped)
+    params = None
+    if names is not None:
+        query = f"SELECT * FROM ({query}) WHERE list_contains($names, name)"
+        params = {"names": list(names)}
+    elif top is not None:
+        # a sum of integers is exact in SQL as in `top_names`: the same names, same order
+        query = f"""WITH kt AS ({query}),
+        t AS (SELECT name FROM kt GROUP BY name ORDER BY sum(ns) DESC, name LIMIT {int(top)})
+        SELECT * FROM kt SEMI JOIN t USING (name)"""
     out: dict[str, dict[tuple[int, int], tuple[int, int]]] = {}
-    for rank, wid, name, ns, n in run.sql(
-        sql.fill("metrics.kernel_time", clipped=clipped)
-    ).fetchall():
+    for rank, wid, name, ns, n in run.sql(query, params).fetchall():
         out.setdefault(name, {})[(rank, wid)] = (ns, n)
     return out
 

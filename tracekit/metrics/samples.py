@@ -225,7 +225,7 @@ def _collectives(
 
 
 def _kernels(run: Run, windows: str, n_ranks: int, names: list[str] | None) -> list[SampleKernel]:
-    per = K.kernel_time(run, windows)
+    per = K.kernel_time(run, windows, names, top=K.TOP_KERNELS)
     if names is None:
         names = K.top_names(per)
     out = []
