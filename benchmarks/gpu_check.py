@@ -130,7 +130,7 @@ def check_job(job: str, out: Path, device: str, world: int) -> list[Check]:
     checks: list[Check] = []
     with tracekit.open(run_dir) as run:
         rep = tracekit.analyze(run_dir, cache=False).report
-        windows = W.values(W.rank_windows(run))
+        windows = W.values(run, W.rank_windows(run))
         names = ", ".join(f"'{n}'" for n in GEMM_OPS)
         ops = W.starting_in(f"SELECT * FROM op_flops WHERE name IN ({names})", windows)
         total = run.sql(f"SELECT sum(flops) FROM ({ops})").fetchall()[0][0] or 0.0
