@@ -78,7 +78,8 @@ def main() -> None:
                 standalone_mode=False,
             )
         finally:
-            line(f"report written; main process {_cpu():.2f} s CPU")
+            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            line(f"report written; main process {_cpu():.2f} s CPU, peak RSS {rss:.0f} MiB")
 
 
 if __name__ == "__main__":

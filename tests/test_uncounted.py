@@ -268,3 +268,35 @@ def test_cpu_runs_count_only_matmul_ops_outside_the_table(tmp_path):
     assert op["device_ms"] == pytest.approx(0.2)
     (row,) = report["ranks"]
     assert row["uncounted_compute_fraction"] == pytest.approx(0.1 / 0.6, rel=1e-6)
+
+
+def test_kernel_attribution_in_chunks_of_ranks_is_the_whole_runs(tmp_path, monkeypatch):
+    """The query runs over chunks of ranks (`W.by_events`) to bound its memory: one chunk
+    a rank gives the facts of one chunk for all, and each rank's fraction is still the
+    generator's."""
+    from diagnosers.analyses import uncounted
+    from diagnosers.context import Context
+    from tracekit.metrics import windows as W
+    from tracekit.metrics.breakdown import windows_of
+
+    sc = Scenario(name="chunks", **{**SMALL, "world": 4}, graph_replay="backward")
+    truth = generate(sc, tmp_path / "r")
+    with tracekit.open(tmp_path / "r") as run:
+        ctx = Context(run)
+        wins = windows_of(ctx.ranks)
+        counts = dict(run.sql("SELECT rank, event_count FROM rank_info").fetchall())
+        # chunks: consecutive ranks, each within the limit unless one rank passes it alone
+        limit = counts[0] + counts[1]
+        chunks = [run.sql(c).fetchall() for c, _ranks in W.by_events(run, wins, limit)]
+        assert [[r[0] for r in c] for c in chunks] == [[0, 1], [2, 3]]
+        assert [r for _c, r in W.by_events(run, wins, limit)] == [
+            "e.rank BETWEEN 0 AND 1",
+            "e.rank BETWEEN 2 AND 3",
+        ]
+        assert [[r[0] for r in c] for c in (run.sql(x).fetchall()
+                for x, _r in W.by_events(run, wins, 1))] == [[0], [1], [2], [3]]  # fmt: skip
+        whole = uncounted.facts(ctx)
+        monkeypatch.setattr(uncounted, "ATTRIBUTION_EVENTS", 1)
+        assert uncounted.facts(Context(run)) == whole
+    for rank, fraction in whole.by_rank.items():
+        assert fraction == pytest.approx(truth.uncounted_fraction[rank], abs=1e-6)

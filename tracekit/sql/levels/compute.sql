@@ -57,7 +57,9 @@ FROM ({host_bound}) h JOIN w USING (rank)
 -- CUDA/HIP graph launch that replayed them, else the innermost CPU op around the launch
 -- on its thread (or, failing that, the CPU op with the kernel's External id). Time is the kernels'
 -- device time clipped to the window, a plain sum (as `top_kernels`).
--- Placeholder {windows}: the windows (rank, wid, start_ns, end_ns, n).
+-- Placeholders {windows}: the windows (rank, wid, start_ns, end_ns, n); {ranks}: a predicate
+-- on `e.rank` that holds for their ranks (TRUE, or a range: the scans then skip the row
+-- groups of other ranks when the query runs over chunks of ranks).
 -- @column rank: global rank
 -- @column why: counted (an op with FLOPs), op_without_flops (a table op whose FLOPs the trace cannot give), graph_replay (replayed by a graph launch, no op above the kernels), op_without_formula (launched by an op tracekit has no FLOP formula for), no_op (no launching op in the trace)
 -- @column op: the op (or, for graph_replay, the launch call) the kernels belong to; NULL for no_op
@@ -80,18 +82,21 @@ k AS (
     FROM events e
     JOIN kn ON kn.rank = e.rank AND kn.name = e.name::VARCHAR
     JOIN w ON w.rank = e.rank
-    WHERE e.kind = 'kernel'
+    WHERE e.kind = 'kernel' AND {ranks}
       AND e.ts_ns + e.dur_ns > w.start_ns AND e.ts_ns < w.end_ns
 ),
 l AS (  -- the launch calls of those kernels only (a semi join first: runs have millions)
     SELECT rank, correlation, arg_min(name::VARCHAR, ts_ns) AS launch,
            arg_min(tid, ts_ns) AS tid, min(ts_ns) AS launch_ns
     FROM events e SEMI JOIN k USING (rank, correlation)
-    WHERE e.kind = 'runtime'
+    WHERE e.kind = 'runtime' AND {ranks}
     GROUP BY rank, correlation
 ),
 kl AS (SELECT k.*, l.launch, l.tid, l.launch_ns FROM k LEFT JOIN l USING (rank, correlation)),
-f AS (SELECT rank, tid, name, ts_ns, ts_ns + dur_ns AS end_ns, flops, flops_note FROM op_flops),
+f AS (
+    SELECT rank, tid, name, ts_ns, ts_ns + dur_ns AS end_ns, flops, flops_note
+    FROM op_flops e WHERE {ranks}
+),
 kf AS (
     SELECT kl.*, f.name AS t_op, f.flops, f.flops_note, f.ts_ns AS t_ts, f.end_ns AS t_end
     FROM kl ASOF LEFT JOIN f
@@ -101,7 +106,7 @@ c AS (  -- CPU ops of the threads that launched those kernels
     SELECT rank, tid, name::VARCHAR AS name, ts_ns, ts_ns + dur_ns AS end_ns,
            row_number() OVER () AS op_id
     FROM events e SEMI JOIN (SELECT DISTINCT rank, tid FROM kl) t USING (rank, tid)
-    WHERE e.kind = 'cpu_op'
+    WHERE e.kind = 'cpu_op' AND {ranks}
 ),
 kc AS (
     SELECT kf.*, c.op_id AS c_id, c.ts_ns AS c_ts, c.end_ns AS c_end, c.name AS c_name
@@ -148,7 +153,7 @@ en AS (SELECT enc.*, c.name AS e_name FROM enc JOIN c ON c.op_id = enc.e_id),
 x AS (
     SELECT rank, external_id, min(name::VARCHAR) AS name
     FROM events e SEMI JOIN k USING (rank, external_id)
-    WHERE e.kind = 'cpu_op'
+    WHERE e.kind = 'cpu_op' AND {ranks}
     GROUP BY rank, external_id
 ),
 a AS (
