@@ -434,9 +434,35 @@ def test_parallel_ingest_runs_only_what_fits(tmp_path, monkeypatch):
     need = max(resources.need_bytes(f) for f in files)
     assert resources.need_bytes(files[0]) == 5 * files[0].stat().st_size + 200 * 2**20
     monkeypatch.setattr(resources, "available_bytes", lambda: int(2.5 * need))
-    assert resources.workers_that_fit(files, 4) == 2
+    assert resources.workers_that_fit([[f] for f in files], 4) == 2
+    # a batch of small traces holds all of them at once: two files a batch, one fits
+    pair = resources.batch_need_bytes(files[:2])
+    assert pair == 5 * sum(f.stat().st_size for f in files[:2]) + 200 * 2**20
+    monkeypatch.setattr(resources, "available_bytes", lambda: int(1.5 * pair))
+    assert resources.workers_that_fit([files[:2], files[2:]], 4) == 1
     monkeypatch.setattr(resources, "available_bytes", lambda: None)
-    assert resources.workers_that_fit(files, 4) == 4
+    assert resources.workers_that_fit([[f] for f in files], 4) == 4
+
+
+def test_small_traces_read_together_take_the_memory_of_their_batch(tmp_path, monkeypatch):
+    """Two workers would each read a batch of two traces. The memory fits two workers of
+    one trace each, not two of two: the ingest runs in one process (no pool), and reads
+    every trace."""
+    from tracekit.ingest import resources, runner
+
+    files = [ddp_like_rank(r, world=4).write(tmp_path / f"rank-{r}.json") for r in range(4)]
+    size = max(f.stat().st_size for f in files)
+    avail = 2 * resources.BASE_BYTES + 3 * resources.BYTES_PER_JSON_BYTE * size
+    assert 2 * max(resources.need_bytes(f) for f in files) <= avail  # one trace a worker fits
+    assert resources.batch_need_bytes(files[:2]) + resources.batch_need_bytes(files[2:]) > avail
+    monkeypatch.setattr(resources, "available_bytes", lambda: avail)
+
+    def no_pool(*_a, **_k):
+        raise AssertionError("a second worker was started")
+
+    monkeypatch.setattr(runner, "_executor", no_pool)
+    _cdir, sources = runner.ingest_run(tmp_path, files, workers=2)
+    assert [s.rank for s in sources] == [0, 1, 2, 3]
 
 
 def test_gzip_text_size_is_read_from_its_trailer(tmp_path):

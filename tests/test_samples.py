@@ -142,3 +142,29 @@ def test_kernel_time_keeps_the_top_names_as_python_ranks_all_of_them(tmp_path):
             for name, cells in K.kernel_time(r, steps).items()
             if name in K.top_names(K.kernel_time(r, steps), 2)
         }
+
+
+def test_kernel_time_top_names_break_ties_by_name_and_keep_a_nameless_kernel(tmp_path):
+    """Two kernels of equal time straddle the cut: the first by name is kept, as
+    `top_names` keeps it; a kernel the trace names not at all is a name of its own."""
+    from tests.tracegen import TraceBuilder
+    from tracekit.metrics import kernels as K
+    from tracekit.metrics import windows as W
+
+    for rank in range(2):
+        b = TraceBuilder(rank=rank, world_size=2)
+        b.step(1, 0.0, 1000.0)
+        b.kernel("k_b", 10.0, 100.0, launch_ts=5.0)
+        b.kernel("k_a", 200.0, 100.0, launch_ts=195.0)
+        b.kernel("k_c", 400.0, 50.0, launch_ts=395.0)
+        nameless = b.kernel("unnamed", 500.0, 300.0, launch_ts=495.0)
+        del nameless["name"]
+        b.write(tmp_path / f"rank-{rank}.json")
+    with tracekit.open(tmp_path) as r:
+        wins = W.values(r, W.rank_windows(r))
+        every = K.kernel_time(r, wins)
+        assert set(every) == {None, "k_a", "k_b", "k_c"}
+        assert K.top_names(every, 2) == [None, "k_a"]  # the truth: Python over every name
+        for n in (1, 2, 3, 4):
+            want = {name: every[name] for name in K.top_names(every, n)}
+            assert K.kernel_time(r, wins, top=n) == want, n

@@ -295,6 +295,17 @@ def test_kernel_attribution_in_chunks_of_ranks_is_the_whole_runs(tmp_path, monke
         ]
         assert [[r[0] for r in c] for c in (run.sql(x).fetchall()
                 for x, _r in W.by_events(run, wins, 1))] == [[0], [1], [2], [3]]  # fmt: skip
+        # the run has launches whose last op had ended (a child ran first): the chunks
+        # take the enclosing-op path too
+        ((dead,),) = run.sql(
+            """WITH l AS (SELECT rank, tid, ts_ns FROM events WHERE kind = 'runtime'),
+            c AS (SELECT rank, tid, ts_ns, ts_ns + dur_ns AS end_ns FROM events
+                  WHERE kind = 'cpu_op')
+            SELECT count(*) FROM l ASOF JOIN c
+              ON c.rank = l.rank AND c.tid = l.tid AND l.ts_ns >= c.ts_ns
+            WHERE l.ts_ns > c.end_ns"""
+        ).fetchall()
+        assert dead > 0
         whole = uncounted.facts(ctx)
         monkeypatch.setattr(uncounted, "ATTRIBUTION_EVENTS", 1)
         assert uncounted.facts(Context(run)) == whole

@@ -88,12 +88,18 @@ def too_big(files: list[Path]) -> dict[Path, str]:
     return out
 
 
-def workers_that_fit(files: list[Path], wanted: int) -> int:
-    """At most `wanted` ingest processes, and no more than the largest files' needs fit."""
+def batch_need_bytes(batch: list[Path]) -> int:
+    """Memory a worker needs for a batch of traces read together (`need_bytes` of their
+    summed text): its tables hold every rank of the batch at once."""
+    return BYTES_PER_JSON_BYTE * sum(text_bytes(f) for f in batch) + BASE_BYTES
+
+
+def workers_that_fit(batches: list[list[Path]], wanted: int) -> int:
+    """At most `wanted` ingest processes, and no more than the largest batches' needs fit."""
     avail = available_bytes()
-    if avail is None or not files:
+    if avail is None or not batches:
         return wanted
-    needs = sorted((need_bytes(f) for f in files), reverse=True)
+    needs = sorted((batch_need_bytes(b) for b in batches), reverse=True)
     n, total = 0, 0
     for need in needs[:wanted]:
         if total + need > avail and n >= 1:
@@ -103,4 +109,11 @@ def workers_that_fit(files: list[Path], wanted: int) -> int:
     return max(1, n)
 
 
-__all__ = ["available_bytes", "need_bytes", "text_bytes", "too_big", "workers_that_fit"]
+__all__ = [
+    "available_bytes",
+    "batch_need_bytes",
+    "need_bytes",
+    "text_bytes",
+    "too_big",
+    "workers_that_fit",
+]

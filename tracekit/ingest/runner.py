@@ -492,11 +492,15 @@ def _ingest_locked(
     if todo:
         cores = os.cpu_count() or 1
         n = max(1, min(workers or cores, len(todo)))
-        n = resources.workers_that_fit(todo, n) if not cluster else n
+        batches = plan_batches(todo, n)
+        if not cluster:  # as many workers as their batches fit in memory, batches planned for them
+            fit = resources.workers_that_fit(batches, n)
+            if fit < n:
+                n = fit
+                batches = plan_batches(todo, n)
         threads = max(1, cores // n) if not cluster else 1
         # fingerprints before reading: a file that changes during ingest is ingested again
         prints = {f: cache.fingerprint(f, comm_kernels) for f in todo}
-        batches = plan_batches(todo, n)
         results: dict[Path, dict] = {}
         out_of_memory: set[Path] = set()
 

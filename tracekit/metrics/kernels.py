@@ -31,9 +31,10 @@ def kernel_time(
         params = {"names": list(names)}
     elif top is not None:
         # a sum of integers is exact in SQL as in `top_names`: the same names, same order
+        # (a kernel without a name is one more name, as in Python)
         query = f"""WITH kt AS ({query}),
         t AS (SELECT name FROM kt GROUP BY name ORDER BY sum(ns) DESC, name LIMIT {int(top)})
-        SELECT * FROM kt SEMI JOIN t USING (name)"""
+        SELECT * FROM kt SEMI JOIN t ON kt.name IS NOT DISTINCT FROM t.name"""
     out: dict[str, dict[tuple[int, int], tuple[int, int]]] = {}
     for rank, wid, name, ns, n in run.sql(query, params).fetchall():
         out.setdefault(name, {})[(rank, wid)] = (ns, n)

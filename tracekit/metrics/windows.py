@@ -104,7 +104,7 @@ def table(run: Run, rows: list[tuple[int, int, int, int, int]]) -> str:
             "SELECT NULL::INT AS rank, 0 AS wid, 0::BIGINT AS start_ns, 0::BIGINT AS end_ns, "
             "1 AS n WHERE false"
         )
-    name = "_w_" + hashlib.sha1(repr(rows).encode()).hexdigest()[:16]
+    name = "_w_" + hashlib.sha1(repr(rows).encode()).hexdigest()
     if name not in run.window_tables:
         cols = list(zip(*rows, strict=True))
         # in the in-memory database, not TEMP: cursors of other threads read it too
