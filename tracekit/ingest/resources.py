@@ -1,6 +1,6 @@
 """Memory for ingest: a trace too big for this machine fails with a message naming it,
-not with the kernel's OOM killer; parallel ingest runs only as many ranks at once as
-fit in memory.
+not with the kernel's OOM killer; parallel ingest runs only as many batches at once as
+fit in memory (a batch of small traces holds all of them: `batch_need_bytes`).
 
 An ingest holds one trace's JSON text (gunzipped) and DuckDB's columns built from it;
 measured on `v100_ddp_rank1` (54 MB of JSON) the worker peaks near 5× the text
