@@ -472,6 +472,10 @@ def test_gzip_text_size_is_read_from_its_trailer(tmp_path):
     p = tmp_path / "rank-0.json.gz"
     p.write_bytes(gzip.compress(text))
     assert resources.text_bytes(p) == len(text)
+    # the size is remembered by path, size and mtime: a rewritten trace is read again
+    longer = json.dumps(ddp_like_rank(0, steps=4).doc()).encode()
+    p.write_bytes(gzip.compress(longer))
+    assert resources.text_bytes(p) == len(longer) != len(text)
 
 
 def test_no_clock_alignment_from_pairings_by_occurrence(tmp_path):

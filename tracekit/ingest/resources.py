@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import struct
+from functools import lru_cache
 from pathlib import Path
 
 BYTES_PER_JSON_BYTE = 5
@@ -23,15 +24,22 @@ BASE_BYTES = 200 * 2**20
 def text_bytes(path: Path) -> int:
     """Size of the JSON text: a gzip file's stored size (ISIZE, mod 4 GiB: at least the
     compressed size), else the file size."""
-    size = path.stat().st_size
+    st = path.stat()
     try:
-        with open(path, "rb") as fh:
-            if fh.read(2) != b"\x1f\x8b" or size < 18:
-                return size
-            fh.seek(-4, os.SEEK_END)
-            isize = struct.unpack("<I", fh.read(4))[0]
-    except OSError:
-        return size
+        return _text_bytes(str(path), st.st_size, st.st_mtime_ns)
+    except OSError:  # not cached: read again next time
+        return st.st_size
+
+
+# by path, size and mtime: one ingest asks for each file's size up to four times (the
+# memory check, the batches, the workers that fit them), and a file's trailer is a read
+@lru_cache(maxsize=65536)
+def _text_bytes(path: str, size: int, _mtime_ns: int) -> int:
+    with open(path, "rb") as fh:
+        if fh.read(2) != b"\x1f\x8b" or size < 18:
+            return size
+        fh.seek(-4, os.SEEK_END)
+        isize = struct.unpack("<I", fh.read(4))[0]
     # ISIZE wraps at 4 GiB; deflate rarely shrinks JSON below 1/20
     while isize < size:
         isize += 2**32
