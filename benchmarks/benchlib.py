@@ -92,6 +92,14 @@ def build_small_run(source: Path, ranks: int, dest: Path) -> list[Path]:
     return files
 
 
+def cpu_seconds() -> float:
+    """This process's CPU seconds so far (user + system): load-robust on a shared machine."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def gzip_text_bytes(path: Path) -> int:
     """Uncompressed size of a single-member gzip file below 4 GiB (its ISIZE field)."""
     with open(path, "rb") as fh:

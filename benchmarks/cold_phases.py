@@ -21,12 +21,9 @@ import sys
 import time
 from pathlib import Path
 
+from benchlib import cpu_seconds
+
 T0 = time.perf_counter()
-
-
-def _cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def line(text: str) -> None:
@@ -38,21 +35,21 @@ _REAL: dict = {}
 
 
 def timed_batch(items, *args, **kw):
-    t, c = time.perf_counter() - T0, _cpu()
+    t, c = time.perf_counter() - T0, cpu_seconds()
     out = _REAL["batch"](items, *args, **kw)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     line(
         f"batch of {len(items):4d} traces done in worker {os.getpid()} (started at {t:.2f} s): "
-        f"{_cpu() - c:.2f} s CPU, peak RSS {rss:.0f} MiB"
+        f"{cpu_seconds() - c:.2f} s CPU, peak RSS {rss:.0f} MiB"
     )
     return out
 
 
 def timed_analyze(*args, **kw):
     line("analysis starts")
-    c = _cpu()
+    c = cpu_seconds()
     out = _REAL["analyze"](*args, **kw)
-    line(f"analysis ends: {_cpu() - c:.2f} s CPU")
+    line(f"analysis ends: {cpu_seconds() - c:.2f} s CPU")
     return out
 
 
@@ -79,7 +76,7 @@ def main() -> None:
             )
         finally:
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            line(f"report written; main process {_cpu():.2f} s CPU, peak RSS {rss:.0f} MiB")
+            line(f"report written; main process {cpu_seconds():.2f} s CPU, peak RSS {rss:.0f} MiB")
 
 
 if __name__ == "__main__":

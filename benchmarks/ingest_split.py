@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import resource
 import shutil
 import statistics
 import tempfile
@@ -27,16 +26,12 @@ from collections import defaultdict
 from pathlib import Path
 
 import duckdb
+from benchlib import cpu_seconds
 
 from tracekit.ingest import runner, tracefile
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT.parent / "shared" / "traces" / "v100_ddp_rank1"
-
-
-def _cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 _CREATE = re.compile(r"CREATE (?:OR REPLACE )?(?:TEMP )?(TABLE|VIEW) (\w+)", re.IGNORECASE)
@@ -73,11 +68,11 @@ class _Timed:
         return getattr(self._con, name)
 
     def execute(self, query, *args):
-        t = _cpu()
+        t = cpu_seconds()
         try:
             return self._con.execute(query, *args)
         finally:
-            self._spent[label(query)] += _cpu() - t
+            self._spent[label(query)] += cpu_seconds() - t
 
     def sql(self, query, *args):
         return _TimedRel(self._con.sql(query, *args), self._spent, label(query))
@@ -94,11 +89,11 @@ class _TimedRel:
         return getattr(self._rel, name)
 
     def fetchall(self):
-        t = _cpu()
+        t = cpu_seconds()
         try:
             return self._rel.fetchall()
         finally:
-            self._spent[self._what] += _cpu() - t
+            self._spent[self._what] += cpu_seconds() - t
 
 
 def one_run(traces: list[Path]) -> dict[str, float]:
@@ -106,21 +101,21 @@ def one_run(traces: list[Path]) -> dict[str, float]:
     real_connect, real_decode = duckdb.connect, tracefile.decode
 
     def decode(path):
-        t = _cpu()
+        t = cpu_seconds()
         try:
             return real_decode(path)
         finally:
-            spent["gunzip + split (isal, msgspec)"] += _cpu() - t
+            spent["gunzip + split (isal, msgspec)"] += cpu_seconds() - t
 
     work = Path(tempfile.mkdtemp(prefix="tk-split-"))
     duckdb.connect = lambda *a, **k: _Timed(real_connect(*a, **k), spent)
     tracefile.decode = decode
     try:
-        t = _cpu()
+        t = cpu_seconds()
         out = runner.ingest_batch(
             [(p, f"k{i}") for i, p in enumerate(traces)], work, "b", len(traces) == 1
         )
-        total = _cpu() - t
+        total = cpu_seconds() - t
     finally:
         duckdb.connect, tracefile.decode = real_connect, real_decode
         shutil.rmtree(work, ignore_errors=True)
