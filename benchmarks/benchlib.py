@@ -144,6 +144,15 @@ def _kill_tree(proc) -> None:
             p.kill()
 
 
+def compile_bytecode() -> None:
+    """Compile this checkout's packages once, as pip does for an installed package, so
+    that no timed phase pays for it (`measure` lets the phases read the bytecode)."""
+    import compileall
+
+    for package in ("tracekit", "diagnosers"):
+        compileall.compile_dir(ROOT / package, quiet=1)
+
+
 def measure(cmd: list[str], timeout: float | None = None) -> Measured:
     """Wall seconds and peak summed RSS of `cmd`'s process tree (sampled every 10 ms
     with psutil, workers included), run from the repository root so that this
@@ -159,6 +168,10 @@ def measure(cmd: list[str], timeout: float | None = None) -> Measured:
     import psutil
 
     env = dict(os.environ, TRACEKIT_NO_PROGRESS="1")
+    # an installed tracekit has its bytecode cached (pip compiles it; an editable checkout
+    # writes it on first import): a shell with PYTHONDONTWRITEBYTECODE set (this project's
+    # machines) recompiled ~80 modules on every run, 0.03-0.1 s a phase (`compile_bytecode`)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.Popen(
@@ -394,6 +407,33 @@ def evaluate(
             "×",
         ),
     ]
+
+
+@dataclass
+class Bound:
+    """The least cold analyze today's analysis allows: the decode over the workers
+    (`floor_parallel`) and then the report computed from cached tables
+    (`analyze_recompute`, its start and its Parquet reads included), as if building the
+    tables cost nothing more than the decode. Against `limit` × the floor: the time left
+    for building the tables (negative: the line cannot be met without a faster analysis)."""
+
+    run: str
+    seconds: float
+    ratio: float  # × the floor
+    limit: float  # the line's × the floor
+    left_seconds: float  # limit × floor − seconds
+
+
+def bound(figs: dict, run: str | None, limit: float) -> Bound | None:
+    """`Bound` of `run` from its `floor`, `floor_parallel` and `analyze_recompute` (None
+    when one was not measured)."""
+    floor = _fig(figs, run, "floor", "seconds")
+    par = _fig(figs, run, "floor_parallel", "seconds")
+    rec = _fig(figs, run, "analyze_recompute", "seconds")
+    if run is None or not floor or par is None or rec is None:
+        return None
+    least = par + rec
+    return Bound(run, least, least / floor, limit, limit * floor - least)
 
 
 def big_target(big: dict) -> Target:

@@ -46,6 +46,7 @@ import shutil
 import sys
 import tempfile
 import textwrap
+from dataclasses import asdict
 from pathlib import Path
 
 import benchlib
@@ -238,6 +239,17 @@ def print_targets(rows: list[benchlib.Target]) -> None:
         print(f"{r.target:{width}}  {r.measured:>12}  {met}")
 
 
+def print_bounds(bounds: list[benchlib.Bound]) -> None:
+    """The least cold analyze of each run with today's analysis (`benchlib.Bound`)."""
+    if bounds:
+        print("\nleast cold analyze = decode over the workers + recompute (tables free):")
+    for b in bounds:
+        print(
+            f"  {b.run:18} {b.seconds:6.2f} s = {b.ratio:.2f}× floor; "
+            f"left for building the tables within {b.limit:g}×: {b.left_seconds:+.2f} s"
+        )
+
+
 def parse_ranks(text: str) -> list[int]:
     try:
         ranks = [int(x) for x in text.split(",") if x.strip()]
@@ -275,6 +287,7 @@ def main() -> None:
         if not src.exists():
             raise SystemExit(f"{src} not found; pass --source / --small-source")
 
+    benchlib.compile_bytecode()
     root = args.keep or Path(tempfile.mkdtemp(prefix="tracekit-bench-"))
     result: dict = {
         "source": str(args.source),
@@ -327,6 +340,12 @@ def main() -> None:
             rows.append(benchlib.big_target(result["big"]))
         print_targets(rows)
         result["targets"] = [r.as_dict() for r in rows]
+        bounds = [
+            benchlib.bound(figs, names.get(kind), limit)
+            for kind, limit in (("base", 2.0), ("many", 3.0))
+        ]
+        print_bounds([b for b in bounds if b])
+        result["bounds"] = [asdict(b) for b in bounds if b]
         result["machine"]["load_after"] = os.getloadavg()
         print(
             f"load average before {result['machine']['load_before']}, after "

@@ -192,6 +192,33 @@ def test_evaluate_against_hand_ratios():
     }
 
 
+def test_bound_is_the_parallel_decode_plus_the_recompute_by_hand():
+    figs = {
+        "8 big ranks": {
+            "floor": _m(1.7, 100),
+            "floor_parallel": _m(0.9, 300),
+            "analyze_recompute": _m(2.3, 350),
+        },
+        "1024 small ranks": {"floor": _m(3.0, 20), "analyze_recompute": _m(3.1, 650)},
+    }
+    b = bl.bound(figs, "8 big ranks", 2.0)
+    # 0.9 + 2.3 = 3.2 s = 1.88x of 1.7 s; 2 x 1.7 - 3.2 = 0.2 s left for the tables
+    assert (b.seconds, b.ratio, b.left_seconds) == (
+        pytest.approx(3.2),
+        pytest.approx(3.2 / 1.7),
+        pytest.approx(0.2),
+    )
+    assert bl.bound(figs, "1024 small ranks", 3.0) is None  # no floor_parallel measured
+    assert bl.bound(figs, None, 3.0) is None
+
+
+def test_measure_lets_the_phases_keep_their_bytecode(monkeypatch):
+    # a shell that forbids bytecode caches must not make every timed phase recompile
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    m = bl.measure([sys.executable, "-c", "import sys; print(sys.dont_write_bytecode)"])
+    assert m.stdout.strip() == "False"
+
+
 def test_evaluate_says_not_measured():
     figs = {"8 big ranks": {"floor": _m(2.0, 100), "analyze_cold": _m(2.0, 500)}}
     rows = bl.evaluate(figs, "8 big ranks", None, None)
