@@ -145,8 +145,9 @@ def _kill_tree(proc) -> None:
 
 
 def compile_bytecode() -> None:
-    """Compile this checkout's packages once, as pip does for an installed package, so
-    that no timed phase pays for it (`measure` lets the phases read the bytecode)."""
+    """Compile the packages a timed `tracekit analyze` imports from this checkout, once,
+    as pip does for an installed package, so that no timed phase pays for it (`measure`
+    lets the phases read the bytecode)."""
     import compileall
 
     for package in ("tracekit", "diagnosers"):
@@ -430,7 +431,7 @@ def bound(figs: dict, run: str | None, limit: float) -> Bound | None:
     floor = _fig(figs, run, "floor", "seconds")
     par = _fig(figs, run, "floor_parallel", "seconds")
     rec = _fig(figs, run, "analyze_recompute", "seconds")
-    if run is None or not floor or par is None or rec is None:
+    if not floor or par is None or rec is None:  # `_fig` of no run is None too
         return None
     least = par + rec
     return Bound(run, least, least / floor, limit, limit * floor - least)
