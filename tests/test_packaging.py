@@ -1,4 +1,4 @@
-"""What `pip install tracekit` gives: analyze and the TUI (textual is a core dependency),
+"""What `pip install tracekit-torch` gives: analyze and the TUI (textual is a core dependency),
 torch only through the `jobs` extra; `tracekit run` is always listed and, without torch,
 says in one line how to get it (exit 2)."""
 
@@ -47,14 +47,14 @@ def test_run_without_torch_says_how_to_get_it(tmp_path):
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1, res.stderr  # one line, no traceback
     assert lines[0].startswith("tracekit: tracekit run needs torch")
-    assert "pip install 'tracekit[jobs]'" in lines[0]
+    assert "pip install 'tracekit-torch[jobs]'" in lines[0]
     assert not (tmp_path / "out").exists()  # nothing half-written
     # even a bad invocation hears first what is missing
     res = _cli("run")
     assert res.returncode == 2 and "needs torch" in res.stderr
     # its help still works: what it would do, and what it needs
     res = _cli("run", "--help")
-    assert res.returncode == 0 and "--world-size" in res.stdout and "tracekit[jobs]" in res.stdout
+    assert res.returncode == 0 and "--world-size" in res.stdout and "tracekit-torch[jobs]" in res.stdout
 
 
 def test_the_simulation_hides_torch():
@@ -76,7 +76,7 @@ def test_run_with_torch_parses_its_options(tmp_path):
 def test_dependencies():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     core = [d.split(">")[0].split("=")[0].split(";")[0].strip() for d in project["dependencies"]]
-    assert "textual" in core  # pip install tracekit gives the TUI
+    assert "textual" in core  # pip install tracekit-torch gives the TUI
     assert "torch" not in core
     extras = project["optional-dependencies"]
     assert any(d.startswith("torch") for d in extras["jobs"])

@@ -9,12 +9,14 @@ report cache included), typed; its tables come as DataFrames, polars by default
 from __future__ import annotations
 
 import html
+import importlib
 from dataclasses import fields
 from typing import Any
 
 from tracekit.options import AnalysisOptions, OpenOptions, Overrides
 from tracekit.report import units
 from tracekit.report.schema import Report, encode, to_dict
+from tracekit.version import DIST_NAME
 
 
 def analyze(*inputs, **options: Any) -> Analysis:
@@ -63,15 +65,21 @@ class Analysis:
 
     # ------------------------------------------------------------ tables as frames
     def _frame(self, rows: list[dict], backend: str):
+        if backend not in ("polars", "pandas"):
+            raise ValueError(f"backend {backend!r}: use 'polars' or 'pandas'")
+        try:
+            lib = importlib.import_module(backend)
+        except ModuleNotFoundError as exc:
+            if exc.name != backend:  # the library is there, something it imports is not
+                raise
+            # an optional extra: the CLI and the report need no DataFrame library
+            raise ModuleNotFoundError(
+                f"tables as DataFrames need {backend}: pip install '{DIST_NAME}[frames]'",
+                name=backend,
+            ) from None
         if backend == "polars":
-            import polars as pl
-
-            return pl.DataFrame(rows, infer_schema_length=None)
-        if backend == "pandas":
-            import pandas as pd
-
-            return pd.DataFrame(rows)
-        raise ValueError(f"backend {backend!r}: use 'polars' or 'pandas'")
+            return lib.DataFrame(rows, infer_schema_length=None)
+        return lib.DataFrame(rows)
 
     def _rows(self, key: str) -> list[dict]:
         value = self.to_dict().get(key)

@@ -171,7 +171,7 @@ _cluster = click.option(
     default=None,
     help="Ingest the ranks on a Dask cluster: a scheduler address (tcp://host:8786) or "
     "local[:N] for N local worker processes; workers must see the run at the same path "
-    "(pip install 'tracekit[cluster]').",
+    "(pip install 'tracekit-torch[cluster]').",
 )
 _comm_kernel = click.option(
     "--comm-kernel",
@@ -536,7 +536,7 @@ def tui(run, window, steps, select, ignore, ranks, sample_ranks, workers, comm_k
     from tracekit.ingest.discover import find_trace_files
 
     if find_spec("textual") is None:
-        raise TracekitError("tracekit tui needs textual: pip install textual")
+        raise TracekitError("tracekit tui needs textual: pip install 'tracekit-torch[tui]'")
     if ranks is not None or sample_ranks is not None:  # a bad spec fails before the screen
         from tracekit.ingest.ranksel import Request
 
@@ -866,7 +866,7 @@ class _NeedsTorch(click.Command):
         help_asked = any(a in ctx.help_option_names for a in args)
         if not help_asked and find_spec("torch") is None:  # checked without importing torch
             raise TracekitError(
-                "tracekit run needs torch: pip install 'tracekit[jobs]' "
+                "tracekit run needs torch: pip install 'tracekit-torch[jobs]' "
                 "(or pip install torch first, for a CPU or CUDA build of your choice)"
             )
         return super().parse_args(ctx, args)
@@ -893,7 +893,7 @@ def _run_command():
     @_job_options
     def run(job, world_size, out, **options):
         """Run a reference job with the profiler on: traces per rank + job.json (needs
-        torch: pip install 'tracekit[jobs]')."""
+        torch: pip install 'tracekit-torch[jobs]')."""
         from instrument.config import JobConfig
         from instrument.launch import run_job
 

@@ -1,9 +1,7 @@
-"""tracekit's version, from the installed distribution (a source tree without install
-says so)."""
+"""tracekit's version: the one place it is written. pyproject.toml reads it
+(`[tool.setuptools.dynamic]`), `tracekit --version` prints it, baselines record it."""
 
-from importlib.metadata import PackageNotFoundError, version
+__version__ = "0.2.0"
 
-try:
-    __version__ = version("tracekit")
-except PackageNotFoundError:  # running from a source tree without install
-    __version__ = "0.0.0+src"
+# what `pip install` takes: "tracekit" on the package index is an unrelated project
+DIST_NAME = "tracekit-torch"

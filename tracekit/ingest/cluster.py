@@ -10,7 +10,7 @@ analysis then reads the per-rank tables as usual — so the answer is a local ru
 `ADDRESS` is a scheduler (`tcp://host:8786`, what `dask-scheduler`, `dask-jobqueue`'s
 `SLURMCluster(...).scheduler_address` or `dask-kubernetes` give) or `local[:N]`: a
 `LocalCluster` of N single-threaded worker processes on this machine (default: cores).
-Needs the `cluster` extra (`pip install 'tracekit[cluster]'`).
+Needs the `cluster` extra (`pip install 'tracekit-torch[cluster]'`).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def executor(address: str) -> Iterator[tuple[Executor, int]]:
         from distributed import Client, LocalCluster
     except ImportError as exc:
         raise TracekitError(
-            "--cluster needs Dask's distributed scheduler: pip install 'tracekit[cluster]'"
+            "--cluster needs Dask's distributed scheduler: pip install 'tracekit-torch[cluster]'"
         ) from exc
     n = _local_workers(address)
     cluster = None
