@@ -54,7 +54,8 @@ def test_run_without_torch_says_how_to_get_it(tmp_path):
     assert res.returncode == 2 and "needs torch" in res.stderr
     # its help still works: what it would do, and what it needs
     res = _cli("run", "--help")
-    assert res.returncode == 0 and "--world-size" in res.stdout and "tracekit-torch[jobs]" in res.stdout
+    assert res.returncode == 0 and "--world-size" in res.stdout
+    assert "tracekit-torch[jobs]" in res.stdout
 
 
 def test_the_simulation_hides_torch():
@@ -81,3 +82,28 @@ def test_dependencies():
     extras = project["optional-dependencies"]
     assert any(d.startswith("torch") for d in extras["jobs"])
     assert any(d.startswith("mkdocs-material") for d in extras["docs"])
+
+
+def test_frames_without_polars_say_which_extra(tmp_path):
+    """`Analysis.ranks()` without polars: one line naming the extra, not a bare
+    ModuleNotFoundError (the report itself needs no DataFrame library)."""
+    import shutil
+
+    shutil.copytree(ROOT / "sample_traces" / "ddp", tmp_path / "run",
+                    ignore=shutil.ignore_patterns(".tracekit"))  # fmt: skip
+    code = (
+        "import sys; sys.modules['polars'] = None\n"
+        "import tracekit\n"
+        f"a = tracekit.analyze({str(tmp_path / 'run')!r})\n"
+        "print(a.report.summary.step_time_ms > 0)\n"
+        "try:\n    a.ranks()\n"
+        "except ModuleNotFoundError as exc:\n    print(exc.name, '|', exc)\n"
+        "print(len(a.ranks(backend='pandas')))\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines() == [
+        "True",
+        "polars | tables as DataFrames need polars: pip install 'tracekit-torch[frames]'",
+        "2",
+    ]
