@@ -195,3 +195,114 @@ def test_mutated_nccl_trace_with_collective_metadata(nccl_rank, m):
         doc = _apply(json.loads(json.dumps(nccl_rank)), edits)
         _write(Path(d) / "rank-0.json.gz", doc, cut)
         _check(Path(d))
+
+
+# ------------------------------------------------- generated traces, fields the report shows
+# tests/tracegen.py's DDP-like GPU rank (GEMM kernels under aten::mm with shapes and dtypes,
+# NCCL all-reduces with their metadata, a device and its name), each field the report
+# carries from a trace set to null, the wrong type, or something absurd.
+
+WRONG = st.one_of(
+    st.none(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.sampled_from(["", " ", "\x00", "é" * 3, "x" * 5000, "[[", "None", "nan", "-1"]),
+    st.lists(st.one_of(st.none(), st.integers(), st.text(max_size=3)), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.none(), max_size=2),
+)
+# (event kind, key): "ev" keys are event fields, the rest are args
+FIELDS = st.sampled_from(
+    [
+        ("kernel", "ev", "name"),
+        ("kernel", "ev", "cat"),
+        ("kernel", "ev", "dur"),
+        ("kernel", "arg", "device"),
+        ("kernel", "arg", "stream"),
+        ("kernel", "arg", "correlation"),
+        ("op", "ev", "name"),
+        ("op", "arg", "Input Dims"),
+        ("op", "arg", "Input type"),
+        ("op", "arg", "Concrete Inputs"),
+        ("op", "arg", "External id"),
+        ("comm", "arg", "Collective name"),
+        ("comm", "arg", "dtype"),
+        ("comm", "arg", "In msg nelems"),
+        ("comm", "arg", "Out msg nelems"),
+        ("comm", "arg", "Group size"),
+        ("comm", "arg", "Process Group Ranks"),
+        ("step", "ev", "name"),
+        ("device", "prop", "name"),
+        ("device", "prop", "totalGlobalMem"),
+        ("device", "prop", "computeMajor"),
+        ("dist", "prop", "backend"),
+        ("dist", "prop", "world_size"),
+        ("dist", "prop", "rank"),
+    ]
+)
+
+
+def _generated_rank(rank: int):
+    from tests.tracegen import ddp_like_rank
+
+    b = ddp_like_rank(rank, world=2, steps=3)
+    for ev in b.events:  # shapes and dtypes on the GEMM op, so it has FLOPs to show
+        if ev.get("name") == "aten::mm":
+            ev["args"] = {"Input Dims": [[64, 128], [128, 256]], "Input type": ["float", "float"],
+                          "External id": 2}  # fmt: skip
+    return b.doc()
+
+
+def _edit(doc: dict, target, value, which: int) -> None:
+    kind, where, key = target
+    if kind == "device":
+        doc["deviceProperties"][0][key] = value
+        return
+    if kind == "dist":
+        doc["distributedInfo"][key] = value
+        return
+    match = {
+        "kernel": lambda e: e.get("cat") == "kernel",
+        "op": lambda e: e.get("name") == "aten::mm",
+        "comm": lambda e: e.get("name") == "record_param_comms",
+        "step": lambda e: str(e.get("name", "")).startswith("ProfilerStep"),
+    }[kind]
+    events = [e for e in doc["traceEvents"] if match(e)]
+    ev = events[which % len(events)]
+    if where == "ev":
+        ev[key] = value
+    else:
+        ev.setdefault("args", {})[key] = value
+
+
+@given(st.lists(st.tuples(FIELDS, WRONG, st.integers(0, 5), st.booleans()), min_size=1,
+                max_size=4))  # fmt: skip
+@settings(SETTINGS, max_examples=30)
+def test_generated_trace_with_odd_fields(edits):
+    """Every edit on one rank, or on both (the flag): the report, or one line."""
+    docs = [_generated_rank(0), _generated_rank(1)]
+    for target, value, which, both in edits:
+        for doc in docs if both else docs[1:]:
+            _edit(doc, target, value, which)
+    with tempfile.TemporaryDirectory() as d:
+        for r, doc in enumerate(docs):
+            _write(Path(d) / f"rank-{r}.json.gz", doc, None)
+        _check(Path(d))
+
+
+def test_a_kernel_without_a_name(tmp_path):
+    """The case the issue found: a kernel whose name is null reached the report's encoder
+    (`Expected str, got null - at $.top_kernels[2].name`)."""
+    for r in range(2):
+        doc = _generated_rank(r)
+        for ev in doc["traceEvents"]:
+            if ev.get("cat") == "kernel" and "gemm" in ev["name"]:
+                ev["name"] = None
+        _write(tmp_path / f"rank-{r}.json.gz", doc, None)
+    res = CliRunner().invoke(main, ["analyze", str(tmp_path), "--format", "json"])
+    assert res.exit_code == 0, res.stderr
+    rep = json.loads(res.stdout)
+    # the GEMM kernels' time is still there, under the empty name ingest gives them
+    # (3 steps of 600 µs from tests/tracegen.py's ddp_like_rank)
+    by_name = {k["name"]: k["time_ms_per_step"] for k in rep["top_kernels"]}
+    assert by_name[""] == pytest.approx(0.6), by_name

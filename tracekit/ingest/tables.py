@@ -259,7 +259,9 @@ def events_sql(rank: int | str, base_ns: int | str, typed: bool) -> str:
     return f"""
 SELECT {rank}::INTEGER AS rank,
        {_kind_case()} AS kind,
-       cat, name,
+       -- a name that is null or not a string (read as NULL) is the empty string: every
+       -- table, figure and report row below carries names as strings
+       cat, coalesce(name, '') AS name,
        {_id("pid")} AS pid, {_id("tid")} AS tid,
        {_ns("ts", base_ns)} AS ts_ns,
        round(dur * 1000)::BIGINT AS dur_ns,

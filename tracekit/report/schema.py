@@ -269,7 +269,7 @@ class CollectiveRow(Struct, kw_only=True):
 class OpRow(Struct, kw_only=True):
     """`top_ops[]`: the counted ops with the most device time."""
 
-    name: str
+    name: str | None  # from the trace: null where its event has none
     dtype: str | None
     count: int
     flops: F.FLOPS_PER_STEP.type(float | None)
@@ -288,7 +288,7 @@ class UncountedOpRow(Struct, kw_only=True):
     convolution kernels have no FLOPs, most device time first — what
     `uncounted_compute_fraction` is made of (elementwise/norm ops are not in it)."""
 
-    name: str
+    name: str | None  # from the trace: null where its event has none
     why: str  # graph_replay, op_without_formula, op_without_flops or no_op
     note: str | None = None  # op_without_flops: the missing argument
     count: int  # ops (graph launches) with kernels in the window, all ranks
@@ -299,7 +299,7 @@ class UncountedKernelRow(Struct, kw_only=True):
     """`top_uncounted_kernels[]`: matmul-class compute kernels without FLOPs (and every
     kernel of a table op without FLOPs), most time first."""
 
-    name: str
+    name: str | None  # from the trace: null where its event has none
     why: str
     op: str | None  # the op or graph launch they belong to
     count_per_step: F.COUNT_PER_STEP.type(float)
@@ -310,7 +310,7 @@ class KernelRow(Struct, kw_only=True):
     """`top_kernels[]`: the compute kernels (CPU ops on CPU runs) with the most device
     time over the window; the samples' kernel series are the same figure per step."""
 
-    name: str
+    name: str | None  # from the trace: null where its event has none
     count_per_step: F.COUNT_PER_STEP.type(float)
     time_ms_per_step: F.TIME_MS_PER_STEP.type(float)
 
@@ -335,7 +335,7 @@ class PathSegment(Struct, kw_only=True):
 
     rank: int
     kind: str  # compute, communication, waiting, host or idle
-    name: str
+    name: str | None  # from the trace: null where its event has none
     start_ms: float  # from the earliest analysed window start of any rank
     ms: float
 
