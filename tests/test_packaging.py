@@ -107,3 +107,27 @@ def test_frames_without_polars_say_which_extra(tmp_path):
         "polars | tables as DataFrames need polars: pip install 'tracekit-torch[frames]'",
         "2",
     ]
+
+
+def test_version_from_one_place():
+    """pyproject.toml reads the version from tracekit/version.py; `--version` prints it."""
+    from tracekit.version import DIST_NAME, __version__
+
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "version" not in meta["project"] and meta["project"]["dynamic"] == ["version"]
+    assert meta["tool"]["setuptools"]["dynamic"]["version"] == {
+        "attr": "tracekit.version.__version__"
+    }
+    assert meta["project"]["name"] == DIST_NAME
+    res = _cli("--version", no_torch=False)
+    assert res.returncode == 0 and res.stdout.strip() == f"tracekit, version {__version__}"
+    assert f"## {__version__}" in (ROOT / "CHANGELOG.md").read_text()
+
+
+def test_every_top_level_package_is_found():
+    """A folder of modules at the top of the repository that the program imports is in
+    `packages.find` (tests, benchmarks and docs are not shipped)."""
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    include = meta["tool"]["setuptools"]["packages"]["find"]["include"]
+    tops = {p.parent.name for p in ROOT.glob("*/*.py")} - {"tests", "benchmarks", "docs"}
+    assert {f"{t}*" for t in tops} == set(include)
