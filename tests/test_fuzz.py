@@ -268,6 +268,8 @@ def _edit(doc: dict, target, value, which: int) -> None:
         "step": lambda e: str(e.get("name", "")).startswith("ProfilerStep"),
     }[kind]
     events = [e for e in doc["traceEvents"] if match(e)]
+    if not events:  # an earlier edit renamed them all
+        return
     ev = events[which % len(events)]
     if where == "ev":
         ev[key] = value
