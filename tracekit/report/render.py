@@ -47,9 +47,11 @@ LEVEL_ROWS: tuple[tuple[str, str | None, str | None, int], ...] = (
     *(
         row
         for group, parts in F.EXPOSED_PARTS.items()
-        for row in (("communication", group, None, 1),
-                    *(("communication", key, None, 2) for key in parts))
-    ),  # fmt: skip
+        for row in (
+            ("communication", group, None, 1),
+            *(("communication", key, None, 2) for key in parts),
+        )
+    ),
     ("communication", "comm_overlap_fraction", None, 0),
     ("scaling", "bubble_fraction", "predicted_bubble_fraction", 0),
     ("scaling", None, "modeled_bubble_fraction", 0),
@@ -157,9 +159,7 @@ def healthy_text(verdicts: dict[str, str]) -> str:
     if not unknown:
         return "healthy at every level"
     ok = [name for name, v in verdicts.items() if v == "ok"]
-    return f"{', '.join(unknown)} unknown (not measured)" + (
-        f"; {', '.join(ok)} ok" if ok else ""
-    )
+    return f"{', '.join(unknown)} unknown (not measured)" + (f"; {', '.join(ok)} ok" if ok else "")
 
 
 def _verdicts(report: Report) -> dict[str, str]:
