@@ -384,6 +384,12 @@ def _md(cell: str) -> str:
     return cell.replace("|", "\\|")
 
 
+def _indent(label: str) -> str:
+    """A part's indent as em spaces, which Markdown keeps (it drops leading spaces)."""
+    bare = label.lstrip(" ")
+    return "\u2003" * ((len(label) - len(bare)) // len(SUB)) + bare
+
+
 def to_markdown(report: Report) -> str:
     lines = [f"**{h}**  " if i == 0 else h for i, h in enumerate(header(report))]
     health = health_lines(report)
@@ -397,7 +403,10 @@ def to_markdown(report: Report) -> str:
             "| level | figure | measured | predicted | verdict |",
             "|---|---|---|---|---|",
         ]
-        lines += ["| " + " | ".join(_md(c) for c in r) + " |" for r in level_rows(report)]
+        lines += [
+            "| " + " | ".join(_md(_indent(c) if i == 1 else c) for i, c in enumerate(r)) + " |"
+            for r in level_rows(report)
+        ]
         unknown = verdict_lines(report)
         lines += ["", *(f"- {_md(u)}" for u in unknown)] if unknown else []
         if report.collectives:
