@@ -101,6 +101,7 @@ def analyze(run: Run, options: AnalysisOptions | None = None, debug: bool = Fals
     ]
     report.findings = [_row(f) for f in findings]
     report.summary = _summary(ctx, report, by)
+    L.unknown_verdicts(ctx, levels, report.summary, failed)  # ok needs a measured figure
     report.samples = per_step(
         run,
         steps=options.steps,

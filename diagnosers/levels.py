@@ -11,6 +11,7 @@ from diagnosers.analyses.scaling import NOT_A_PIPELINE
 from diagnosers.base import mean
 from diagnosers.context import Context
 from tracekit.report import schema as S
+from tracekit.report import units
 
 
 def memory(ctx: Context) -> S.MemoryLevel:
@@ -106,6 +107,9 @@ def communication(ctx: Context) -> S.CommunicationLevel:
             "collectives": table,
             "ranks": [vars(r).copy() for r in comm.ranks],
             "attribution": comm.attribution(),
+            # exposed_comm_fraction per step in ms, mean over ranks: what the collectives'
+            # exposed_ms add to, less the time outside their spans (host waits for them)
+            "exposed_ms_per_step": mean(r.exposed_ms for r in comm.ranks),
         },
         notes=list(comm.notes),
     )
@@ -157,3 +161,110 @@ def _key(name: str | None) -> str:
     """A collective's name as a JSON key: an unknown kind (RCCL's generic kernel without
     metadata) is "null", as the report has always written it."""
     return "null" if name is None else name
+
+
+# ---------------------------------------------------------------- verdicts on what is known
+
+# What each level's verdict stands on (issue 29): alternatives, each a set of headline
+# figures that together answer the level's question. A level is "ok" only when one
+# alternative is known in full; otherwise its verdict is "unknown", with the reason each
+# alternative lacks (a warning or critical finding stands either way: it is measured).
+# Keys are the summary's figures, whose reason is `summary.null_reasons`, or the facts
+# named in `_FACTS` below, each with the reason its fact gives.
+HEADLINE: dict[str, tuple[tuple[str, ...], ...]] = {
+    # does it fit: the worst rank's peak against its device's capacity, or the peak
+    # against the memory equation (device memory only: the model predicts no host memory)
+    "memory": (("max_peak_memory_fraction",), ("measured_over_predicted",)),
+    # is the device busy with useful work: MFU (or HFU) over most of the compute time
+    "compute": (("mfu", "counted_compute"), ("hfu", "counted_compute")),
+    # is the network hidden: the exposed share of the step
+    "communication": (("exposed_comm_fraction",),),
+    # does it scale: the pipeline's bubble, or the ranks' arrivals at matched collectives
+    "scaling": (("bubble_fraction",), ("stragglers",)),
+}
+
+
+def unknown_verdicts(
+    ctx: Context, levels: list[S.Level], summary: S.Summary, failed: set[str]
+) -> None:
+    """Turn each level that no finding judged ("ok") into "unknown" when none of its
+    `HEADLINE` alternatives is known, with the reasons in `verdict_reason`."""
+    for level in levels:
+        if level.verdict != "ok":
+            continue
+        if level.level in failed:  # its figures are null: the note that says why
+            reasons = level.notes[:1] or [f"{level.level} figures are missing"]
+        else:
+            reasons = headline_unknown(ctx, level.level, summary)
+        if reasons:
+            level.verdict = "unknown"
+            level.verdict_reason = "; ".join(reasons)
+
+
+def headline_unknown(ctx: Context, name: str, summary: S.Summary) -> list[str]:
+    """Why none of level `name`'s headline alternatives is known: each alternative's
+    first unknown figure's reason, distinct, in order ([] when one is known)."""
+    reasons: list[str] = []
+    for alternative in HEADLINE[name]:
+        why = next((w for w in (_why_unknown(ctx, k, summary) for k in alternative) if w), None)
+        if why is None:
+            return []
+        if why not in reasons:
+            reasons.append(why)
+    return reasons
+
+
+def _why_unknown(ctx: Context, key: str, summary: S.Summary) -> str | None:
+    """None when headline figure `key` is known, else why not."""
+    fact = _FACTS.get(key)
+    if fact is not None:
+        return fact(ctx, summary)
+    if getattr(summary, key) is not None:
+        return None
+    return summary.null_reasons.get(key) or "not measurable"
+
+
+def _measured_over_predicted(ctx: Context, summary: S.Summary) -> str | None:
+    if ctx.memory.measured_over_predicted is not None:
+        return None
+    if summary.peak_memory_bytes is None:
+        return summary.null_reasons.get("peak_memory_bytes") or "no peak memory measured"
+    if ctx.cpu:
+        return "the memory equation predicts device memory only"
+    return summary.null_reasons.get("predicted_memory_bytes") or "predicted memory unknown"
+
+
+def _counted_compute(ctx: Context, summary: S.Summary) -> str | None:
+    """MFU judges the compute only where most of it is counted (the low-MFU rule's own
+    limit: below it, a low MFU is an info note)."""
+    from diagnosers.rules.low_mfu import LowMfu
+
+    unc = summary.uncounted_compute_fraction
+    if unc is None:
+        return summary.null_reasons.get("uncounted_compute_fraction") or "not measurable"
+    if unc < LowMfu.mostly_uncounted:
+        return None
+    return (
+        f"MFU is of the counted work only: {units.percent(unc, 0)} of compute time is "
+        "GEMM/attention work whose FLOPs tracekit cannot count"
+    )
+
+
+def _stragglers(ctx: Context, summary: S.Summary) -> str | None:
+    """Stragglers are measured at collectives matched across the analysed ranks."""
+    n = len(ctx.ranks)
+    if n < 2:
+        return f"{n} rank analysed: a straggler is measured against its peers"
+    if not ctx.stragglers.imposed_ms:
+        return (
+            "no collective matched across the analysed ranks with a wait: stragglers are "
+            "measured at matched collectives"
+        )
+    return None
+
+
+_FACTS = {
+    "measured_over_predicted": _measured_over_predicted,
+    "counted_compute": _counted_compute,
+    "stragglers": _stragglers,
+}

@@ -524,12 +524,43 @@ def run_compare(
     cmp.verdicts += _drill_down(bs_, ns_, th, noise, alpha / max(count, 1), step_ms, count)
     cmp.cause = explain(bs_, ns_)
     _attach_causes(cmp, bs_, ns_)
+    cmp.notes += unknown_levels(bs_, ns_)
     if not single:
         cmp.notes.append(
             "each side's value is the mean over its runs of the run's figure; the cause "
             "compares those means"
         )
     return cmp
+
+
+def unknown_levels(bs: list[dict], ns: list[dict]) -> list[str]:
+    """A note per level whose verdict is unknown on one side and not the other: the gate
+    judges figures, never verdicts, and a level that was not measured (ok → unknown, or
+    back) is neither an improvement nor a regression — its figures are null on that side
+    and not compared."""
+    out = []
+
+    def verdicts(reports: list[dict], name: str) -> tuple[set[str], str | None]:
+        seen, why = set(), None
+        for r in reports:
+            for lv in r.get("levels") or []:
+                if lv.get("level") == name:
+                    seen.add(lv.get("verdict") or "")
+                    why = why or lv.get("verdict_reason")
+        return seen, why
+
+    names = dict.fromkeys(lv.get("level") for r in bs + ns for lv in r.get("levels") or [])
+    for name in names:
+        (b, b_why), (n, n_why) = verdicts(bs, name), verdicts(ns, name)
+        if ("unknown" in b) == ("unknown" in n) or not b or not n:
+            continue
+        side, why = ("new", n_why) if "unknown" in n else ("base", b_why)
+        out.append(
+            f"{name}: verdict {'/'.join(sorted(b))} in base, {'/'.join(sorted(n))} in new — "
+            f"unknown in {side} ({why or 'its headline figures are unknown'}): not compared, "
+            "neither an improvement nor a regression"
+        )
+    return out
 
 
 def check_same_ranks(base: Side, new: Side) -> None:

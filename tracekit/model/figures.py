@@ -147,6 +147,16 @@ STRAGGLER_WAIT_FRACTION = _f("straggler_wait_fraction", "straggler's wait", "fra
     "Exposed waiting for peers charged to a straggler ÷ step, mean over ranks.")
 EXPOSED_PIPELINE_FRACTION = _f("exposed_pipeline_fraction", "pipeline send/recv", "fraction",
     LOWER, "Exposed point-to-point time of a pipeline (the bubble's) ÷ step; pipelines only.")
+# exposed_comm_fraction broken down two ways, each adding to it (a null part does not
+# apply: a run without a pipeline has no pipeline send/recv). By what: each rank's exposed
+# communication is transfer or waiting for peers. By cause: the finding each part is
+# charged to — a slow collective's excess, a straggler's wait, a pipeline's send/recv,
+# and what none explains (communication.exposed's).
+EXPOSED_PARTS: dict[str, tuple[str, ...]] = {
+    "by what": ("exposed_transfer_fraction", "comm_wait_fraction"),
+    "by cause": ("exposed_slow_fraction", "straggler_wait_fraction",
+                 "exposed_pipeline_fraction", "unexplained_exposed_fraction"),
+}
 PREDICTED_EXPOSED_COMM_FRACTION = _f("predicted_exposed_comm_fraction",
     "predicted exposed communication", "fraction", LOWER,
     "What the model expects exposed: 0 (all communication hidden).")

@@ -25,7 +25,7 @@ from typing import Any
 
 from tracekit.model import figures as F
 from tracekit.report import units
-from tracekit.report.render import header, health_lines, level_rows
+from tracekit.report.render import header, health_lines, healthy_text, level_rows
 from tracekit.report.schema import Report, to_dict
 
 LEVELS = ("memory", "compute", "communication", "scaling")
@@ -615,7 +615,7 @@ def _table(headers: Iterable[str], rows: Iterable[Iterable[Any]], cls: str = "")
 
 
 def _badge(verdict: str) -> str:
-    v = verdict if verdict in ("ok", "info", "warning", "critical") else "other"
+    v = verdict if verdict in ("ok", "info", "warning", "critical", "unknown") else "other"
     return f"<span class='badge {v}'>{esc(verdict)}</span>"
 
 
@@ -630,11 +630,14 @@ def _levels_html(report: Report) -> str:
         for level, fig, m, p, _v in rows:
             if level:
                 on = level == name
-            if on:
-                mine.append((fig.strip(), m, p))
+            if on:  # a part keeps its indent (the exposed communication's two groups)
+                depth = (len(fig) - len(fig.lstrip())) // 2
+                mine.append(("\u2003" * depth + fig.strip(), m, p))
+        why = f"<p class='why'>unknown: {esc(lv.verdict_reason)}</p>" if lv.verdict_reason else ""
         notes = "".join(f"<li>{esc(n)}</li>" for n in lv.notes)
         cards.append(
             f"<section class='level' id='level-{name}'><h3>{esc(name)} {_badge(lv.verdict)}</h3>"
+            + why
             + _table(("figure", "measured", "predicted"), mine, "figs")
             + (f"<ul class='notes'>{notes}</ul>" if notes else "")
             + "</section>"
@@ -713,7 +716,8 @@ def _details_html(details: dict[str, Any]) -> str:
 
 def _findings_html(report: Report, links: list[Link | None] | None, how: str) -> str:
     if not report.findings:
-        return "<p>None — healthy at every level.</p>"
+        verdicts = {lv.level: lv.verdict for lv in report.levels or []}
+        return f"<p>None — {esc(healthy_text(verdicts))}.</p>"
     out = []
     for i, f in enumerate(report.findings):
         link = links[i] if links and i < len(links) else None
@@ -799,6 +803,7 @@ STYLE = "".join(
         ".badge.info{background:#1565c0}",
         ".badge.warning{background:#ef6c00}",
         ".badge.critical{background:#c62828}",
+        ".badge.unknown{background:#757575}",
         ".charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:12px}",
         ".chart figcaption{font-weight:600;margin-bottom:4px}",
         ".vega{width:100%}",

@@ -43,12 +43,15 @@ LEVEL_ROWS: tuple[tuple[str, str | None, str | None, int], ...] = (
     ("compute", "host_bound_fraction", None, 0),
     ("compute", "idle_fraction", None, 0),
     ("communication", "exposed_comm_fraction", "predicted_exposed_comm_fraction", 0),
-    ("communication", "exposed_transfer_fraction", None, 1),
-    ("communication", "comm_wait_fraction", None, 1),
-    ("communication", "exposed_slow_fraction", None, 1),
-    ("communication", "straggler_wait_fraction", None, 1),
-    ("communication", "exposed_pipeline_fraction", None, 1),
-    ("communication", "unexplained_exposed_fraction", None, 1),
+    # its two breakdowns, each adding to it: a group's name, then its parts
+    *(
+        row
+        for group, parts in F.EXPOSED_PARTS.items()
+        for row in (
+            ("communication", group, None, 1),
+            *(("communication", key, None, 2) for key in parts),
+        )
+    ),
     ("communication", "comm_overlap_fraction", None, 0),
     ("scaling", "bubble_fraction", "predicted_bubble_fraction", 0),
     ("scaling", None, "modeled_bubble_fraction", 0),
@@ -87,6 +90,9 @@ def level_rows(report: Report) -> list[tuple[str, str, str, str, str]]:
     for lv in report.levels or []:
         mine = [r for r in LEVEL_ROWS if r[0] == lv.level]
         for i, (_lvl, mkey, pkey, indent) in enumerate(mine):
+            if mkey in F.EXPOSED_PARTS:  # a group's name: its parts follow
+                rows.append(("", f"{SUB * indent}{mkey}:", "", "", ""))
+                continue
             m, munit = _figure(lv.measured, mkey)
             p, punit = _figure(lv.predicted, pkey)
             rows.append(
@@ -137,10 +143,33 @@ def health_lines(report: Report) -> list[str]:
     return out
 
 
+def verdict_lines(report: Report) -> list[str]:
+    """Each level whose verdict is unknown, and why (its headline figures' reasons)."""
+    return [
+        f"unknown ({lv.level}): {lv.verdict_reason or 'its headline figures are unknown'}"
+        for lv in report.levels or []
+        if lv.verdict == "unknown"
+    ]
+
+
+def healthy_text(verdicts: dict[str, str]) -> str:
+    """What a report without findings says of its levels (level → verdict): healthy only
+    when every level is ok; otherwise which levels are unknown (not measured), the rest ok."""
+    unknown = [name for name, v in verdicts.items() if v == "unknown"]
+    if not unknown:
+        return "healthy at every level"
+    ok = [name for name, v in verdicts.items() if v == "ok"]
+    return f"{', '.join(unknown)} unknown (not measured)" + (f"; {', '.join(ok)} ok" if ok else "")
+
+
+def _verdicts(report: Report) -> dict[str, str]:
+    return {lv.level: lv.verdict for lv in report.levels or []}
+
+
 def finding_lines(report: Report) -> list[str]:
     out = []
     for f in report.findings or []:
-        impact = f" · {f.impact_ms:.1f} ms/step" if f.impact_ms else ""
+        impact = f" · {units.fmt(f.impact_ms, 'ms')}/step" if f.impact_ms else ""
         ranks = f" · ranks {units.ranks(f.ranks)}" if f.ranks else ""
         out.append(f"{f.severity.upper():8} {f.code} {f.kind}{impact}{ranks}")
         out.append(f"         {f.title}")
@@ -244,6 +273,33 @@ def whatif_lines(w: Any) -> list[str]:
     ]
 
 
+def collectives_total_line(report: Report) -> str | None:
+    """The exposed communication per step beside what the collectives' rows add to: on
+    CPU runs a host thread blocked on a collective outside its span counts too, and
+    collectives that overlap one another each count their own exposed time."""
+    lv = report.level("communication")
+    total = lv.metrics.get("exposed_ms_per_step") if lv else None
+    if total is None or not report.collectives:
+        return None
+    rows = sum(c.exposed_ms for c in report.collectives)
+    head = (
+        f"exposed communication {units.fmt(total, 'ms')}/step "
+        f"({units.fmt(lv.measured.exposed_comm_fraction, 'fraction')} of the step, mean over ranks)"
+    )
+    rest = total - rows
+    if abs(rest) < 0.005:
+        return f"{head}: all of it in the collectives above"
+    if rest > 0:
+        return (
+            f"{head}: the collectives above {units.fmt(rows, 'ms')}, outside their spans "
+            f"{units.fmt(rest, 'ms')} (host waits for them)"
+        )
+    return (
+        f"{head}: the collectives above add to {units.fmt(rows, 'ms')} "
+        "(they overlap one another; each counts its own exposed time)"
+    )
+
+
 def _rank_cells(report: Report) -> list[list[str]]:
     return [
         [units.fmt(getattr(r, k), unit, bare=True) for k, _, unit in RANK_COLUMNS]
@@ -294,7 +350,12 @@ def to_text(report: Report) -> str:
         table(
             [t for _, t, _ in COLLECTIVE_COLUMNS], _collective_cells(report), left=("collective",)
         )
+        total = collectives_total_line(report)
+        if total:
+            console.print(total, highlight=False, soft_wrap=True)
     console.print()
+    for line in verdict_lines(report):
+        console.print(f"  {line}", highlight=False, soft_wrap=True)
     for lv in report.levels:
         for note in lv.notes:
             console.print(f"  note ({lv.level}): {note}", highlight=False, soft_wrap=True)
@@ -306,7 +367,8 @@ def to_text(report: Report) -> str:
     console.print()
     lines = finding_lines(report)
     console.print(
-        "findings" if lines else "findings: none — healthy at every level", highlight=False
+        "findings" if lines else f"findings: none — {healthy_text(_verdicts(report))}",
+        highlight=False,
     )
     for line in lines:
         console.print(line, highlight=False, soft_wrap=True)
@@ -322,6 +384,12 @@ def _md(cell: str) -> str:
     return cell.replace("|", "\\|")
 
 
+def _indent(label: str) -> str:
+    """A part's indent as em spaces, which Markdown keeps (it drops leading spaces)."""
+    bare = label.lstrip(" ")
+    return "\u2003" * ((len(label) - len(bare)) // len(SUB)) + bare
+
+
 def to_markdown(report: Report) -> str:
     lines = [f"**{h}**  " if i == 0 else h for i, h in enumerate(header(report))]
     health = health_lines(report)
@@ -335,7 +403,12 @@ def to_markdown(report: Report) -> str:
             "| level | figure | measured | predicted | verdict |",
             "|---|---|---|---|---|",
         ]
-        lines += ["| " + " | ".join(_md(c) for c in r) + " |" for r in level_rows(report)]
+        lines += [
+            "| " + " | ".join(_md(_indent(c) if i == 1 else c) for i, c in enumerate(r)) + " |"
+            for r in level_rows(report)
+        ]
+        unknown = verdict_lines(report)
+        lines += ["", *(f"- {_md(u)}" for u in unknown)] if unknown else []
         if report.collectives:
             cols = COLLECTIVE_COLUMNS
             lines += [
@@ -346,6 +419,8 @@ def to_markdown(report: Report) -> str:
             lines += [
                 "| " + " | ".join(_md(c) for c in r) + " |" for r in _collective_cells(report)
             ]
+            total = collectives_total_line(report)
+            lines += ["", _md(total)] if total else []
         unc = uncounted_lines(report)
         if unc:
             lines += ["", f"- {unc[0]}", *(f"  - {_md(u.strip())}" for u in unc[1:])]
@@ -355,9 +430,9 @@ def to_markdown(report: Report) -> str:
             lines += [f"- {_md(b.strip())}" for b in bounds]
         lines += ["", "### Findings", ""]
         if not report.findings:
-            lines.append("None — healthy at every level.")
+            lines.append(f"None — {healthy_text(_verdicts(report))}.")
         for f in report.findings:
-            impact = f" ({f.impact_ms:.1f} ms/step)" if f.impact_ms else ""
+            impact = f" ({units.fmt(f.impact_ms, 'ms')}/step)" if f.impact_ms else ""
             ranks = f" (ranks {units.ranks(f.ranks)})" if f.ranks else ""
             lines.append(
                 f"- **{f.severity}** `{f.code}` {f.kind}{impact}{ranks}: {f.title}. "

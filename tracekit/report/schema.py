@@ -10,7 +10,7 @@ the breakdown alone (`--breakdown-only`) has `schema`, `tracekit_version`, `run`
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType, field
@@ -196,10 +196,17 @@ class ScalingPredicted(Struct, kw_only=True):
     projection: dict[str, dict[str, Any]] | UnsetType | None = UNSET
 
 
+# a level's verdict: the worst finding charged to it, else ok — or unknown where its
+# headline figures cannot be known
+Verdict = Literal["ok", "warning", "critical", "unknown"]
+
+
 class _Level(Struct, kw_only=True, tag_field="level"):
-    """A level: its figures measured beside predicted, a verdict — ok, warning or
-    critical: the worst finding charged to it — the supporting tables (`metrics`:
-    per-rank rows, the pipeline model …) and notes (why a figure is null, or disagrees)."""
+    """A level: its figures measured beside predicted, a verdict — warning or critical:
+    the worst finding charged to it; else ok, or unknown when its headline figures
+    cannot be known (`verdict_reason` says why; diagnosers.levels.HEADLINE) — the
+    supporting tables (`metrics`: per-rank rows, the pipeline model …) and notes (why a
+    figure is null, or disagrees)."""
 
     @property
     def level(self) -> str:
@@ -207,35 +214,39 @@ class _Level(Struct, kw_only=True, tag_field="level"):
 
 
 class MemoryLevel(_Level, kw_only=True, tag="memory"):
-    verdict: str = "ok"
+    verdict: Verdict = "ok"
     measured: MemoryMeasured = field(default_factory=MemoryMeasured)
     predicted: MemoryPredicted = field(default_factory=MemoryPredicted)
     metrics: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    verdict_reason: str | None = None  # why the verdict is unknown
 
 
 class ComputeLevel(_Level, kw_only=True, tag="compute"):
-    verdict: str = "ok"
+    verdict: Verdict = "ok"
     measured: ComputeMeasured = field(default_factory=ComputeMeasured)
     predicted: ComputePredicted = field(default_factory=ComputePredicted)
     metrics: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    verdict_reason: str | None = None  # why the verdict is unknown
 
 
 class CommunicationLevel(_Level, kw_only=True, tag="communication"):
-    verdict: str = "ok"
+    verdict: Verdict = "ok"
     measured: CommunicationMeasured = field(default_factory=CommunicationMeasured)
     predicted: CommunicationPredicted = field(default_factory=CommunicationPredicted)
     metrics: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    verdict_reason: str | None = None  # why the verdict is unknown
 
 
 class ScalingLevel(_Level, kw_only=True, tag="scaling"):
-    verdict: str = "ok"
+    verdict: Verdict = "ok"
     measured: ScalingMeasured = field(default_factory=ScalingMeasured)
     predicted: ScalingPredicted = field(default_factory=ScalingPredicted)
     metrics: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    verdict_reason: str | None = None  # why the verdict is unknown
 
 
 Level = MemoryLevel | ComputeLevel | CommunicationLevel | ScalingLevel

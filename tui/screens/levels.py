@@ -11,9 +11,28 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Static
 
+from tracekit.model import figures as F
 from tui import fmt
 from tui.screens.common import TkScreen
 from tui.widgets.levelpanel import VERDICT_STYLE
+
+
+def grouped(rows: list[dict]) -> list[dict]:
+    """A level's rows with the exposed communication's two breakdowns
+    (`figures.EXPOSED_PARTS`) right below it, each under its name, as the text report
+    lays them out; other rows keep the report's order."""
+    parts = {key for keys in F.EXPOSED_PARTS.values() for key in keys}
+    by_key = {r["path"][0]: r for r in rows if len(r["path"]) == 1 and r["path"][0] in parts}
+    out = []
+    for row in rows:
+        if row in by_key.values():
+            continue
+        out.append(row)
+        if row["path"] == ("exposed_comm_fraction",) and by_key:
+            for group, keys in F.EXPOSED_PARTS.items():
+                out.append({"group": group})
+                out += [{**by_key[k], "depth": 3} for k in keys if k in by_key]
+    return out
 
 
 def _justify(v) -> str:
@@ -49,7 +68,8 @@ class LevelsScreen(TkScreen):
         table.add_column("gap / verdict", width=13, key="gap")
         for lv in rep.get("levels", []):
             v = lv.get("verdict", "")
-            notes = list(lv.get("notes") or [])
+            why = lv.get("verdict_reason")
+            notes = ([f"verdict unknown: {why}"] if why else []) + list(lv.get("notes") or [])
             self.level_starts[lv.get("level", "")] = table.row_count
             table.add_row(
                 Text(lv.get("level", ""), style="bold"),
@@ -58,13 +78,17 @@ class LevelsScreen(TkScreen):
                 Text(fmt.verdict_word(v), style=VERDICT_STYLE.get(v, ""), justify="right"),
             )
             self.level_notes.append(notes)
-            for row in fmt.level_rows(lv):
+            for row in grouped(fmt.level_rows(lv)):
+                if "group" in row:  # a breakdown's name: its parts follow, indented
+                    table.add_row(Text("    " + row["group"] + ":", style="italic"), "", "", "")
+                    self.level_notes.append(notes)
+                    continue
                 self.level_rows.append(row)
                 # a value in words longer than its column (the peak's source) wraps
                 # onto more lines instead of being cut
                 long = max(len(row["measured_text"]), len(row["predicted_text"])) > val_w
                 table.add_row(
-                    "  " + row["label"],
+                    "  " * row.get("depth", 1) + row["label"],
                     Text(row["measured_text"], justify=_justify(row["measured"])),
                     Text(row["predicted_text"], justify=_justify(row["predicted"])),
                     Text(row["gap"], justify="right"),

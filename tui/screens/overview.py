@@ -116,18 +116,16 @@ class OverviewScreen(TkScreen):
             ft.add_row(
                 Text(f["severity"].upper(), style=SEVERITY_STYLE.get(f["severity"], "")),
                 f["code"],
-                Text(
-                    fmt.fmt(f.get("impact_ms"))
-                    if f.get("impact_ms") is None
-                    else f"{f['impact_ms']:,.1f}",
-                    justify="right",
-                ),
+                Text(fmt.fmt(f.get("impact_ms"), "ms").removesuffix(" ms"), justify="right"),
                 fmt.fmt(f.get("ranks"), "ranks"),
                 f["title"],
             )
         if not self.findings:
             if blocks:
-                title.update("findings: none — healthy at every level")
+                from tracekit.report.render import healthy_text
+
+                verdicts = {k: b.get("verdict", "") for k, b in blocks.items()}
+                title.update(f"findings: none — {healthy_text(verdicts)}")
             ft.display = False
         else:
             title.update(f"findings ({len(self.findings)}) — Enter opens one · l all figures")

@@ -17,7 +17,8 @@ from textual.widgets import Static
 
 from tui import fmt
 
-VERDICT_STYLE = {"ok": "green", "warning": "bold yellow", "critical": "bold red"}
+VERDICT_STYLE = {"ok": "green", "warning": "bold yellow", "critical": "bold red",
+                 "unknown": "bold magenta"}  # fmt: skip
 
 
 class LevelPanel(Static, can_focus=True):
@@ -31,8 +32,12 @@ class LevelPanel(Static, can_focus=True):
     LevelPanel:focus { border: round $accent; }
     LevelPanel.-warning { border: round $warning; }
     LevelPanel.-critical { border: heavy $error; }
-    LevelPanel.-warning:focus, LevelPanel.-critical:focus { border: double $accent; }
-    LevelPanel.-compact, LevelPanel.-compact.-warning, LevelPanel.-compact.-critical {
+    LevelPanel.-unknown { border: dashed $secondary; }
+    LevelPanel.-warning:focus, LevelPanel.-critical:focus, LevelPanel.-unknown:focus {
+        border: double $accent;
+    }
+    LevelPanel.-compact, LevelPanel.-compact.-warning, LevelPanel.-compact.-critical,
+    LevelPanel.-compact.-unknown {
         border: none; padding: 0;
     }
     LevelPanel.-compact:focus { background: $boost; }
@@ -80,7 +85,7 @@ class LevelPanel(Static, can_focus=True):
 
     def set_level(self, block: dict | None) -> None:
         """Show the level's block of the report (None: not diagnosed yet)."""
-        self.remove_class("-ok", "-warning", "-critical")
+        self.remove_class("-ok", "-warning", "-critical", "-unknown")
         self.block = block
         if block is None:
             self.verdict, self.rows = None, []
