@@ -259,6 +259,7 @@ def build(run, windows: str) -> Graph:
                     # a blocking copy: the host waits in its call for this device work
                     g.sync_api[i] = g.sync_api[h] = lname
                     g.awaited[i] = i
+                    g.sync_span[i] = g.sync_span[h] = (lts, int(lend) - o)
             g.backward[i] = g.backward[h] and g.kind[i] == COMPUTE
     # ---- cross-stream waits the trace records (CUDA sync events): consumer → producer
     waits = _recorded_waits(con, windows, g, dev_nodes, o)

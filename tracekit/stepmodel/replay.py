@@ -276,7 +276,9 @@ def _rank_path(g: G.Graph, t, pred, r: int, end_t: float, end_v, lag: float) -> 
     instant counted once, so its segments add to its replayed window (G1 of issue 29)."""
     start = float(g.spans[r].start_ns)
     if end_v is None:  # nothing on the rank ends its window: it is the measured window
-        return [Segment(r, "host", "measured window", start, end_t - start)] if end_t > start else []
+        return (
+            [Segment(r, "host", "measured window", start, end_t - start)] if end_t > start else []
+        )
     segs = _backtrack(g, t, pred, end_v, r, start, min(t[end_v], end_t))
     if lag > 0:  # host time from the last work to the step's end
         segs.append(Segment(r, "host", "to the step's end", t[end_v], lag))
@@ -325,7 +327,7 @@ def _backtrack(g: G.Graph, t, pred, v, r: int, lo: float, hi: float) -> list[Seg
         seen.add(v)
         u, ek = pred[v]
         i = v >> 1
-        for kind, name, a, b in reversed(_pieces(g, i, ek, t[u], t[v])):
+        for kind, name, a, b in reversed(_pieces(g, i, ek, t[u], t[v], u >> 1)):
             a, b = max(a, lo), min(b, cursor)
             if b > a:
                 segs.append(Segment(g.rank[i], kind, name, a, b - a))
@@ -343,11 +345,12 @@ def _backtrack(g: G.Graph, t, pred, v, r: int, lo: float, hi: float) -> list[Seg
     return segs
 
 
-def _pieces(g: G.Graph, i: int, ek: int, t0: float, t1: float) -> list[tuple]:
-    """The stretch [t0, t1] an edge into node i sets, as (kind, name, start, end) pieces in
-    time order: one, except a blocking call's tail after the device work it waited for,
-    which is the host's up to the call, the call's wait ("sync"), and the host's after it
-    (a top-level op may hold host work around its sync call)."""
+def _pieces(g: G.Graph, i: int, ek: int, t0: float, t1: float, src: int) -> list[tuple]:
+    """The stretch [t0, t1] an edge from node `src` into node i sets, as (kind, name,
+    start, end) pieces in time order: one, except where a blocking call sits inside a
+    top-level op with host work around it: the tail after the device work the call waited
+    for is the host's up to the call, the call's wait ("sync"), and the host's after it;
+    a blocking copy's wait to start is the host's up to the call, then the call's."""
     kind = _kind(g, i, ek)
     if kind == "sync":
         d = g.awaited[i]
@@ -360,6 +363,9 @@ def _pieces(g: G.Graph, i: int, ek: int, t0: float, t1: float) -> list[tuple]:
             a, b = min(t0 + pre, t1), min(t0 + pre + wait, t1)
             return [("host", "host work before " + api, t0, a), (kind, name, a, b),
                     ("host", "host work after " + api, b, t1)]  # fmt: skip
+        if ek in (G.E_LAUNCH, G.E_UNEXPLAINED) and i in g.sync_span:
+            a = min(t0 + max(g.sync_span[i][0] - g.ts[src], 0), t1)
+            return [("host", "host work before " + api, t0, a), (kind, name, a, t1)]
         return [(kind, name, t0, t1)]
     return [(kind, g.name[i] if ek in (G.E_DUR, G.E_TAIL) else _gap_name(ek), t0, t1)]
 
