@@ -61,7 +61,7 @@ def test_replay_error_of_every_synthetic_run_is_within_3_percent(tmp_path, name)
     cp = sm.critical_path
     # the path covers the step it sets: its kinds add up to the replayed step (±3%)
     assert sum(cp.by_kind.values()) == pytest.approx(sm.replayed_step_ms, rel=0.03)
-    assert set(cp.by_kind) == {"compute", "communication", "waiting", "host", "idle"}
+    assert set(cp.by_kind) == {"compute", "communication", "waiting", "sync", "host", "idle"}
 
 
 @pytest.mark.parametrize("name", ["ddp", "fsdp", "tp", "pp_1f1b", "pp_interleaved", "moe"])
@@ -156,7 +156,9 @@ def test_a_pipelines_path_crosses_its_stages_through_send_and_recv(tmp_path, nam
     cp = sm.critical_path
     total = sum(cp.by_rank.values())
     assert set(cp.by_rank) == {"0", "1"} and min(cp.by_rank.values()) > 0.25 * total
-    assert cp.by_kind["compute"] > 0.35 * sum(cp.by_kind.values())
+    # the mean over both ranks' paths (the first stage's: 38% compute; the last stage's
+    # ends in its wait for the first stage's transfer)
+    assert cp.by_kind["compute"] > 0.25 * sum(cp.by_kind.values())
     with tracekit.open(run_dir) as run:
         from tracekit.stepmodel.graph import INST, build
 

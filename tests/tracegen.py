@@ -282,7 +282,7 @@ def saturated_rank(
     steps: int = 2,
     kernels: int = 20,
     kernel_us: float = 400.0,
-    sync: str = "cudaStreamSynchronize",
+    sync: str | None = "cudaStreamSynchronize",
     sync_event: bool = False,
 ) -> tuple[TraceBuilder, dict]:
     """The host launches `kernels` GEMMs 20 µs apart, far ahead of the device, which runs
@@ -290,9 +290,12 @@ def saturated_rank(
     more op ends the step 30 µs after the device. Truth: device busy kernels·kernel_us of
     each step; compute 2× faster saves half of it (the launches stay far ahead). With
     `sync_event` the trace has Kineto's `Stream Sync` event (cat cuda_sync) naming the call
-    by its correlation (`enable_cuda_sync_events=True`)."""
+    by its correlation (`enable_cuda_sync_events=True`). With `sync` None the host does not
+    wait: its last op ends 20 µs after its last launch, and the step (its window) runs to
+    10 µs after the device's last work — the step as the device runs it, the CPU ahead; the
+    next step's host starts 1 µs later (it waited for the device: a wait within 20 µs)."""
     b = TraceBuilder(world_size=1)
-    step_us = 8.0 + kernels * kernel_us + 30.0
+    step_us = 8.0 + kernels * kernel_us + (30.0 if sync else 10.0)
     for s in range(steps):
         t0 = 100.0 + s * step_us
         b.step(s + 1, t0, step_us)
@@ -302,6 +305,9 @@ def saturated_rank(
                      launch_ts=t0 + 3 + j * 20)  # fmt: skip
         last_end = t0 + 8 + kernels * kernel_us
         call = t0 + 2 + kernels * 20
+        if sync is None:
+            b.cpu_op("aten::add", call + 20, 10.0)
+            continue
         corr = b._id()
         b.x(sync, "cuda_runtime", call, last_end + 10 - call, correlation=corr)
         if sync_event:

@@ -420,11 +420,24 @@ def build(run, windows: str) -> Graph:
                 last_by_lane[g.lane[i]] = i
         # the step ends when its thread's last host event (and the gap after it) does; a
         # lane's last work bounds it only where it ran past that end (the measured lag
-        # after work that ended earlier is host time, already in the host tail)
+        # after work that ended earlier is host time, already in the host tail) ...
         sp.end_edges = [(i, sp.end_ns - g.end[i]) for i in tails] + [
             (i, min(sp.end_ns - g.end[i], 0) if tails else sp.end_ns - g.end[i])
             for i in last_by_lane.values()
         ]
+        dev_last = max(
+            (g.end[i] for i in last_by_lane.values() if g.lane[i].startswith("stream ")),
+            default=None,
+        )
+        if tails and not g.cpu and dev_last is not None and dev_last > g.end[tails[0]]:
+            # ... but where the device ran past the host's last event (a GPU the host runs
+            # ahead of), the step ends when the device does: the time after the host's
+            # last event is the device's, and only what follows the device's last work is
+            # the step's tail (the host's last event ends no later than that before it)
+            tail = max(sp.end_ns - dev_last, 0)
+            sp.end_edges = [(i, tail) for i in tails] + [
+                (i, min(sp.end_ns - g.end[i], tail)) for i in last_by_lane.values()
+            ]
     return g
 
 
