@@ -276,20 +276,17 @@ def _cross_stream_run(path: Path, sync_events: bool) -> Path:
 def test_a_recorded_stream_wait_joins_the_producer_to_the_path(tmp_path, sync_events):
     """The truth from the schedule: the consumer on stream 20 waits for the GEMM on stream
     7 (its start is the GEMM's end + 60 µs), so compute 2× faster moves the step's end by
-    half the GEMM and half the consumer, 75 µs. Only the sync event says so: without it the
-    60 µs gap is too long to infer a wait, the consumer's start is an unexplained wait on
-    the path and the same change wins only half the consumer (25 µs)."""
+    half the GEMM and half the consumer, 75 µs. The sync event says so; without it the
+    runtime calls do (the thread records an event after launching the GEMM and makes
+    stream 20 wait for it before launching the consumer). Before issue 29 the 60 µs gap,
+    too long to infer a wait, was an unexplained wait: 25 µs saved, idle on the path."""
     run = _cross_stream_run(tmp_path, sync_events)
     sm = _report(run).step_model
     assert sm.replay_error == pytest.approx(0, abs=1e-9)
     replayed, predicted = _predict(run, "compute-speed=2")
     saved_us = (replayed - predicted) * 1e3 * sm_steps(run)
-    if sync_events:
-        assert saved_us == pytest.approx(75.0, abs=1.0)
-        assert sm.critical_path.by_kind["compute"] * 1e3 == pytest.approx(150.0, abs=2.0)
-    else:
-        assert saved_us == pytest.approx(25.0, abs=1.0)
-        assert sm.critical_path.by_kind["idle"] * 1e3 > 100.0
+    assert saved_us == pytest.approx(75.0, abs=1.0)
+    assert sm.critical_path.by_kind["compute"] * 1e3 == pytest.approx(150.0, abs=2.0)
 
 
 def sm_steps(run: Path) -> int:

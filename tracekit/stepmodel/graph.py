@@ -15,9 +15,12 @@ duration and its end edges), each with a lag measured from the trace:
   latency: the measured one where the work waited for its launch (its stream was free),
   else the rank's median launch latency;
 - stream order: device work follows the work before it on its stream;
-- blocking sync: a host event containing `cudaDeviceSynchronize`, `cudaStreamSynchronize`,
-  `cudaEventSynchronize` or a blocking `cudaMemcpy` ends no earlier than the last device
-  work that ended during it, plus the measured tail;
+- blocking sync: a host event containing a call that blocks until device work is done
+  (`cudaDeviceSynchronize`, `cudaStreamSynchronize`, `cudaEventSynchronize`, their `hip`
+  names, a blocking copy of any name, a call a Kineto `cuda_sync` event names) ends no
+  earlier than the last device work that ended during it, plus the measured tail; a call
+  whose own device work ended inside it (a blocking copy) ends no earlier than that work.
+  Either is a host wait (`Graph.sync_api`, `Graph.awaited`): "sync" on the path;
 - inferred waits: device work that starts later than its launch and its stream allow, within
   `WAIT_NS` after work on another lane of its rank ended, waits for that work (an event
   wait the trace does not record: the optimizer after the gradient all-reduce, the
@@ -263,6 +266,9 @@ def build(run, windows: str) -> Graph:
             g.backward[i] = g.backward[h] and g.kind[i] == COMPUTE
     # ---- cross-stream waits the trace records (CUDA sync events): consumer → producer
     waits = _recorded_waits(con, windows, g, dev_nodes, o)
+    # ... and those the runtime calls imply where no sync event records them
+    for consumer, producer in _event_waits(con, windows, g, dcols, ids, o).items():
+        waits.setdefault(consumer, producer)
     # ---- stream order and launch edges
     host_lanes = {(g.rank[i], g.lane[i]) for v in host_nodes.values() for i in v}
     for rank, nodes in dev_nodes.items():
@@ -521,6 +527,48 @@ def _recorded_waits(con, windows: str, g: Graph, dev_nodes: dict[int, list[int]]
         dst = at.get((rank, f"stream {dst_lane}", int(dst_ts) - o))
         if src is not None and dst is not None and src != dst:
             out[dst] = src
+    return out
+
+
+def _event_waits(con, windows: str, g: Graph, dcols, ids: range, o: int) -> dict[int, int]:
+    """Device node → the device node a `cudaStreamWaitEvent` (`hipStreamWaitEvent`) says
+    it waited for, from the runtime calls alone (`stepmodel.graph:event_calls`): the work a
+    thread launches first after the wait call waits for the work it launched last before
+    its latest `cudaEventRecord` (without record calls in the trace: the work it launched
+    last on another stream before the wait) — where the two run on different streams (the event is
+    recorded on the producer's stream, awaited on the consumer's: DDP's all-reduce after
+    its bucket's gradients, the optimizer after the all-reduce)."""
+    calls = con.sql(sql.query("stepmodel.graph", "event_calls", windows=windows)).fetchall()
+    if not calls:
+        return {}
+    launched: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (rank, tid) → (ts, node)
+    for i, rank, tid, lts, kind in zip(ids, dcols[0], dcols[7], dcols[8], dcols[4], strict=True):
+        if tid is not None and lts is not None and kind != "comm_thread":
+            launched.setdefault((rank, tid), []).append((int(lts) - o, i))
+    for v in launched.values():
+        v.sort()
+    out: dict[int, int] = {}
+    record: dict[tuple[int, int], int] = {}  # (rank, tid) → its latest record call
+    for rank, tid, ts, is_wait in calls:  # in time order
+        ts = int(ts) - o
+        if not is_wait:
+            record[(rank, tid)] = ts
+            continue
+        lst = launched.get((rank, tid))
+        if not lst:
+            continue
+        starts = [x for x, _ in lst]
+        n = bisect_right(starts, ts)
+        if n >= len(lst):
+            continue
+        consumer = lst[n][1]
+        # the work launched last before the record call; a trace without record calls
+        # (older Kineto): the work launched last on another stream before the wait
+        k = bisect_right(starts, record.get((rank, tid), ts)) - 1
+        while k >= 0 and (rank, tid) not in record and g.lane[lst[k][1]] == g.lane[consumer]:
+            k -= 1
+        if k >= 0 and g.lane[lst[k][1]] != g.lane[consumer]:
+            out.setdefault(consumer, lst[k][1])
     return out
 
 

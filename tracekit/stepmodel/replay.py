@@ -11,12 +11,15 @@ host event, each lane's last work, plus their measured distance to the window en
 replayed step is that window ÷ its steps, and the run's step is the mean over ranks, as
 `summary.step_time_ms` is the mean of the ranks' measured steps.
 
-The critical path starts at the end of the rank whose replayed window ends last and
+The critical path starts at the end of a rank's replayed window and
 follows, from each vertex, the edge that set its time; each edge is a segment of the path
 classified by kind (docs/step-model.md): compute (device compute, on CPU runs the host's
 ops), communication (a collective's transfer), waiting (point-to-point transfers the graph
-does not pair: their duration is mostly the wait for the peer), host (host work, launch
-latency, syncs' tails) and idle (gaps on a lane with nothing on the path to explain them).
+does not pair: their duration is mostly the wait for the peer), sync (the host waiting in a
+blocking call, named by it and the device work it waited for), host (host work, launch
+latency) and idle (gaps on a lane with nothing on the path to explain them). Each rank
+has its path, from its window start to its replayed end, each instant once: they add to
+its replayed window (`model.StepModel.critical_path` averages them over ranks).
 """
 
 from __future__ import annotations

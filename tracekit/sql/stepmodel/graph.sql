@@ -172,3 +172,19 @@ FROM src JOIN events d ON d.rank = src.rank AND d.stream = src.lane AND d.ts_ns 
  AND d.kind IN ('kernel', 'memcpy', 'memset')
 GROUP BY ALL
 ORDER BY ALL
+
+-- @query event_calls
+-- The event calls of each thread in the window, in time order: `cudaEventRecord` (and
+-- `hipEventRecord`, `…WithFlags`) and `cudaStreamWaitEvent` (`hipStreamWaitEvent`), from
+-- which the graph pairs a stream's wait with the work recorded before it (without CUDA
+-- sync events the trace names neither stream).
+-- @column rank: global rank
+-- @column tid: thread id
+-- @column ts_ns: start of the call, ns since the epoch
+-- @column is_wait: a stream's wait for an event (else an event record)
+WITH w AS ({windows})
+SELECT e.rank, e.tid, e.ts_ns, contains(e.name::VARCHAR, 'StreamWaitEvent') AS is_wait
+FROM events e JOIN w ON e.rank = w.rank
+WHERE e.kind = 'runtime' AND e.ts_ns >= w.start_ns AND e.ts_ns < w.end_ns
+  AND regexp_matches(e.name::VARCHAR, '^(cuda|hip)(EventRecord|EventRecordWithFlags|StreamWaitEvent)$')
+ORDER BY e.rank, e.ts_ns, e.tid
