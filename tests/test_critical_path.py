@@ -20,13 +20,19 @@ from diagnosers import assemble
 from diagnosers.analyses.stepmodel import what_if
 from diagnosers.context import Context
 from tests import tracegen as T
+from tests.conftest import SHARED_TRACES
 from tests.synth import SCENARIOS, generate
 from tracekit.options import AnalysisOptions
 from tracekit.stepmodel import replay as R
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
-SHARED = ROOT.parent.parent / "shared" / "traces"
+# ../shared/traces from the main checkout (conftest.SHARED_TRACES), ../../shared/traces from
+# a worktree under wt/
+SHARED = next(
+    (p for p in (SHARED_TRACES, ROOT.parent.parent / "shared" / "traces") if p.is_dir()),
+    SHARED_TRACES,
+)
 SHARED_RUNS = sorted(p.name for p in SHARED.iterdir() if p.is_dir()) if SHARED.is_dir() else []
 
 
