@@ -256,3 +256,119 @@ def ddp_like_rank(
             launch_ts=rpc["ts"] + 5,
         )
     return b
+
+
+# ---- host waits and a saturated device: twins for the critical path (issue 29), each with
+# its truth from its own schedule (µs). One rank, `steps` steps of the same shape.
+
+BLOCKING_COPIES = (
+    "cudaMemcpy",
+    "cudaMemcpyAsync",  # to pageable memory: returns only when the copy is done
+    "cudaMemcpyWithStream",
+    "hipMemcpy",
+    "hipMemcpyWithStream",
+    "hipMemcpyDtoH",
+)
+SYNC_CALLS = (
+    "cudaStreamSynchronize",
+    "cudaEventSynchronize",
+    "cudaDeviceSynchronize",
+    "hipStreamSynchronize",
+    "hipDeviceSynchronize",
+)
+
+
+def saturated_rank(
+    steps: int = 2,
+    kernels: int = 20,
+    kernel_us: float = 400.0,
+    sync: str | None = "cudaStreamSynchronize",
+    sync_event: bool = False,
+) -> tuple[TraceBuilder, dict]:
+    """The host launches `kernels` GEMMs 20 µs apart, far ahead of the device, which runs
+    them back to back; then waits in `sync` until 10 µs after the last one ends, and one
+    more op ends the step 30 µs after the device. Truth: device busy kernels·kernel_us of
+    each step; compute 2× faster saves half of it (the launches stay far ahead). With
+    `sync_event` the trace has Kineto's `Stream Sync` event (cat cuda_sync) naming the call
+    by its correlation (`enable_cuda_sync_events=True`). With `sync` None the host does not
+    wait: its last op ends 20 µs after its last launch, and the step (its window) runs to
+    10 µs after the device's last work — the step as the device runs it, the CPU ahead; the
+    next step's host starts 1 µs later (it waited for the device: a wait within 20 µs)."""
+    b = TraceBuilder(world_size=1)
+    step_us = 8.0 + kernels * kernel_us + (30.0 if sync else 10.0)
+    for s in range(steps):
+        t0 = 100.0 + s * step_us
+        b.step(s + 1, t0, step_us)
+        for j in range(kernels):
+            b.cpu_op("aten::mm", t0 + 1 + j * 20, 15.0)
+            b.kernel("sm90_xmma_gemm_bf16bf16_bf16f32", t0 + 8 + j * kernel_us, kernel_us,
+                     launch_ts=t0 + 3 + j * 20)  # fmt: skip
+        last_end = t0 + 8 + kernels * kernel_us
+        call = t0 + 2 + kernels * 20
+        if sync is None:
+            b.cpu_op("aten::add", call + 20, 10.0)
+            continue
+        corr = b._id()
+        b.x(sync, "cuda_runtime", call, last_end + 10 - call, correlation=corr)
+        if sync_event:
+            b.x("Stream Sync", "cuda_sync", call + 1, last_end - call, pid=0, tid=7, device=0,
+                stream=7, correlation=corr)  # fmt: skip
+        b.cpu_op("aten::add", last_end + 15, 10.0)
+    return b, {"step_us": step_us, "device_us": kernels * kernel_us}
+
+
+def blocking_copy_rank(
+    api: str, steps: int = 2, wait_us: float = 3000.0, copy_us: float = 100.0
+) -> tuple[TraceBuilder, dict]:
+    """A 200 µs kernel, then `api` called inside `aten::_local_scalar_dense`: a blocking
+    device-to-host copy on another stream that starts `wait_us` after the kernel ends (the
+    trace shows nothing it waited for: the host is blocked in the call), lasts `copy_us`,
+    and the call returns 10 µs later. Truth: the host waits in `api` wait_us + copy_us + 10
+    µs of each step, its whole call (`call_us`) on the path: the kernel runs beside it."""
+    b = TraceBuilder(world_size=1)
+    step_us = 8.0 + 200.0 + wait_us + copy_us + 10.0 + 5.0 + 20.0
+    for s in range(steps):
+        t0 = 100.0 + s * step_us
+        b.step(s + 1, t0, step_us)
+        b.cpu_op("aten::mm", t0 + 1, 10.0)
+        b.kernel("sm90_xmma_gemm_bf16bf16_bf16f32", t0 + 8, 200.0, launch_ts=t0 + 3)
+        copy_ts = t0 + 208 + wait_us
+        call_end = copy_ts + copy_us + 10.0
+        b.cpu_op("aten::_local_scalar_dense", t0 + 20, call_end + 5.0 - (t0 + 20))
+        corr = b._id()
+        b.x(api, "cuda_runtime", t0 + 22, call_end - (t0 + 22), correlation=corr)
+        b.x("Memcpy DtoH (Device -> Pageable)", "gpu_memcpy", copy_ts, copy_us, pid=0, tid=20,
+            device=0, stream=20, bytes=4, correlation=corr)  # fmt: skip
+    return b, {"step_us": step_us, "call_us": 208.0 + wait_us + copy_us + 10.0 - 22.0}
+
+
+def graph_replay_rank(
+    launch: str = "cudaGraphLaunch",
+    sync: str = "cudaStreamSynchronize",
+    steps: int = 2,
+    kernels: int = 10,
+    kernel_us: float = 300.0,
+) -> tuple[TraceBuilder, dict]:
+    """A graph replay: one `launch` call whose `kernels` kernels (its correlation) run back
+    to back on stream 7 from 7 µs after it; then the host waits in `sync`: a stream sync
+    that returns 10 µs after the last kernel, or (a copy name) a blocking 50 µs
+    device-to-host copy queued behind the graph on its stream. Truth: the device runs the
+    graph (kernels·kernel_us) and the copy; the host waits in `sync` for all of it."""
+    b = TraceBuilder(world_size=1)
+    copy_us = 50.0 if "Memcpy" in sync else 0.0
+    step_us = 12.0 + kernels * kernel_us + copy_us + 10.0 + 20.0
+    for s in range(steps):
+        t0 = 100.0 + s * step_us
+        b.step(s + 1, t0, step_us)
+        corr = b._id()
+        b.x(launch, "cuda_runtime", t0 + 5, 10.0, correlation=corr)
+        for j in range(kernels):
+            b.x("sm90_xmma_gemm_bf16bf16_bf16f32", "kernel", t0 + 12 + j * kernel_us, kernel_us,
+                pid=0, tid=7, device=0, stream=7, correlation=corr)  # fmt: skip
+        dev_end = t0 + 12 + kernels * kernel_us + copy_us
+        scorr = b._id()
+        b.x(sync, "cuda_runtime", t0 + 20, dev_end + 10 - (t0 + 20), correlation=scorr)
+        if copy_us:
+            b.x("Memcpy DtoH (Device -> Pageable)", "gpu_memcpy", dev_end - copy_us, copy_us,
+                pid=0, tid=7, device=0, stream=7, bytes=4, correlation=scorr)  # fmt: skip
+    return b, {"step_us": step_us, "device_us": kernels * kernel_us + copy_us}

@@ -259,7 +259,9 @@ SAVED_MS = _f("saved_ms", "saved", "ms", HIGHER,
     "replayed_step_ms − predicted_step_ms: the step time the change wins.")
 CRITICAL_PATH_MS = _f("critical_path_ms", "critical path", "map", None,
     "Time on the critical path per step (the chain of dependencies that sets the step, "
-    "backtracked from its end across ranks), by kind or by rank.", of="ms")
+    "backtracked from its end across ranks), by kind or by rank: each rank's path, from "
+    "its window start to its replayed end, ÷ its steps, the mean over ranks — so the kinds "
+    "add to the replayed step, and so do the ranks.", of="ms")
 COLLECTIVE_SLACK_MS = _f("collective_slack_ms", "collective slack", "map", None,
     "Per collective: the median over its instances (matched across ranks) of how much "
     "later it could start without delaying the step's end, from a backward pass over the "

@@ -27,6 +27,7 @@ from tracekit.model import figures as F
 from tracekit.report import units
 from tracekit.report.render import header, health_lines, healthy_text, level_rows
 from tracekit.report.schema import Report, to_dict
+from tracekit.stepmodel.replay import COLOURS as PATH_COLOURS
 
 LEVELS = ("memory", "compute", "communication", "scaling")
 CSP = (
@@ -145,6 +146,11 @@ def _o(field: str, title: str, **kw: Any) -> dict[str, Any]:
 
 def _color(domain: list[str]) -> dict[str, Any]:
     return {"domain": domain, "range": [PALETTE.get(d, "#54a24b") for d in domain]}
+
+
+def _path_color(domain: list[str]) -> dict[str, Any]:
+    """The critical path's kinds in their one colour each (tui's timeline uses the same)."""
+    return {"domain": domain, "range": [PATH_COLOURS.get(d, "#54a24b") for d in domain]}
 
 
 # ---------------------------------------------------------------- the charts
@@ -548,7 +554,7 @@ def charts_step_model(rep: dict) -> list[Chart]:
                     encoding={
                         "y": _n("kind", None, sort="-x"),
                         "x": _q("ms", "ms on the critical path"),
-                        "color": _n("kind", "", scale=_color([k["kind"] for k in kinds])),
+                        "color": _n("kind", "", scale=_path_color([k["kind"] for k in kinds])),
                     },
                 ),
                 f"measured step {units.fmt(model.get('measured_step_ms'), 'ms')}, "
@@ -580,7 +586,11 @@ def charts_step_model(rep: dict) -> list[Chart]:
                         "y": _n("rank", None, sort=None),
                         "x": _q("start", "ms"),
                         "x2": {"field": "end"},
-                        "color": _n("kind", ""),
+                        "color": _n(
+                            "kind",
+                            "",
+                            scale=_path_color(list(dict.fromkeys(s["kind"] for s in segs))),
+                        ),
                     },
                 ),
                 "Each bar a segment of the path that decides the step's length.",

@@ -345,7 +345,7 @@ class PathSegment(Struct, kw_only=True):
     and of one kind (consecutive pieces merged, named by the longest)."""
 
     rank: int
-    kind: str  # compute, communication, waiting, host or idle
+    kind: str  # compute, communication, waiting, sync, host or idle
     name: str | None  # from the trace: null where its event has none
     start_ms: float  # from the earliest analysed window start of any rank
     ms: float

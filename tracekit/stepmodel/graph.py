@@ -15,9 +15,12 @@ duration and its end edges), each with a lag measured from the trace:
   latency: the measured one where the work waited for its launch (its stream was free),
   else the rank's median launch latency;
 - stream order: device work follows the work before it on its stream;
-- blocking sync: a host event containing `cudaDeviceSynchronize`, `cudaStreamSynchronize`,
-  `cudaEventSynchronize` or a blocking `cudaMemcpy` ends no earlier than the last device
-  work that ended during it, plus the measured tail;
+- blocking sync: a host event containing a call that blocks until device work is done
+  (`cudaDeviceSynchronize`, `cudaStreamSynchronize`, `cudaEventSynchronize`, their `hip`
+  names, a blocking copy of any name, a call a Kineto `cuda_sync` event names) ends no
+  earlier than the last device work that ended during it, plus the measured tail; a call
+  whose own device work ended inside it (a blocking copy) ends no earlier than that work.
+  Either is a host wait (`Graph.sync_api`, `Graph.awaited`): "sync" on the path;
 - inferred waits: device work that starts later than its launch and its stream allow, within
   `WAIT_NS` after work on another lane of its rank ended, waits for that work (an event
   wait the trace does not record: the optimizer after the gradient all-reduce, the
@@ -39,6 +42,7 @@ edges the trace cannot explain; `replay_error` says how complete the graph is.
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
@@ -55,6 +59,10 @@ MAX_LAUNCH_NS = 20_000  # launch latencies above this are waits the trace does n
 DEFAULT_LAUNCH_NS = 5_000  # launch latency when no device work waited for its launch
 ROUND_NS = 10  # timestamps in µs with 3 decimals: ends and starts meet within rounding
 P2P = ("send", "recv", "send_recv")
+# runtime calls that block the host until device work is done (the graph SQL's `sync_name`
+# lists them; a launch call of these names whose device work ended inside it is a blocking
+# copy): a host wait on the path is "sync", named by its call
+SYNC_API = re.compile(r"Synchroni[sz]e|Memcpy|Memset|cuda_sync", re.IGNORECASE)
 
 
 @dataclass
@@ -85,6 +93,11 @@ class Graph:
     group: list[int | None] = field(default_factory=list)
     inst: list[int] = field(default_factory=list)  # member → its instance node (−1)
     backward: list[bool] = field(default_factory=list)  # compute of the backward pass
+    # a host wait: the blocking API a host node waits in (a blocking copy's device work:
+    # the API that launched it), None elsewhere; and the device work it waited for (−1)
+    sync_api: list[str | None] = field(default_factory=list)
+    awaited: list[int] = field(default_factory=list)
+    sync_span: dict[int, tuple[int, int]] = field(default_factory=dict)  # host → its call
     spans: dict[int, RankSpan] = field(default_factory=dict)
     dropped: int = 0  # edges the measured order cannot hold (none expected)
     origin: int = 0  # ns since the epoch of time 0 (the earliest window start)
@@ -105,6 +118,8 @@ class Graph:
         self.group.append(None)
         self.inst.append(-1)
         self.backward.append(False)
+        self.sync_api.append(None)
+        self.awaited.append(-1)
         return len(self.rank) - 1
 
     def extend(self, rank, lane, kind, name, ts, end, dur) -> range:
@@ -125,6 +140,8 @@ class Graph:
         self.group += [None] * m
         self.inst += [-1] * m
         self.backward += [False] * m
+        self.sync_api += [None] * m
+        self.awaited += [-1] * m
         return range(i0, i0 + m)
 
     @property
@@ -169,7 +186,7 @@ def build(run, windows: str) -> Graph:
             sp.steps = [(sp.start_ns, sp.end_ns)]
 
     # ---- host: top-level events per thread (what they contain acts through them)
-    hcols = list(zip(*host, strict=True)) if host else [[]] * 6
+    hcols = list(zip(*host, strict=True)) if host else [[]] * 9
     h_rank, h_tid, h_name = list(hcols[0]), hcols[1], list(hcols[4])
     h_ts = [int(x) - o for x in hcols[2]]
     h_end = [int(x) - o for x in hcols[3]]
@@ -187,7 +204,12 @@ def build(run, windows: str) -> Graph:
         name.startswith("autograd::engine") or (main is not None and tid != main)
         for name, tid, main in zip(h_name, h_tid, (main_of.get(r) for r in h_rank), strict=True)
     ]
-    sync_of: dict[int, bool] = {i: True for i, s in zip(ids, hcols[5], strict=True) if s}
+    # host node → (the blocking call in it, its start, its end, the stream it waited for)
+    sync_of: dict[int, tuple[str, int, int, int | None]] = {
+        i: (api, int(cs) - o, int(ce) - o, stream)
+        for i, api, cs, ce, stream in zip(ids, *hcols[5:9], strict=True)
+        if api is not None
+    }
     host_nodes: dict[int, list[int]] = {}  # rank → host nodes (any thread), by start
     for i, rank in zip(ids, h_rank, strict=True):
         host_nodes.setdefault(rank, []).append(i)
@@ -200,7 +222,7 @@ def build(run, windows: str) -> Graph:
         v.sort(key=lambda i: (g.ts[i], i))
     host_ts = {r: [g.ts[i] for i in v] for r, v in host_nodes.items()}
     blocking: dict[int, int] = {}  # host node → the device work its call waited for
-    dcols = list(zip(*dev, strict=True)) if dev else [[]] * 14
+    dcols = list(zip(*dev, strict=True)) if dev else [[]] * 15
     d_ts = [int(x) - o for x in dcols[2]]
     d_end = [int(x) - o for x in dcols[3]]
     ids = g.extend(
@@ -220,7 +242,9 @@ def build(run, windows: str) -> Graph:
     a, b = ids.start, ids.stop
     g.kind[a:b] = [COMM if comm else COMPUTE for comm in dcols[6]]
     g.coll[a:b], g.nbytes[a:b], g.group[a:b] = dcols[10], dcols[12], dcols[13]
-    for i, rank, lts, lend, key in zip(ids, dcols[0], dcols[8], dcols[9], dcols[11], strict=True):
+    for i, rank, lts, lend, key, lname in zip(
+        ids, dcols[0], dcols[8], dcols[9], dcols[11], dcols[14], strict=True
+    ):
         dev_nodes.setdefault(rank, []).append(i)
         if key is not None:
             by_instance.setdefault(key, []).append(i)
@@ -234,9 +258,17 @@ def build(run, windows: str) -> Graph:
             # a call that returns only once its own work is done (a blocking copy) waited
             if lend is not None and lts <= end <= int(lend) - o >= end >= g.end[blocking.get(h, i)]:
                 blocking[h] = i
+                if lname is not None and SYNC_API.search(lname):
+                    # a blocking copy: the host waits in its call for this device work
+                    g.sync_api[i] = g.sync_api[h] = lname
+                    g.awaited[i] = i
+                    g.sync_span[i] = g.sync_span[h] = (lts, int(lend) - o)
             g.backward[i] = g.backward[h] and g.kind[i] == COMPUTE
     # ---- cross-stream waits the trace records (CUDA sync events): consumer → producer
     waits = _recorded_waits(con, windows, g, dev_nodes, o)
+    # ... and those the runtime calls imply where no sync event records them
+    for consumer, producer in _event_waits(con, windows, g, dcols, ids, o).items():
+        waits.setdefault(consumer, producer)
     # ---- stream order and launch edges
     host_lanes = {(g.rank[i], g.lane[i]) for v in host_nodes.values() for i in v}
     for rank, nodes in dev_nodes.items():
@@ -336,11 +368,19 @@ def build(run, windows: str) -> Graph:
             if p is not None:
                 g.starts[i].append((p, True, 0 if w is not None else g.ts[i] - g.end[p], E_CHAIN))
             d = blocking.get(i)
-            if d is None and sync_of.get(i):
-                j = bisect_right(dev_ends, g.end[i]) - 1
-                if j >= 0 and dev_ends[j] >= g.ts[i]:
-                    d = dev_sorted[j]
+            if d is None and i in sync_of:
+                api, cs, ce, stream = sync_of[i]
+                g.sync_api[i] = g.sync_api[i] or api
+                g.sync_span[i] = (cs, ce)
+                # the host event ends no earlier than the last device work that ended in it
+                # (on the stream a Stream Sync event names, where it does)
+                if stream is not None:
+                    d = _last_ending(g, dev_sorted, dev_ends, g.ts[i], g.end[i], f"stream {stream}")
+                if d is None:
+                    d = _last_ending(g, dev_sorted, dev_ends, g.ts[i], g.end[i])
             if d is not None:
+                if g.sync_api[i] is not None:
+                    g.awaited[i] = d
                 g.ends[i].append((d, g.end[i] - g.end[d], E_SYNC))
                 # its own time: up to the blocking call, and the tail after the device
                 # work it waited for
@@ -386,12 +426,36 @@ def build(run, windows: str) -> Graph:
                 last_by_lane[g.lane[i]] = i
         # the step ends when its thread's last host event (and the gap after it) does; a
         # lane's last work bounds it only where it ran past that end (the measured lag
-        # after work that ended earlier is host time, already in the host tail)
+        # after work that ended earlier is host time, already in the host tail) ...
         sp.end_edges = [(i, sp.end_ns - g.end[i]) for i in tails] + [
             (i, min(sp.end_ns - g.end[i], 0) if tails else sp.end_ns - g.end[i])
             for i in last_by_lane.values()
         ]
+        dev_last = max(
+            (g.end[i] for i in last_by_lane.values() if g.lane[i].startswith("stream ")),
+            default=None,
+        )
+        if tails and not g.cpu and dev_last is not None and dev_last > g.end[tails[0]]:
+            # ... but where the device ran past the host's last event (a GPU the host runs
+            # ahead of), the step ends when the device does: the time after the host's
+            # last event is the device's, and only what follows the device's last work is
+            # the step's tail (the host's last event ends no later than that before it)
+            tail = max(sp.end_ns - dev_last, 0)
+            sp.end_edges = [(i, tail) for i in tails] + [
+                (i, min(sp.end_ns - g.end[i], tail)) for i in last_by_lane.values()
+            ]
     return g
+
+
+def _last_ending(g: Graph, srt, times, start: int, end: int, lane: str | None = None):
+    """The device work (by end: `srt`, `times`) that ended last in [start, end] (within
+    rounding), on `lane` when given: what a blocking call over that span waited for."""
+    k = bisect_right(times, end + ROUND_NS) - 1
+    while k >= 0 and times[k] >= start:
+        if lane is None or g.lane[srt[k]] == lane:
+            return srt[k]
+        k -= 1
+    return None
 
 
 def _device_edges(
@@ -463,6 +527,48 @@ def _recorded_waits(con, windows: str, g: Graph, dev_nodes: dict[int, list[int]]
         dst = at.get((rank, f"stream {dst_lane}", int(dst_ts) - o))
         if src is not None and dst is not None and src != dst:
             out[dst] = src
+    return out
+
+
+def _event_waits(con, windows: str, g: Graph, dcols, ids: range, o: int) -> dict[int, int]:
+    """Device node → the device node a `cudaStreamWaitEvent` (`hipStreamWaitEvent`) says
+    it waited for, from the runtime calls alone (`stepmodel.graph:event_calls`): the work a
+    thread launches first after the wait call waits for the work it launched last before
+    its latest `cudaEventRecord` (without record calls in the trace: the work it launched
+    last on another stream before the wait) — where the two run on different streams (the event is
+    recorded on the producer's stream, awaited on the consumer's: DDP's all-reduce after
+    its bucket's gradients, the optimizer after the all-reduce)."""
+    calls = con.sql(sql.query("stepmodel.graph", "event_calls", windows=windows)).fetchall()
+    if not calls:
+        return {}
+    launched: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (rank, tid) → (ts, node)
+    for i, rank, tid, lts, kind in zip(ids, dcols[0], dcols[7], dcols[8], dcols[4], strict=True):
+        if tid is not None and lts is not None and kind != "comm_thread":
+            launched.setdefault((rank, tid), []).append((int(lts) - o, i))
+    for v in launched.values():
+        v.sort()
+    out: dict[int, int] = {}
+    record: dict[tuple[int, int], int] = {}  # (rank, tid) → its latest record call
+    for rank, tid, ts, is_wait in calls:  # in time order
+        ts = int(ts) - o
+        if not is_wait:
+            record[(rank, tid)] = ts
+            continue
+        lst = launched.get((rank, tid))
+        if not lst:
+            continue
+        starts = [x for x, _ in lst]
+        n = bisect_right(starts, ts)
+        if n >= len(lst):
+            continue
+        consumer = lst[n][1]
+        # the work launched last before the record call; a trace without record calls
+        # (older Kineto): the work launched last on another stream before the wait
+        k = bisect_right(starts, record.get((rank, tid), ts)) - 1
+        while k >= 0 and (rank, tid) not in record and g.lane[lst[k][1]] == g.lane[consumer]:
+            k -= 1
+        if k >= 0 and g.lane[lst[k][1]] != g.lane[consumer]:
+            out.setdefault(consumer, lst[k][1])
     return out
 
 

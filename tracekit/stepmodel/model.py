@@ -49,13 +49,20 @@ class StepModel:
         return not self.graph.spans
 
     def critical_path(self, rp: R.Replay | None = None) -> CriticalPath:
+        """The path by kind and by rank, ms per step: each rank's path (what set its
+        replayed window's end, from its start) ÷ its steps, the mean over ranks — as the
+        replayed step is the mean of the ranks' — so the kinds add to the replayed step
+        and so do the ranks (G1, G2 of issue 29); the segments are those of the rank whose
+        replayed window is longest (`Replay.path`)."""
         rp = rp or self.base
-        n = max(rp.steps, 1)
         by_kind = {k: 0.0 for k in R.KINDS}
         by_rank: dict[str, float] = {}
-        for s in rp.path:
-            by_kind[s.kind] += s.ns / n / 1e6
-            by_rank[str(s.rank)] = by_rank.get(str(s.rank), 0.0) + s.ns / n / 1e6
+        n_ranks = max(len(rp.paths), 1)
+        for r, path in rp.paths.items():
+            w = 1 / max(self.graph.spans[r].n_steps, 1) / n_ranks / 1e6
+            for s in path:
+                by_kind[s.kind] += s.ns * w
+                by_rank[str(s.rank)] = by_rank.get(str(s.rank), 0.0) + s.ns * w
         longest = sorted(rp.path, key=lambda s: -s.ns)[:SEGMENTS]
         segs = [
             {

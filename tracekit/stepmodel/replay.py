@@ -11,12 +11,15 @@ host event, each lane's last work, plus their measured distance to the window en
 replayed step is that window ÷ its steps, and the run's step is the mean over ranks, as
 `summary.step_time_ms` is the mean of the ranks' measured steps.
 
-The critical path starts at the end of the rank whose replayed window ends last and
+The critical path starts at the end of a rank's replayed window and
 follows, from each vertex, the edge that set its time; each edge is a segment of the path
 classified by kind (docs/step-model.md): compute (device compute, on CPU runs the host's
 ops), communication (a collective's transfer), waiting (point-to-point transfers the graph
-does not pair: their duration is mostly the wait for the peer), host (host work, launch
-latency, syncs' tails) and idle (gaps on a lane with nothing on the path to explain them).
+does not pair: their duration is mostly the wait for the peer), sync (the host waiting in a
+blocking call, named by it and the device work it waited for), host (host work, launch
+latency) and idle (gaps on a lane with nothing on the path to explain them). Each rank
+has its path, from its window start to its replayed end, each instant once: they add to
+its replayed window (`model.StepModel.critical_path` averages them over ranks).
 """
 
 from __future__ import annotations
@@ -26,7 +29,16 @@ from dataclasses import dataclass, field
 from tracekit.stepmodel import graph as G
 
 ROUND_NS = 1_000  # replayed ends this close are a tie
-KINDS = ("compute", "communication", "waiting", "host", "idle")
+KINDS = ("compute", "communication", "waiting", "sync", "host", "idle")
+# one colour per kind, for every chart that draws the path (the HTML report's, the TUI's)
+COLOURS = {
+    "compute": "#4c78a8",
+    "communication": "#e45756",
+    "waiting": "#b279a2",
+    "sync": "#f58518",
+    "host": "#72b7b2",
+    "idle": "#bab0ac",
+}
 
 
 @dataclass
@@ -44,6 +56,9 @@ class Replay:
     replayed_step_ms: float
     by_rank_step_ms: dict[int, float]  # replayed step per rank
     path: list[Segment] = field(default_factory=list)  # in time order
+    # each rank's path: what set its replayed window end, from its window start (in time
+    # order); `path` is the one of the rank whose replayed window is longest
+    paths: dict[int, list[Segment]] = field(default_factory=dict, repr=False)
     origin_ns: float = 0.0  # the earliest window start: segments' time zero
     steps: int = 1  # steps of the rank whose end the path starts from
     times: list[float] = field(default_factory=list, repr=False)  # each vertex's time
@@ -226,7 +241,8 @@ def run(
             t[v], pred[v] = best, arg
     per_rank: dict[int, float] = {}
     measured: dict[int, float] = {}
-    last_rank, last_t, last_v, last_lag = None, None, None, 0
+    ends: dict[int, tuple[float, int | None, float]] = {}  # rank → (end, vertex, lag)
+    last_rank, last_t = None, None
     for r, sp in g.spans.items():
         # the latest end; at a tie the work closest to the window's end (the step's)
         cands = [(t[2 * i + 1] + lag, -lag, 2 * i + 1) for i, lag in sp.end_edges]
@@ -236,8 +252,9 @@ def run(
             _, end_lag, end_v = max(c for c in cands if c[0] >= end_t - ROUND_NS)
         per_rank[r] = (end_t - sp.start_ns) / sp.n_steps / 1e6
         measured[r] = (sp.end_ns - sp.start_ns) / sp.n_steps / 1e6
+        ends[r] = (end_t, end_v, -end_lag)
         if last_t is None or end_t - sp.start_ns > last_t:
-            last_rank, last_t, last_v, last_lag = r, end_t - sp.start_ns, end_v, -end_lag
+            last_rank, last_t = r, end_t - sp.start_ns
     n = max(len(per_rank), 1)
     out = Replay(
         measured_step_ms=sum(measured.values()) / n,
@@ -250,14 +267,38 @@ def run(
     out.end_ns = max(
         (per_rank[r] * sp.n_steps * 1e6 + sp.start_ns for r, sp in g.spans.items()), default=0
     )
-    if path and last_v is not None:
-        out.path = _backtrack(g, t, pred, last_v, dur)
-        if last_lag > 0:  # host time from the last work to the step's end
-            out.path.append(Segment(last_rank, "host", "to the step's end", t[last_v], last_lag))
+    if path:
+        for r, (end_t, end_v, lag) in ends.items():
+            out.paths[r] = _rank_path(g, t, pred, r, end_t, end_v, lag)
+        out.path = out.paths.get(last_rank, [])
     return out
 
 
+def _rank_path(g: G.Graph, t, pred, r: int, end_t: float, end_v, lag: float) -> list[Segment]:
+    """Rank r's critical path: from its replayed window end back to its window start, each
+    instant counted once, so its segments add to its replayed window (G1 of issue 29)."""
+    start = float(g.spans[r].start_ns)
+    if end_v is None:  # nothing on the rank ends its window: it is the measured window
+        return (
+            [Segment(r, "host", "measured window", start, end_t - start)] if end_t > start else []
+        )
+    segs = _backtrack(g, t, pred, end_v, r, start, min(t[end_v], end_t))
+    if lag > 0:  # host time from the last work to the step's end
+        segs.append(Segment(r, "host", "to the step's end", t[end_v], lag))
+    return _merge(segs)
+
+
 def _kind(g: G.Graph, i: int, ek: int) -> str:
+    if g.sync_api[i] is not None:
+        # a host wait: the tail after the device work the call waited for; a blocking
+        # copy's device work and its wait to start; a blocking call whose device work the
+        # trace does not show (its whole time)
+        if ek == G.E_SYNC:
+            return "sync"
+        if g.kind[i] == G.COMPUTE and ek in (G.E_DUR, G.E_LAUNCH, G.E_UNEXPLAINED):
+            return "sync"
+        if g.kind[i] == G.HOST and ek == G.E_DUR and g.awaited[i] < 0:
+            return "sync"
     if ek == G.E_DUR:
         k = g.kind[i]
         if k == G.COMPUTE:
@@ -277,25 +318,59 @@ def _kind(g: G.Graph, i: int, ek: int) -> str:
     return "host"
 
 
-def _backtrack(g: G.Graph, t, pred, v, dur) -> list[Segment]:
+def _backtrack(g: G.Graph, t, pred, v, r: int, lo: float, hi: float) -> list[Segment]:
+    """The path from vertex v back along the edges that set each time, within [lo, hi]:
+    each instant once (an edge with a negative lag — a member's tail, a lane's work past the
+    window's end — would otherwise count its overlap twice), and the stretch before the
+    earliest node the trace explains as its "measured start"."""
     segs: list[Segment] = []
     seen = set()
-    while v is not None and pred[v] is not None and v not in seen:
+    cursor = hi  # the path covers [cursor, hi] so far
+    while v is not None and pred[v] is not None and v not in seen and cursor > lo:
         seen.add(v)
         u, ek = pred[v]
         i = v >> 1
-        ns = t[v] - t[u]
-        if ns > 0:
-            kind = _kind(g, i, ek)
-            name = g.name[i] if ek in (G.E_DUR, G.E_TAIL) else _gap_name(ek)
-            segs.append(Segment(g.rank[i], kind, name, t[u], ns))
+        for kind, name, a, b in reversed(_pieces(g, i, ek, t[u], t[v], u >> 1)):
+            a, b = max(a, lo), min(b, cursor)
+            if b > a:
+                segs.append(Segment(g.rank[i], kind, name, a, b - a))
+                cursor = a
         v = u
-    i = v >> 1 if v is not None else None
-    origin = g.spans[g.rank[i]].start_ns if i is not None else None
-    if origin is not None and t[v] > origin:  # a node the graph does not explain
-        segs.append(Segment(g.rank[i], "host", "measured start", origin, t[v] - origin))
+    if v is not None and cursor > lo:  # a node the graph does not explain
+        i = v >> 1
+        q = g.rank[i]
+        at = min(max(float(g.spans[q].start_ns), lo), cursor)  # rank q's window start
+        if cursor > at:
+            segs.append(Segment(q, "host", "measured start", at, cursor - at))
+        if at > lo:  # before the rank it leads to had begun its window: the path's own rank's
+            segs.append(Segment(r, "host", f"before rank {q}'s window", lo, at - lo))
     segs.reverse()
-    return _merge(segs)
+    return segs
+
+
+def _pieces(g: G.Graph, i: int, ek: int, t0: float, t1: float, src: int) -> list[tuple]:
+    """The stretch [t0, t1] an edge from node `src` into node i sets, as (kind, name,
+    start, end) pieces in time order: one, except where a blocking call sits inside a
+    top-level op with host work around it: the tail after the device work the call waited
+    for is the host's up to the call, the call's wait ("sync"), and the host's after it;
+    a blocking copy's wait to start is the host's up to the call, then the call's."""
+    kind = _kind(g, i, ek)
+    if kind == "sync":
+        d = g.awaited[i]
+        api = g.sync_api[i] or g.name[i]
+        name = f"{api} (waits for {g.name[d]})" if d >= 0 and d != i else api
+        if ek == G.E_SYNC and i in g.sync_span and d >= 0:
+            cs, ce = g.sync_span[i]
+            pre = max(cs - g.end[d], 0)
+            wait = max(ce - max(g.end[d], cs), 0)
+            a, b = min(t0 + pre, t1), min(t0 + pre + wait, t1)
+            return [("host", "host work before " + api, t0, a), (kind, name, a, b),
+                    ("host", "host work after " + api, b, t1)]  # fmt: skip
+        if ek in (G.E_LAUNCH, G.E_UNEXPLAINED) and i in g.sync_span:
+            a = min(t0 + max(g.sync_span[i][0] - g.ts[src], 0), t1)
+            return [("host", "host work before " + api, t0, a), (kind, name, a, t1)]
+        return [(kind, name, t0, t1)]
+    return [(kind, g.name[i] if ek in (G.E_DUR, G.E_TAIL) else _gap_name(ek), t0, t1)]
 
 
 def _gap_name(ek: int) -> str:

@@ -30,6 +30,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from tracekit.stepmodel.replay import COLOURS as PATH_COLOURS
 from tui.data import Frame
 
 EIGHTHS = " ▁▂▃▄▅▆▇█"
@@ -43,14 +44,8 @@ STYLES = {
 }
 MONO = {"compute": "█", "exposed": "X", "overlap": "x", "memcpy": "m", "host_wait": "w"}
 LABEL_W = 9
-# the critical path: its segments' kinds (tracekit.stepmodel.replay.KINDS) and the mark
-PATH_STYLES = {
-    "compute": "bold green",
-    "communication": "bold red",
-    "waiting": "bold blue",
-    "host": "bold cyan",
-    "idle": "grey50",
-}
+# the critical path: its segments' kinds, one colour each (the HTML report's too)
+PATH_STYLES = {kind: f"bold {colour}" for kind, colour in PATH_COLOURS.items()}
 PATH_MARK = "on purple4"
 PATH_MARK_MONO = "overline"
 PATH_LABEL = "path"

@@ -11,13 +11,25 @@
 -- @column ts_ns: start, ns since the epoch
 -- @column end_ns: end, ns since the epoch
 -- @column name: event name
--- @column has_sync: a runtime call inside it (or itself) synchronizes with the device (`cudaDeviceSynchronize`, `cudaStreamSynchronize`, `cudaEventSynchronize`, a blocking `cudaMemcpy`)
+-- @column sync_name: the last runtime call inside it (or itself) that blocks the host until device work is done, null when none: `cudaDeviceSynchronize`, `cudaStreamSynchronize`, `cudaEventSynchronize` (and their `hip` names), a blocking copy (`cudaMemcpy`, `cudaMemcpyWithStream`, `hipMemcpy`, `hipMemcpyWithStream`, `hipMemcpyDtoH`, `cuMemcpyDtoH` …), or any call a Kineto `cuda_sync` event (`Stream Sync`, `Event Sync`, `Context Sync`) names by its correlation
+-- @column sync_ts_ns: start of that call, ns since the epoch
+-- @column sync_end_ns: end of that call, ns since the epoch
+-- @column sync_stream: the stream it waited for, where a `Stream Sync` event names it (null: any)
 WITH w AS ({windows}),
-h AS (
+sc AS (  -- the calls Kineto's cuda_sync events name (recorded with sync events only)
+    SELECT rank, correlation, any_value(CASE WHEN name::VARCHAR = 'Stream Sync' THEN stream END)
+           AS stream
+    FROM events WHERE kind = 'sync' AND correlation IS NOT NULL
+      AND name::VARCHAR <> 'Stream Wait Event'
+    GROUP BY rank, correlation
+), h AS (
     SELECT e.rank, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns, e.name,
-           e.kind = 'runtime' AND regexp_matches(e.name::VARCHAR,
-               'Synchronize|^(cuda|hip)Memcpy$|^(cuda|hip)MemcpyDtoH$') AS is_sync
+           e.kind = 'runtime' AND (sc.correlation IS NOT NULL OR regexp_matches(e.name::VARCHAR,
+               'Synchronize$|^(cuda|hip|cu)Memcpy(2D|3D|Peer|DtoH|DtoD|HtoD)?(WithStream|_v2)?$'))
+               AS is_sync,
+           sc.stream AS sync_stream
     FROM events e JOIN w ON e.rank = w.rank
+    LEFT JOIN sc ON sc.rank = e.rank AND sc.correlation = e.correlation AND e.kind = 'runtime'
     WHERE e.kind IN ('cpu_op', 'runtime') AND e.ts_ns >= w.start_ns AND e.ts_ns < w.end_ns
 ), c AS (
     SELECT *, max(end_ns) OVER (PARTITION BY rank, tid ORDER BY ts_ns, end_ns DESC
@@ -31,7 +43,11 @@ h AS (
 )
 SELECT rank, tid, arg_min(ts_ns, (ts_ns, -end_ns)) AS ts_ns,
        arg_min(end_ns, (ts_ns, -end_ns)) AS end_ns,
-       arg_min(name, (ts_ns, -end_ns))::VARCHAR AS name, bool_or(is_sync) AS has_sync
+       arg_min(name, (ts_ns, -end_ns))::VARCHAR AS name,
+       arg_max(name, ts_ns) FILTER (WHERE is_sync)::VARCHAR AS sync_name,
+       max(ts_ns) FILTER (WHERE is_sync) AS sync_ts_ns,
+       arg_max(end_ns, ts_ns) FILTER (WHERE is_sync) AS sync_end_ns,
+       arg_max(sync_stream, ts_ns) FILTER (WHERE is_sync) AS sync_stream
 FROM t GROUP BY rank, tid, top
 ORDER BY rank, tid, ts_ns
 
@@ -49,6 +65,7 @@ ORDER BY rank, tid, ts_ns
 -- @column launch_tid: thread of the launching runtime call (null when none)
 -- @column launch_ts_ns: start of the launching runtime call (gloo: the issue op)
 -- @column launch_end_ns: end of the launching runtime call (null for gloo)
+-- @column launch_name: the launching runtime call (`cudaLaunchKernel`, `cudaGraphLaunch` — a graph's kernels carry its launch's correlation —, `hipMemcpyWithStream` …; null for gloo)
 -- @column coll: collective (all_reduce …) of a communication row
 -- @column instance_key: cross-rank instance of a matched collective, or of a send and its recv (`p2p:SRC>DST:K`, the K-th of that pair of ranks in each trace, same bytes; where the peer is known: `collectives.peer`, or the other rank of a 2-rank group); null otherwise
 -- @column bytes: nccl-tests size S of a collective, bytes
@@ -63,7 +80,7 @@ d AS (
 ), r AS (
     -- only the launches of the window's device work (not every runtime call of the run)
     SELECT rank, correlation, any_value(tid) AS tid, min(ts_ns) AS ts_ns,
-           max(ts_ns + dur_ns) AS end_ns FROM events
+           max(ts_ns + dur_ns) AS end_ns, arg_min(name, ts_ns)::VARCHAR AS name FROM events
     WHERE kind = 'runtime' AND correlation IS NOT NULL
       AND (rank, correlation) IN (SELECT rank, correlation FROM d)
     GROUP BY rank, correlation
@@ -92,7 +109,7 @@ SELECT d.rank, d.lane, d.ts_ns, d.end_ns, d.kind, d.name,
        c.name AS coll,
        CASE WHEN c.matched THEN c.instance_key
             WHEN pk.n = 2 AND pk.same_bytes THEN pk.key END AS instance_key,
-       c.bytes, c.group_size
+       c.bytes, c.group_size, r.name AS launch_name
 FROM d
 LEFT JOIN r ON r.rank = d.rank AND r.correlation = d.correlation AND d.kind <> 'comm_thread'
 LEFT JOIN kernel_classes kc ON kc.rank = d.rank AND kc.name = d.name
@@ -155,3 +172,19 @@ FROM src JOIN events d ON d.rank = src.rank AND d.stream = src.lane AND d.ts_ns 
  AND d.kind IN ('kernel', 'memcpy', 'memset')
 GROUP BY ALL
 ORDER BY ALL
+
+-- @query event_calls
+-- The event calls of each thread in the window, in time order: `cudaEventRecord` (and
+-- `hipEventRecord`, `…WithFlags`) and `cudaStreamWaitEvent` (`hipStreamWaitEvent`), from
+-- which the graph pairs a stream's wait with the work recorded before it (without CUDA
+-- sync events the trace names neither stream).
+-- @column rank: global rank
+-- @column tid: thread id
+-- @column ts_ns: start of the call, ns since the epoch
+-- @column is_wait: a stream's wait for an event (else an event record)
+WITH w AS ({windows})
+SELECT e.rank, e.tid, e.ts_ns, contains(e.name::VARCHAR, 'StreamWaitEvent') AS is_wait
+FROM events e JOIN w ON e.rank = w.rank
+WHERE e.kind = 'runtime' AND e.ts_ns >= w.start_ns AND e.ts_ns < w.end_ns
+  AND regexp_matches(e.name::VARCHAR, '^(cuda|hip)(EventRecord|EventRecordWithFlags|StreamWaitEvent)$')
+ORDER BY e.rank, e.ts_ns, e.tid
