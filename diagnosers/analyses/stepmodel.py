@@ -145,7 +145,7 @@ def _flop_share(ctx: Context, meas) -> dict[int, float]:
     flop_ns = dict(
         ctx.run.sql(
             "SELECT rank, sum(device_ns) FROM ("
-            + W.starting_in("SELECT * FROM op_flops WHERE flops IS NOT NULL", ctx.windows)
+            + W.ops_in("SELECT * FROM op_flops WHERE flops IS NOT NULL", ctx.windows)
             + ") GROUP BY rank"
         ).fetchall()
     )
