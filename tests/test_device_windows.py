@@ -103,7 +103,7 @@ def test_hta_and_trace_windows_keep_their_definitions(tmp_path):
 
 
 def test_a_trailing_stub_is_not_an_analysed_step(tmp_path):
-    b, sched = _lagged(3, lag=0.0, stub=True)
+    b, _ = _lagged(3, lag=0.0, stub=True)
     rep = _report(tmp_path, b)
     r = rep["ranks"][0]
     assert r["steps"] == 3

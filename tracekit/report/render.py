@@ -137,9 +137,10 @@ def device_step_lines(r: Any) -> list[str]:
         for rank, steps in stubs.items():
             by_steps.setdefault(tuple(steps), []).append(int(rank))
         for steps, ranks in by_steps.items():
+            on = f"rank{'s' if len(ranks) > 1 else ''} {units.ranks(sorted(ranks))}"
             out.append(
-                f"left out ProfilerStep {', '.join(map(str, steps))} on rank{'s' if len(ranks) > 1 else ''} "
-                f"{units.ranks(sorted(ranks))}: no device work launched"
+                f"left out ProfilerStep {', '.join(map(str, steps))} on {on}: "
+                "no device work launched"
             )
     return out
 
