@@ -41,8 +41,9 @@ def _lagged(steps: int, lag: float, stub: bool = False) -> tuple[TraceBuilder, l
 
 
 def _truth_windows(sched):
-    """The windows the schedule gives: CPU start (no earlier than the previous window's
-    end) to the later of CPU end and last launched work's end."""
+    """The windows the schedule gives: CPU start (no earlier than the end of the work
+    before it: here the previous step's) to the later of CPU end and the end of the last
+    work it launched."""
     out, prev = [], None
     for cpu_ts, cpu_end, _first, last in sched:
         start = cpu_ts if prev is None else max(cpu_ts, prev)
@@ -103,11 +104,14 @@ def test_hta_and_trace_windows_keep_their_definitions(tmp_path):
 
 
 def test_a_trailing_stub_is_not_an_analysed_step(tmp_path):
-    b, _ = _lagged(3, lag=0.0, stub=True)
+    b, sched = _lagged(3, lag=10.0, stub=True)
+    wins = _truth_windows(sched)
     rep = _report(tmp_path, b)
     r = rep["ranks"][0]
-    assert r["steps"] == 3
-    assert r["step_time_ms"] == pytest.approx(1.0, rel=0.005)
+    assert r["steps"] == 3  # not 4: the stub would take a quarter off the mean step
+    assert r["step_time_ms"] == pytest.approx(
+        sum(e - s for s, e in wins) / len(wins) / 1e3, rel=0.005
+    )
     assert rep["run"]["unanalysed_steps"] == {"0": [4]}
     assert rep["samples"]["steps"] == [1, 2, 3]
 
@@ -123,9 +127,11 @@ def test_cpu_steps_without_device_work_stay(tmp_path):
     assert rep["run"]["unanalysed_steps"] == {} and rep["run"]["device_lag"] == []
 
 
-def test_an_op_launched_before_a_step_counts_where_its_kernel_runs(tmp_path):
-    """aten::mm starts 20 µs before ProfilerStep#1 and its kernel runs inside the step:
-    its FLOPs and its kernel's time both count in the step (MFU from both)."""
+def test_an_op_launched_before_a_step_goes_by_its_launch(tmp_path):
+    """aten::mm starts 20 µs before ProfilerStep#1 and its kernel runs 300–800 µs, after
+    the step's CPU start: it is not the step's work, so the step's window starts where it
+    ends, and neither its kernel's time nor its FLOPs count (before: its time counted,
+    its FLOPs did not). The mm launched inside the step counts, both."""
     n = 4096
     b = TraceBuilder(rank=0, world_size=1)
     b.step(1, 100.0, 10_000.0)
@@ -135,8 +141,26 @@ def test_an_op_launched_before_a_step_counts_where_its_kernel_runs(tmp_path):
     b.cpu_op("aten::mm", 1000, 30, **mm)  # inside it
     b.kernel("sm90_xmma_gemm_bf16bf16_bf16f32", 1100, 500.0, launch_ts=1010)
     rep = _report(tmp_path, b)
-    s = rep["summary"]
+    r, s = rep["ranks"][0], rep["summary"]
+    window = (10_100 - 800) * 1e-6
+    assert r["window_ms"] == pytest.approx(window * 1e3)
+    assert r["compute_ms"] == pytest.approx(0.5)
     flops = 2.0 * n**3
-    assert rep["ranks"][0]["compute_ms"] == pytest.approx(1.0)
-    assert s["flops_per_step"] == pytest.approx(2 * flops)
-    assert s["mfu"] == pytest.approx(2 * flops / 989.4e12 / 10e-3, rel=1e-3)
+    assert s["flops_per_step"] == pytest.approx(flops)
+    assert s["mfu"] == pytest.approx(flops / 989.4e12 / window, rel=1e-3)
+
+
+def test_work_running_when_the_first_step_starts_is_not_its_own(tmp_path):
+    """The profiler starts while the device still runs earlier work (kernels whose launch
+    precedes the trace): the first step's window starts where that work ends."""
+    b, sched = _lagged(2, lag=150.0)
+    b.kernel("sm90_xmma_gemm_bf16bf16_bf16f32", 0.0, 140.0)  # launched before the trace
+    rep = _report(tmp_path, b)
+    wins = _truth_windows(sched)
+    wins[0] = (140.0, wins[0][1])
+    r = rep["ranks"][0]
+    assert r["window_ms"] == pytest.approx((wins[-1][1] - wins[0][0]) / 1e3, rel=0.005)
+    assert r["step_time_ms"] == pytest.approx(
+        sum(e - s for s, e in wins) / len(wins) / 1e3, rel=0.005
+    )
+    assert r["compute_ms"] == pytest.approx(2 * K * D / 1e3, rel=0.005)
