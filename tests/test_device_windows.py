@@ -164,3 +164,23 @@ def test_work_running_when_the_first_step_starts_is_not_its_own(tmp_path):
         sum(e - s for s, e in wins) / len(wins) / 1e3, rel=0.005
     )
     assert r["compute_ms"] == pytest.approx(2 * K * D / 1e3, rel=0.005)
+
+
+def test_a_graph_replay_belongs_to_the_step_that_launched_it(tmp_path):
+    """A cudaGraphLaunch near the step's CPU end: the graph's kernels carry the launch's
+    correlation and run past the CPU span; the step's window runs to their end."""
+    b = TraceBuilder(rank=0, world_size=1)
+    b.step(1, 0.0, 1000.0)
+    b.step(2, 1000.0, 1000.0)
+    for s, t0 in ((1, 0.0), (2, 1000.0)):
+        corr = 9000 + s
+        b.x("cudaGraphLaunch", "cuda_runtime", t0 + 800, 10.0, correlation=corr)
+        for i in range(5):  # 5 kernels of 80 µs from 810 µs: they end 1,210 µs in
+            b.x("sm90_xmma_gemm_bf16bf16_bf16f32", "kernel", t0 + 810 + 80 * i + 210 * (s - 1),
+                80.0, pid=0, tid=7, device=0, stream=7, correlation=corr)
+    rep = _report(tmp_path, b)
+    r = rep["ranks"][0]
+    # step 1: 0 → 1,210; step 2: 1,210 (the work before it) → 2,000 + 420 (its graph's end)
+    assert r["window_ms"] == pytest.approx(2.420)
+    assert r["compute_ms"] == pytest.approx(0.8)
+    assert rep["samples"]["ranks"][0]["step_time_ms"] == pytest.approx([1.210, 1.210])
