@@ -5,11 +5,13 @@ generator's own schedule (tests/tracegen.py), never from tracekit's tables."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 import tracekit
 from tests.helpers import full_report
 from tests.tracegen import TraceBuilder
+from tracekit.report.schema import RunInfo
 
 K = 10  # kernels a step
 D = 100.0  # µs each: 1,000 µs of device work a step
@@ -114,6 +116,11 @@ def test_a_trailing_stub_is_not_an_analysed_step(tmp_path):
     )
     assert rep["run"]["unanalysed_steps"] == {"0": [4]}
     assert rep["samples"]["steps"] == [1, 2, 3]
+    from tracekit.report.render import device_step_lines
+
+    assert device_step_lines(msgspec.convert(rep["run"], RunInfo)) == [
+        "left out ProfilerStep 4 on rank 0: no device work launched"
+    ]
 
 
 def test_cpu_steps_without_device_work_stay(tmp_path):

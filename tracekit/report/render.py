@@ -117,9 +117,14 @@ def header(report: Report) -> list[str]:
 
 def device_step_lines(r: Any) -> list[str]:
     """Where the steps on the device differ from the CPU's: the device's lag (the worst
-    ranks), and the steps left out for launching no device work."""
+    ranks; `lag_fraction` is of the step from its CPU start to its device end), and the
+    steps left out for launching no device work."""
     out = []
-    lags = sorted(getattr(r, "device_lag", None) or [], key=lambda x: -x.lag_ms)
+    # a lag under 1% of the step is left to the JSON (a last kernel a few µs late)
+    lags = sorted(
+        (x for x in getattr(r, "device_lag", None) or [] if (x.lag_fraction or 0) >= 0.01),
+        key=lambda x: -x.lag_ms,
+    )
     if lags:
         parts = [
             f"{x.lag_ms:.1f} ms ({units.fmt(x.lag_fraction, 'fraction')}) behind the CPU "
