@@ -11,9 +11,10 @@ Two ways an interval belongs to a window, each written here only:
   an op's FLOPs go by where its kernels run (`ops_in`), as their time does.
 
 With ProfilerSteps (`--window steps`) a window is the steps' windows on the device
-(`device_steps`): each step runs from its CPU start to the end of the device work its CPU
-span launched (correlation ids), no earlier than the previous step's window ends; a step
-that launched no device work on a GPU rank (the profiler's trailing stub) is left out.
+(`device_steps`): each step runs from its CPU start (or, when later, the end of the device
+work before it) to the end of the device work its CPU span launched (correlation ids),
+never overlapping another; a step that launched no device work on a GPU rank (the
+profiler's trailing stub) is left out.
 """
 
 from __future__ import annotations
