@@ -97,7 +97,7 @@ def _host_bound(ctx: Context) -> dict[int, dict]:
 def _op_groups(ctx: Context) -> tuple[list[dict], dict, str, dict]:
     """Counted ops in each rank's window, grouped by (rank, name, dtype, tf32, phase, and
     whether the op ran faster than its dtype's peak — a suspect count); the peaks."""
-    ops = W.starting_in("SELECT * FROM op_flops", ctx.windows)
+    ops = W.ops_in("SELECT * FROM op_flops", ctx.windows)
     kinds = ctx.run.sql(sql.query("levels.compute", "op_dtypes", ops=ops)).fetchall()
     cls = {(d, bool(t)): _op_class(ctx, d, bool(t)) for d, t in kinds}
     peak, src, missing = peaks(ctx, set(cls.values()))

@@ -72,11 +72,13 @@ def plan(ctx: Context) -> tuple[str | None, str | None]:
     keep = max(int(NODE_BUDGET // max(per_step, 1)), 1)
     if keep >= steps:
         return ctx.windows, None
+    # the steps as the window has them: on the device for `steps` (`device_steps`)
+    steps_of = "(SELECT * FROM device_steps WHERE analysed)" if ctx.window == "steps" else "steps"
     rows = ctx.run.sql(
         f"""WITH w AS {ctx.window_sql()},
         s AS (SELECT st.rank, st.ts_ns, w.end_ns,
                      row_number() OVER (PARTITION BY st.rank ORDER BY st.ts_ns DESC) AS k
-              FROM steps st JOIN w ON st.rank = w.rank
+              FROM {steps_of} st JOIN w ON st.rank = w.rank
               WHERE st.ts_ns >= w.start_ns AND st.ts_ns < w.end_ns)
         SELECT rank, min(ts_ns), any_value(end_ns), count(*) FROM s WHERE k <= {keep}
         GROUP BY rank ORDER BY rank"""
@@ -145,7 +147,7 @@ def _flop_share(ctx: Context, meas) -> dict[int, float]:
     flop_ns = dict(
         ctx.run.sql(
             "SELECT rank, sum(device_ns) FROM ("
-            + W.starting_in("SELECT * FROM op_flops WHERE flops IS NOT NULL", ctx.windows)
+            + W.ops_in("SELECT * FROM op_flops WHERE flops IS NOT NULL", ctx.windows)
             + ") GROUP BY rank"
         ).fetchall()
     )

@@ -190,7 +190,7 @@ def _count(found: dict[tuple[str, str], dict], name: str, why: str, note, ns: in
 
 def _cpu(ctx: Context) -> UncountedFacts:
     flops_rows = ctx.run.sql("SELECT rank, tid, ts_ns, ts_ns + dur_ns FROM op_flops").fetchall()
-    in_win = W.starting_in("SELECT * FROM op_flops WHERE flops IS NULL", ctx.windows)
+    in_win = W.ops_in("SELECT * FROM op_flops WHERE flops IS NULL", ctx.windows)
     without: dict[int, int] = {}
     found: dict[tuple[str, str], dict] = {}
     for rank, name, note, dur in ctx.run.sql(

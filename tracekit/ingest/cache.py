@@ -56,6 +56,7 @@ TABLES = (
     "collective_groups",
     "kernel_classes",
     "steps",
+    "device_steps",
     "device_activity",
     "activity_islands",
     "activity_segments",

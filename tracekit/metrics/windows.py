@@ -7,7 +7,14 @@ such a query, so a figure and its samples share one definition.
 
 Two ways an interval belongs to a window, each written here only:
 - `overlapping`: the interval meets the window, clipped to it (`s`, `e`): time figures;
-- `starting_in`: the interval starts inside the window: counts of instances and ops.
+- `starting_in`: the interval starts inside the window: counts of instances and ops;
+  an op's FLOPs go by where its kernels run (`ops_in`), as their time does.
+
+With ProfilerSteps (`--window steps`) a window is the steps' windows on the device
+(`device_steps`): each step runs from its CPU start (or, when later, the end of the device
+work before it) to the end of the device work its CPU span launched (correlation ids),
+never overlapping another; a step that launched no device work on a GPU rank (the
+profiler's trailing stub) is left out.
 """
 
 from __future__ import annotations
@@ -146,6 +153,14 @@ def step_windows(steps: str | None = None) -> str:
     return sql.query(
         "metrics.step_windows", "step_windows", selection=StepSelection.parse(steps).sql()
     )
+
+
+def ops_in(source: str, windows: str) -> str:
+    """Rows of `source` (`op_flops` rows) whose work starts inside a window of `windows`:
+    an op's FLOPs count in the window its first kernel runs in (`op_flops.work_ns`; the
+    op's start on CPU runs), the window that counts that kernel's time — an op launched
+    just before a step whose kernel runs inside it counts there, FLOPs and time alike."""
+    return starting_in(source, windows, start="work_ns")
 
 
 def overlapping(source: str, windows: str, *, start: str = "ts_ns", end: str = "end_ns") -> str:

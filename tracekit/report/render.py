@@ -117,7 +117,43 @@ def header(report: Report) -> list[str]:
         f"{len(r.ranks)} of {r.world_size} ranks · backend {backend or '—'} · "
         f"device {dev or '—'} · ProfilerSteps {step_txt} · window {report.window.kind}",
         *([selection_line(r.rank_selection)] if r.rank_selection else []),
+        *device_step_lines(r),
     ]
+
+
+def device_step_lines(r: Any) -> list[str]:
+    """Where the steps on the device differ from the CPU's: the device's lag (the worst
+    ranks; `lag_fraction` is of the step from its CPU start to its device end), and the
+    steps left out for launching no device work."""
+    out = []
+    # a lag under 1% of the step is left to the JSON (a last kernel a few µs late)
+    lags = sorted(
+        (x for x in getattr(r, "device_lag", None) or [] if (x.lag_fraction or 0) >= 0.01),
+        key=lambda x: -x.lag_ms,
+    )
+    if lags:
+        parts = [
+            f"{x.lag_ms:.1f} ms ({units.fmt(x.lag_fraction, 'fraction')}) behind the CPU "
+            f"on rank {x.rank}" if i == 0 else f"{x.lag_ms:.1f} ms on rank {x.rank}"
+            for i, x in enumerate(lags[:3])
+        ]
+        more = f" (and {len(lags) - 3} more ranks)" if len(lags) > 3 else ""
+        out.append(
+            f"device runs {', '.join(parts)}{more}: each step's window runs to the end of "
+            "the device work it launched"
+        )
+    stubs = getattr(r, "unanalysed_steps", None) or {}
+    if stubs:
+        by_steps: dict[tuple[int, ...], list[int]] = {}
+        for rank, steps in stubs.items():
+            by_steps.setdefault(tuple(steps), []).append(int(rank))
+        for steps, ranks in by_steps.items():
+            on = f"rank{'s' if len(ranks) > 1 else ''} {units.ranks(sorted(ranks))}"
+            out.append(
+                f"left out ProfilerStep {', '.join(map(str, steps))} on {on}: "
+                "no device work launched"
+            )
+    return out
 
 
 def selection_line(sel: Any) -> str:

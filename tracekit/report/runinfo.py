@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tracekit import sql
-from tracekit.report.schema import RankSelection, RunInfo
+from tracekit.report.schema import DeviceLag, RankSelection, RunInfo
 from tracekit.store.run import Run
 
 
@@ -34,4 +34,31 @@ def run_info(run: Run) -> RunInfo:
         clock_offsets_ns={str(r): ns for r, ns in run.clock_offsets_ns.items()},
         # --ranks / --sample-ranks: the report covers these ranks on purpose (else null)
         rank_selection=RankSelection(**sel.to_dict()) if sel else None,
+        device_lag=device_lag(run),
+        unanalysed_steps=unanalysed_steps(run),
     )
+
+
+def device_lag(run: Run) -> list[DeviceLag]:
+    """The ranks whose device runs behind their CPU (by 1 µs or more a step on average):
+    the steps' windows then reach past their CPU spans (`device_steps`)."""
+    rows = run.sql(sql.query("report.run_info", "device_lag")).fetchall()
+    return [
+        DeviceLag(
+            rank=r,
+            steps=n,
+            lag_ms=round(lag / 1e6, 6),
+            max_lag_ms=round(mx / 1e6, 6),
+            lag_fraction=round(lag / step, 6) if step else None,
+        )
+        for r, n, lag, mx, step in rows
+        if lag >= 1000
+    ]
+
+
+def unanalysed_steps(run: Run) -> dict[str, list[int]]:
+    """Rank → the ProfilerSteps left out: they launched no device work on a GPU rank."""
+    out: dict[str, list[int]] = {}
+    for rank, step, _ns in run.sql(sql.query("report.run_info", "unanalysed_steps")).fetchall():
+        out.setdefault(str(rank), []).append(step)
+    return out

@@ -33,6 +33,19 @@ class RankSelection(Struct, kw_only=True):
     of: int
 
 
+class DeviceLag(Struct, kw_only=True):
+    """How far a rank's device runs behind its CPU (`device_steps`): the last work a step
+    launched ends `lag_ms` after the step's CPU span, on average over its steps."""
+
+    rank: int
+    steps: int  # analysed steps that launched device work
+    lag_ms: float  # mean of max(device end − CPU end, 0)
+    max_lag_ms: float
+    # lag_ms ÷ the mean step from its CPU start to its device end: the step's share that
+    # a window cut at the CPU's end would drop
+    lag_fraction: float | None
+
+
 class RunInfo(Struct, kw_only=True):
     """The run analysed and what the figures do not cover (its health)."""
 
@@ -48,6 +61,10 @@ class RunInfo(Struct, kw_only=True):
     mixed: list[str] = field(default_factory=list)
     clock_offsets_ns: dict[str, int] = field(default_factory=dict)
     rank_selection: RankSelection | None = None
+    # the device behind the CPU: ranks whose steps' device work ends after their CPU span
+    device_lag: list[DeviceLag] = field(default_factory=list)
+    # rank → ProfilerSteps left out: no device work launched on a GPU rank (a trailing stub)
+    unanalysed_steps: dict[str, list[int]] = field(default_factory=dict)
 
 
 class Window(Struct, kw_only=True):

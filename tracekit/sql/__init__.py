@@ -29,6 +29,7 @@ from importlib import resources
 # next module reads it, so none is computed twice) and read back from Parquet.
 RANK_MODULES = (
     "rank.steps",
+    "rank.device_steps",
     "rank.device_activity",
     "rank.activity_islands",
     "rank.activity_segments",

@@ -1,12 +1,14 @@
 -- @query step_windows
--- Each selected ProfilerStep as its own window: the per-step samples' windows.
+-- Each selected ProfilerStep as its own window, on the device (`device_steps`, as the
+-- report's window): the per-step samples' windows.
 -- Placeholder {selection}: a predicate on `steps.step` (TRUE for all).
 -- @column rank: global rank
 -- @column wid: the step number (the window's id)
 -- @column start_ns: step start, ns since the epoch
 -- @column end_ns: step end, ns since the epoch
 -- @column n: 1 (one step)
-SELECT rank, step AS wid, ts_ns AS start_ns, end_ns, 1 AS n FROM steps WHERE {selection}
+SELECT rank, step AS wid, ts_ns AS start_ns, end_ns, 1 AS n FROM device_steps
+WHERE analysed AND {selection}
 
 -- @query window_breakdown
 -- The sweep's figures per window, every window listed (a window without activity is all

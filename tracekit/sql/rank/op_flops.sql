@@ -18,13 +18,15 @@
 -- @column kernel_ns: summed duration of those kernels (GPU), ns
 -- @column device_ns: time the work took: kernel_ns on GPU runs, dur_ns on CPU runs
 -- @column achieved_flops_per_s: flops ÷ device_ns
+-- @column work_ns: where its work runs: the start of its first launched kernel (GPU), else the op's start — the time a window counts its FLOPs by, as it counts the kernels' time (`tracekit.metrics.windows.ops_in`)
 CREATE OR REPLACE VIEW op_flops AS
 WITH o AS (
     SELECT row_number() OVER () AS op_id, *, ts_ns + dur_ns AS end_ns FROM _ops
     WHERE innermost
 ),
 launches AS (
-    SELECT r.rank, r.tid, r.ts_ns AS launch_ns, k.dur_ns AS k_dur, k.name::VARCHAR AS k_name
+    SELECT r.rank, r.tid, r.ts_ns AS launch_ns, k.ts_ns AS k_ts, k.dur_ns AS k_dur,
+           k.name::VARCHAR AS k_name
     FROM events r JOIN events k ON k.rank = r.rank AND k.correlation = r.correlation
     JOIN kernel_classes kc ON kc.rank = k.rank AND kc.name = k.name::VARCHAR
     WHERE r.kind = 'runtime' AND k.kind = 'kernel' AND kc.category = 'compute'
@@ -33,12 +35,12 @@ launches AS (
 -- inside another is not innermost), so that op is the last one starting at or before the
 -- launch, when it has not ended (one ASOF lookup per launch, not a range join)
 inside AS (
-    SELECT a.op_id, l.k_dur, l.k_name
+    SELECT a.op_id, l.k_ts, l.k_dur, l.k_name
     FROM launches l ASOF JOIN o a ON a.rank = l.rank AND a.tid = l.tid AND l.launch_ns >= a.ts_ns
     WHERE l.launch_ns <= a.end_ns
 ),
 k AS (
-    SELECT o.op_id, count(l.k_dur) AS kernels, sum(l.k_dur) AS kernel_ns,
+    SELECT o.op_id, count(l.k_dur) AS kernels, sum(l.k_dur) AS kernel_ns, min(l.k_ts) AS k_first,
            coalesce(bool_or(regexp_matches(l.k_name, 'tf32|s1688', 'i')), false) AS tf32_kernel
     FROM o LEFT JOIN inside l USING (op_id)
     GROUP BY o.op_id
@@ -49,5 +51,6 @@ SELECT o.rank, o.tid, o.name, o.ts_ns, o.dur_ns, o.flops, o.flops_note, o.dtype,
        coalesce(k.kernels, 0) AS kernels, k.kernel_ns,
        CASE WHEN r.has_device_events THEN k.kernel_ns ELSE o.dur_ns END AS device_ns,
        o.flops / nullif(CASE WHEN r.has_device_events THEN k.kernel_ns ELSE o.dur_ns END, 0)
-           * 1e9 AS achieved_flops_per_s
+           * 1e9 AS achieved_flops_per_s,
+       coalesce(k.k_first, o.ts_ns) AS work_ns
 FROM o JOIN k USING (op_id) JOIN rank_info r ON r.rank = o.rank;

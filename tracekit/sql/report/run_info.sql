@@ -31,3 +31,28 @@ SELECT rank, rank_source, event_count, backend,
        (SELECT count(*) FROM steps s WHERE s.rank = i.rank) AS steps,
        (SELECT count(*) FROM collectives c WHERE c.rank = i.rank) AS collectives, source
 FROM rank_info i ORDER BY rank
+
+-- @query device_lag
+-- Per rank, how far its device runs behind its CPU: over its analysed steps that launched
+-- device work, the mean and the largest time the last work a step launched ends after the
+-- step's CPU span (0 where it ends inside it), and the mean step to that end.
+-- @column rank: global rank
+-- @column steps: analysed steps that launched device work
+-- @column lag_ns: mean of max(device end − CPU end, 0) over those steps, ns
+-- @column max_lag_ns: the largest of them, ns
+-- @column step_ns: mean of those steps from their CPU start to the later of their CPU end and their device end, ns
+SELECT rank, count(*) AS steps,
+       avg(greatest(device_end_ns - cpu_end_ns, 0)) AS lag_ns,
+       max(greatest(device_end_ns - cpu_end_ns, 0)) AS max_lag_ns,
+       avg(greatest(device_end_ns, cpu_end_ns) - cpu_ts_ns) AS step_ns
+FROM device_steps WHERE analysed AND launched > 0
+GROUP BY rank ORDER BY rank
+
+-- @query unanalysed_steps
+-- The ProfilerSteps left out of the analysis: a step that launched no device work on a
+-- rank whose other steps did (the stub the profiler records when it stops).
+-- @column rank: global rank
+-- @column step: N of ProfilerStep#N
+-- @column cpu_ns: its CPU span, ns
+SELECT rank, step, cpu_end_ns - cpu_ts_ns AS cpu_ns FROM device_steps
+WHERE NOT analysed ORDER BY rank, step
