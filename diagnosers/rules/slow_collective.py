@@ -86,3 +86,12 @@ class SlowCollective(Rule):
                 "(OMP_NUM_THREADS, taskset)",
                 details={"sizes": rows, "excess_ms_per_step": excess_ms},
             )
+
+    def candidates(self, ctx, finding):
+        """The predicted bus bandwidth for the collective, and overlapping it."""
+        rows = (finding.details or {}).get("sizes") or []
+        name = next((r.get("name") for r in rows if r.get("name")), None)
+        if not name:
+            return []
+        bw = (finding.predicted or {}).get("busbw_GBps")
+        return ([f"bandwidth:{name}={bw:.6g}"] if bw else []) + [f"overlap:{name}"]
