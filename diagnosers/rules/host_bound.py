@@ -88,8 +88,8 @@ class HostBound(Rule):
     @staticmethod
     def replayed_share(ctx, ranks: list[int]) -> float | None:
         """The share of these ranks' kernels in the window launched by a graph launch."""
-        if not ranks:
-            return None
+        if not ranks or getattr(ctx, "run", None) is None:
+            return None  # facts alone (a rule's test): no trace to ask
         wins = ctx.window_sql()
         rows = ctx.run.sql(
             f"""WITH w AS {wins},

@@ -146,7 +146,19 @@ def finding_lines(report: Report) -> list[str]:
         out.append(f"         {f.title}")
         if f.remedy:
             out.append(f"         → {f.remedy}")
+        if getattr(f, "remedies", None):
+            out.append(f"         replayed: {remedies_text(f.remedies)}")
     return out
+
+
+def remedies_text(remedies: list) -> str:
+    """A finding's candidate changes replayed, best first: 'C → X ms per step (saves Y)'."""
+    ms = F.MEASURED_STEP_MS.unit
+    return " · ".join(
+        f"{r.change} → {units.fmt(r.predicted_step_ms, ms)} per step "
+        f"({saves_text(r.saved_ms, ms)})"
+        for r in remedies
+    )
 
 
 UNCOUNTED_WHY = {
@@ -362,6 +374,7 @@ def to_markdown(report: Report) -> str:
             lines.append(
                 f"- **{f.severity}** `{f.code}` {f.kind}{impact}{ranks}: {f.title}. "
                 f"*Remedy:* {f.remedy}"
+                + (f" *Replayed:* {remedies_text(f.remedies)}." if f.remedies else "")
             )
     return "\n".join(lines) + "\n"
 
