@@ -189,6 +189,8 @@ def _cpu_work(ctx: Context, meas) -> dict[tuple[str, int], float]:
 def what_if(ctx: Context, specs: list[str]) -> Outcome:
     """The replay with the changes `specs` (TracekitError / NotApplicable: exit 2)."""
     changes = [C.parse(s) for s in specs]
+    if {type(c) for c in changes} >= {C.Microbatches, C.Interleave}:
+        raise C.NotApplicable("--change microbatches=M and interleave=V do not combine (yet)")
     sm = ctx.step_model
     if sm is None:
         raise C.NotApplicable(not_built(ctx, "the run has no analysed window to replay"))
