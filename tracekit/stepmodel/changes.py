@@ -412,10 +412,8 @@ def keep_device_order(g: G.Graph, e: Edits) -> None:
     so it holds its place like compute."""
     by_rank: dict[int, list[int]] = {}
     for i in range(g.n):
-        if (
-            (g.kind[i] == G.COMPUTE or (g.kind[i] == G.COMM and g.inst[i] < 0))
-            and g.lane[i].startswith("stream ")
-        ):
+        unmatched = g.kind[i] == G.COMM and g.inst[i] < 0
+        if (g.kind[i] == G.COMPUTE or unmatched) and g.lane[i].startswith("stream "):
             by_rank.setdefault(g.rank[i], []).append(i)
     for nodes in by_rank.values():
         nodes.sort(key=lambda i: (g.ts[i], i))
