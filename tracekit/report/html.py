@@ -748,9 +748,11 @@ def _remedies_html(remedies: list) -> str:
         (r.change, units.fmt(r.predicted_step_ms, "ms"), units.fmt(r.saved_ms, "ms"))
         for r in remedies
     ]
-    return "<div class='ev'><b>replayed</b>" + _table(
-        ("change", "predicted step", "saved"), rows
-    ) + "</div>"
+    return (
+        "<div class='ev'><b>replayed</b>"
+        + _table(("change", "predicted step", "saved"), rows)
+        + "</div>"
+    )
 
 
 def _uncounted_html(rep: dict) -> str:

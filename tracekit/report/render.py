@@ -155,8 +155,7 @@ def remedies_text(remedies: list) -> str:
     """A finding's candidate changes replayed, best first: 'C → X ms per step (saves Y)'."""
     ms = F.MEASURED_STEP_MS.unit
     return " · ".join(
-        f"{r.change} → {units.fmt(r.predicted_step_ms, ms)} per step "
-        f"({saves_text(r.saved_ms, ms)})"
+        f"{r.change} → {units.fmt(r.predicted_step_ms, ms)} per step ({saves_text(r.saved_ms, ms)})"
         for r in remedies
     )
 
