@@ -146,7 +146,7 @@ def finding_lines(report: Report) -> list[str]:
         out.append(f"         {f.title}")
         if f.remedy:
             out.append(f"         → {f.remedy}")
-        if getattr(f, "remedies", None):
+        if len(getattr(f, "remedies", None) or []) > 1:  # one: the remedy's lead says it
             out.append(f"         replayed: {remedies_text(f.remedies)}")
     return out
 
@@ -373,7 +373,7 @@ def to_markdown(report: Report) -> str:
             lines.append(
                 f"- **{f.severity}** `{f.code}` {f.kind}{impact}{ranks}: {f.title}. "
                 f"*Remedy:* {f.remedy}"
-                + (f" *Replayed:* {remedies_text(f.remedies)}." if f.remedies else "")
+                + (f" *Replayed:* {remedies_text(f.remedies)}." if len(f.remedies) > 1 else "")
             )
     return "\n".join(lines) + "\n"
 
