@@ -463,8 +463,9 @@ class Microbatches(Change):
         p = self.pipeline
         if p is None:
             raise NotApplicable(
-                f"--change {self.spec}: the run has no pipeline (or its "
-                "microbatch count is unknown)"
+                f"--change {self.spec}: no pipeline to change: the run has no 1F1B or GPipe "
+                "pipeline of one chunk per stage with a known microbatch count (an "
+                "interleaved one is not modeled)"
             )
         before, after = pipeline.span_ms(p, p.microbatches), pipeline.span_ms(p, self.m)
         e.extra_ms += after - before
@@ -493,8 +494,9 @@ class Interleave(Change):
         p = self.pipeline
         if p is None:
             raise NotApplicable(
-                f"--change {self.spec}: the run has no pipeline at one chunk per stage (or "
-                "its microbatch count is unknown)"
+                f"--change {self.spec}: no pipeline to interleave: the run has no 1F1B "
+                "pipeline of one chunk per stage with a known microbatch count (an "
+                "interleaved one is interleaved already)"
             )
         if p.schedule != "1f1b":
             raise NotApplicable(f"--change {self.spec}: interleaving is a 1F1B schedule's")
