@@ -75,7 +75,8 @@ def analyze(run: Run, options: AnalysisOptions | None = None, debug: bool = Fals
     for level in levels:
         sev = {f.severity for f in findings if f.verdict_level == level.level}
         level.verdict = "critical" if "critical" in sev else "warning" if "warning" in sev else "ok"
-    # the largest win first; ties keep rule order
+    # the largest win first (a replayed finding's is its best remedy's saving, so one
+    # none of whose remedies wins sorts after those that win); ties: severity, rule order
     findings.sort(key=lambda f: (-(f.impact_ms or 0), SEVERITY_ORDER[f.severity]))
     by = {lv.level: lv for lv in levels}
     _rank_figures(ctx, report, failed)
@@ -117,7 +118,8 @@ def analyze(run: Run, options: AnalysisOptions | None = None, debug: bool = Fals
 
 def step_model(ctx: Context, findings: list[Finding], debug: bool = False) -> S.StepModelBlock:
     """The step model block (tracekit.stepmodel): the replay, its error, the critical path,
-    and each finding's remedy replayed — which sets that finding's `impact_ms`."""
+    and each finding's candidate changes replayed (`what_if`, one row per change) — which
+    set that finding's `remedies` and `impact_ms` (its best saving)."""
     from diagnosers.analyses import stepmodel as SM
 
     block = S.StepModelBlock()
@@ -184,6 +186,7 @@ def _row(f: Finding) -> S.FindingRow:
         impact_ms=f.impact_ms,
         remedy=f.remedy,
         details=f.details,
+        remedies=[S.Remedy(**r) for r in f.remedies],
     )
 
 

@@ -415,3 +415,38 @@ def test_an_unknown_rule_in_scenario_is_exit_2(tmp_path):
     generate(Scenario(world=2, steps=2), tmp_path)
     res = CliRunner().invoke(main, ["analyze", str(tmp_path), "--ignore", "nonsense"])
     assert res.exit_code == 2
+
+
+# ---------------------------------------------------------------- each rule's candidates
+
+
+def _finding(code, **kw):
+    from diagnosers.findings import Finding
+
+    return Finding(lookup(code), "warning", "t", ranks=[0], **kw)
+
+
+def test_each_rule_names_its_candidate_changes():
+    """A rule owns the what-if changes its remedy makes (the step model replays them)."""
+    pipe = NS(stages=4, microbatches=4, virtual=1, schedule="1f1b")
+    ctx = NS(pipeline=pipe, ranks=[NS(compute_fraction=0.5, step_ms=100.0)])
+    assert lookup("TK-S401")().candidates(ctx, _finding("TK-S401")) == [
+        "microbatches=16",
+        "interleave=2",
+    ]
+    # already interleaved, and M ≥ 4·P: nothing the replay can try
+    inter = NS(pipeline=NS(stages=2, microbatches=8, virtual=2, schedule="interleaved"))
+    assert lookup("TK-S401")().candidates(inter, _finding("TK-S401")) == []
+    assert lookup("TK-C202")().candidates(ctx, _finding("TK-C202")) == ["no-host-gaps"]
+    assert lookup("TK-C203")().candidates(ctx, _finding("TK-C203")) == ["no-host-gaps"]
+    assert lookup("TK-S402")().candidates(ctx, _finding("TK-S402")) == ["no-straggler"]
+    rows = [{"name": "all_reduce"}, {"name": "all_gather"}, {"name": "all_reduce"}]
+    f = _finding("TK-N301", details={"collectives": rows})
+    assert lookup("TK-N301")().candidates(ctx, f) == ["overlap:all_reduce", "overlap:all_gather"]
+    f = _finding("TK-N302", details={"sizes": [{"name": "all_to_all"}]},
+                 predicted={"busbw_GBps": 71.49661})  # fmt: skip
+    assert lookup("TK-N302")().candidates(ctx, f) == ["bandwidth:all_to_all=71.4966"]
+    # low MFU: the GEMMs' lost 10 ms taken from 50 ms of compute: 50 / 40 = 1.25× faster
+    f = _finding("TK-C201", impact_ms=10.0)
+    assert lookup("TK-C201")().candidates(ctx, f) == ["compute-speed=1.25"]
+    assert lookup("TK-M101")().candidates(ctx, _finding("TK-M101")) == []

@@ -926,7 +926,7 @@ def _emit(text: str, output: str | None) -> None:
     required=True,
     metavar="C",
     help="A change to replay (repeatable, combined): overlap:NAME, bandwidth:NAME=GBPS, "
-    "no-straggler, no-host-gaps, compute-speed=F, microbatches=M.",
+    "no-straggler, no-host-gaps, compute-speed=F, microbatches=M, interleave=V.",
 )
 @click.option(
     "--format",

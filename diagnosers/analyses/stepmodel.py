@@ -1,12 +1,13 @@
 """The step model of the run (`tracekit.stepmodel`), and what each finding's remedy wins.
 
 `model(ctx)` builds the graph of each rank's analysed window once (`ctx.step_model`);
-`what_if(ctx, specs)` replays it with changes — `microbatches=M` gets the pipeline's
-measured operations from `diagnosers.analyses.pipeline`; `remedy(ctx, finding)` names the
-change that a finding's remedy makes (overlap for exposed communication, the predicted
-bus bandwidth for a slow collective, no straggler, no host gaps, M = 4·P microbatches for
-a pipeline bubble), so the finding's `impact_ms` is the step time that change saves in the
-replay, not a per-finding estimate.
+`what_if(ctx, specs)` replays it with changes — `microbatches=M` and `interleave=V` get the
+pipeline's measured operations from `diagnosers.analyses.pipeline`; `impacts(ctx,
+findings)` replays each finding's candidate changes — its rule names them
+(`Rule.candidates`: overlap for exposed communication, the predicted bus bandwidth for a
+slow collective, no straggler, no host gaps, more microbatches or an interleaved schedule
+for a pipeline bubble …) — so the finding's `impact_ms` is the step time the best of them
+saves in the replay, not a per-finding estimate.
 """
 
 from __future__ import annotations
@@ -190,11 +191,13 @@ def _cpu_work(ctx: Context, meas) -> dict[tuple[str, int], float]:
 def what_if(ctx: Context, specs: list[str]) -> Outcome:
     """The replay with the changes `specs` (TracekitError / NotApplicable: exit 2)."""
     changes = [C.parse(s) for s in specs]
+    if {type(c) for c in changes} >= {C.Microbatches, C.Interleave}:
+        raise C.NotApplicable("--change microbatches=M and interleave=V do not combine (yet)")
     sm = ctx.step_model
     if sm is None:
         raise C.NotApplicable(not_built(ctx, "the run has no analysed window to replay"))
     for ch in changes:
-        if isinstance(ch, C.Microbatches):
+        if isinstance(ch, C.Microbatches | C.Interleave):
             ch.pipeline = pipeline_shape(ctx)
         if isinstance(ch, C.Overlap):
             ch.contended = contended(ctx)
@@ -210,52 +213,84 @@ def contended(ctx: Context) -> bool:
     return bool(ctx.cpu and cores is not None and cores < 2)
 
 
-def remedy(ctx: Context, f: Finding) -> list[str] | None:
-    """The change a finding's remedy makes, or None when the model has none for it."""
-    kind = f.kind
-    if kind == "communication.exposed":
-        rows = (f.details or {}).get("collectives") or []
-        name = next((r.get("name") for r in rows if r.get("name")), None)
-        return [f"overlap:{name}"] if name else None
-    if kind == "communication.slow_collective":
-        rows = (f.details or {}).get("sizes") or []
-        name = next((r.get("name") for r in rows if r.get("name")), None)
-        bw = (f.predicted or {}).get("busbw_GBps")
-        return [f"bandwidth:{name}={bw:.6g}"] if name and bw else None
-    if kind == "scaling.straggler":
-        return ["no-straggler"]
-    if kind == "compute.host_bound":
-        return ["no-host-gaps"]
-    if kind == "scaling.pipeline_bubble":
-        from diagnosers.rules.pipeline_bubble import PipelineBubble
+GAIN_MS = 0.05  # a change saving less than this …
+GAIN_SHARE = 0.005  # … or than this share of the replayed step wins nothing
+REPLAYED = ("warning", "critical")  # the severities whose candidates are replayed
 
-        pipe = ctx.pipeline
-        if pipe and pipe.microbatches:
-            target = PipelineBubble.microbatches_per_stage * pipe.stages
-            if target > pipe.microbatches:
-                return [f"microbatches={target}"]
-    return None
+
+def candidates(ctx: Context, f: Finding) -> list[str]:
+    """The changes a finding's remedy would make: its rule's `candidates` (each rule owns
+    them, `diagnosers.rules.base.Rule.candidates`), without repeats."""
+    try:
+        specs = f.rule().candidates(ctx, f)
+    except Exception:  # a rule's candidates must not break the report
+        return []
+    return list(dict.fromkeys(s for s in specs or [] if s))
+
+
+def gainful(o: Outcome) -> bool:
+    """Whether a replayed change saves time worth naming (≥ GAIN_MS and ≥ GAIN_SHARE of
+    the replayed step)."""
+    return o.saved_ms >= max(GAIN_MS, GAIN_SHARE * o.replayed_step_ms)
 
 
 def impacts(ctx: Context, findings: list[Finding]) -> list[tuple[Finding, Outcome]]:
-    """Each finding whose remedy the model can replay, with the replay; the finding's
-    `impact_ms` becomes the step time it saves (never below 0)."""
+    """Each warning or critical finding's candidate changes replayed. The finding gets
+    `remedies` (each change, its predicted step and saving, best first) and `impact_ms`
+    = the best saving (≥ 0; 0 when no candidate applies). Its remedy text leads with the
+    replay: the best change and what it saves, or that none saves time and what each
+    cost. A finding none of whose candidates wins is not critical on a remedy the replay
+    refutes: its severity is capped at warning (docs/findings.md). Returns every
+    (finding, replay)."""
     out = []
     if ctx.step_model is None:
         return out
     for f in findings:
-        specs = remedy(ctx, f)
+        if f.severity not in REPLAYED:
+            continue
+        specs = candidates(ctx, f)
         if not specs:
             continue
-        try:
-            o = what_if(ctx, specs)
-        except C.NotApplicable:
-            continue
-        f.impact_ms = max(o.saved_ms, 0.0)
-        if o.saved_ms < -0.005 * o.replayed_step_ms:  # the remedy would hurt here: say so
-            f.remedy += (
-                f" (replayed here, {' + '.join(o.change)} makes the step "
-                f"{-o.saved_ms:.2f} ms longer: `tracekit whatif` shows why)"
-            )
-        out.append((f, o))
+        done: list[Outcome] = []
+        skipped: list[str] = []
+        for spec in specs:
+            try:
+                done.append(what_if(ctx, [spec]))
+            except C.NotApplicable as exc:
+                why = str(exc).removeprefix(f"--change {spec}: ")
+                skipped.append(f"{spec} does not apply ({why})")
+        done.sort(key=lambda o: -o.saved_ms)
+        f.remedies = [
+            {
+                "change": " + ".join(o.change),
+                "predicted_step_ms": o.predicted_step_ms,
+                "saved_ms": o.saved_ms,
+            }
+            for o in done
+        ]
+        f.impact_ms = max(done[0].saved_ms, 0.0) if done else 0.0
+        f.remedy = lead(done, skipped) + ("; " + f.remedy if f.remedy else "")
+        if f.severity == "critical" and not (done and gainful(done[0])):
+            f.severity = "warning"
+        out += [(f, o) for o in done]
     return out
+
+
+def lead(done: list[Outcome], skipped: list[str]) -> str:
+    """The remedy's first words: the best replayed change and what it saves, then what
+    each other candidate did — or that none saves time."""
+
+    def what(o: Outcome) -> str:
+        spec = " + ".join(o.change)
+        if o.saved_ms < 0:
+            return f"{spec} makes the step {-o.saved_ms:.2f} ms longer"
+        return f"{spec} saves {o.saved_ms:.2f} ms"
+
+    parts = [what(o) for o in done]
+    parts += skipped
+    if done and gainful(done[0]):
+        return (
+            f"replayed, {what(done[0])} a step ({done[0].replayed_step_ms:.2f} → "
+            f"{done[0].predicted_step_ms:.2f} ms)" + "".join(f"; {p}" for p in parts[1:])
+        )
+    return "replayed, none of the candidate changes saves time: " + "; ".join(parts)

@@ -30,6 +30,13 @@ class Rule:
     def check(self, ctx: Context) -> Iterable[Finding]:
         raise NotImplementedError
 
+    def candidates(self, ctx: Context, finding: Finding) -> list[str]:
+        """The what-if changes (`tracekit whatif --change` specs) that would fix
+        `finding`: each is replayed by the step model, the best saving is the finding's
+        impact (`diagnosers.analyses.stepmodel.impacts`). None by default: the finding
+        keeps the impact its rule estimates."""
+        return []
+
     @classmethod
     def docs(cls) -> dict[str, str]:
         """The four sections of the docstring, each as one paragraph of text."""

@@ -54,3 +54,7 @@ class DeviceIdle(Rule):
             remedy="look in the timeline for waits on the data loader, host synchronizations, "
             "checkpointing or evaluation inside the step",
         )
+
+    def candidates(self, ctx, finding):
+        # the waits it names (data loader, syncs) are host time the device waits for
+        return ["no-host-gaps"]

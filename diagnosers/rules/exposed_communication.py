@@ -186,3 +186,9 @@ class ExposedCommunication(Rule):
                 "(isend/irecv) and overlap them with independent compute, or batch them"
             )
         return "overlap the collective with independent compute, or issue fewer, larger ones"
+
+    def candidates(self, ctx, finding):
+        """Overlap for each of the most exposed collectives (three at most)."""
+        rows = (finding.details or {}).get("collectives") or []
+        names = [r.get("name") for r in rows if r.get("name")]
+        return [f"overlap:{n}" for n in dict.fromkeys(names)][:3]

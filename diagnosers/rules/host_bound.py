@@ -56,8 +56,50 @@ class HostBound(Rule):
             measured={"host_bound_fraction": frac},
             predicted={"host_bound_fraction": 0.0},
             impact_ms=ms,
-            remedy=f"median kernel {flagged[0]['median_kernel_us'] or 0:.0f} µs: CUDA graphs "
-            "(torch.compile mode='reduce-overhead'), fuse small ops, a larger batch per "
-            "launch, and no host syncs (.item(), .cpu(), cudaStreamSynchronize) inside the "
-            "step",
+            remedy=self.advice(ctx, flagged),
         )
+
+    def candidates(self, ctx, finding):
+        return ["no-host-gaps"]
+
+    graph_share = 0.5  # of the flagged ranks' kernels replayed by graph launches: no graph advice
+
+    def advice(self, ctx, flagged) -> str:
+        """The remedy: CUDA graphs where the kernels are launched one by one; where they
+        already come from graph launches (cudaGraphLaunch / hipGraphLaunch), the launch
+        cost that is left and the syncs."""
+        kernel = f"median kernel {flagged[0]['median_kernel_us'] or 0:.0f} µs"
+        share = self.replayed_share(ctx, [r["rank"] for r in flagged])
+        if share is not None and share >= self.graph_share:
+            return (
+                f"{kernel}; {share:.0%} of the kernels already replay from graph launches "
+                "(cudaGraphLaunch/hipGraphLaunch): the device waits on the host between "
+                "replays — remove host syncs and blocking copies (.item(), .cpu(), "
+                "cudaStreamSynchronize, a blocking hipMemcpy/cudaMemcpy) between them, "
+                "capture more of the step per graph so fewer launches remain, and keep "
+                "the per-replay host work (input copies, Python) off the critical path"
+            )
+        return (
+            f"{kernel}: CUDA graphs (torch.compile mode='reduce-overhead'), fuse small ops, "
+            "a larger batch per launch, and no host syncs (.item(), .cpu(), "
+            "cudaStreamSynchronize) inside the step"
+        )
+
+    @staticmethod
+    def replayed_share(ctx, ranks: list[int]) -> float | None:
+        """The share of these ranks' kernels in the window launched by a graph launch."""
+        if not ranks or getattr(ctx, "run", None) is None:
+            return None  # facts alone (a rule's test): no trace to ask
+        wins = ctx.window_sql()
+        rows = ctx.run.sql(
+            f"""WITH w AS {wins},
+            k AS (SELECT e.rank, e.correlation FROM events e JOIN w ON e.rank = w.rank
+                  WHERE e.kind = 'kernel' AND e.ts_ns >= w.start_ns AND e.ts_ns < w.end_ns
+                    AND e.rank IN ({", ".join(str(int(r)) for r in ranks)})),
+            g AS (SELECT DISTINCT rank, correlation FROM events
+                  WHERE kind = 'runtime' AND contains(name, 'GraphLaunch'))
+            SELECT count(*), count(g.correlation) FROM k
+            LEFT JOIN g ON g.rank = k.rank AND g.correlation = k.correlation"""
+        ).fetchall()
+        n, replayed = rows[0]
+        return replayed / n if n else None

@@ -116,3 +116,17 @@ class PipelineBubble(Rule):
             remedy="; ".join(remedies),
             details={"model": model},
         )
+
+    def candidates(self, ctx, finding):
+        """M = 4·P microbatches where M is fewer, and an interleaved schedule (V = 2)
+        where the pipeline runs one chunk per stage."""
+        pipe = ctx.pipeline
+        if pipe is None or not pipe.microbatches:
+            return []
+        out = []
+        target = self.microbatches_per_stage * pipe.stages
+        if target > pipe.microbatches:
+            out.append(f"microbatches={target}")
+        if pipe.virtual == 1 and pipe.schedule != "interleaved":
+            out.append("interleave=2")
+        return out

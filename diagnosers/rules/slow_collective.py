@@ -86,3 +86,11 @@ class SlowCollective(Rule):
                 "(OMP_NUM_THREADS, taskset)",
                 details={"sizes": rows, "excess_ms_per_step": excess_ms},
             )
+
+    def candidates(self, ctx, finding):
+        """The collective at its predicted bus bandwidth (overlapping it is the exposed
+        communication finding's remedy: each finding wins what its own fix would)."""
+        rows = (finding.details or {}).get("sizes") or []
+        name = next((r.get("name") for r in rows if r.get("name")), None)
+        bw = (finding.predicted or {}).get("busbw_GBps")
+        return [f"bandwidth:{name}={bw:.6g}"] if name and bw else []

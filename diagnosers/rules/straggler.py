@@ -115,3 +115,6 @@ class Straggler(Rule):
             "on that rank",
             "check that rank's links (nvidia-smi topo -m, NIC counters) and its GPU",
         )
+
+    def candidates(self, ctx, finding):
+        return ["no-straggler"]

@@ -747,10 +747,26 @@ def _findings_html(report: Report, links: list[Link | None] | None, how: str) ->
             f"<p class='meta'>level {esc(f.level)} · ranks {esc(units.ranks(f.ranks))}"
             f"{' · ' if meas else ''}{meas}{pred}</p>"
             f"<p class='remedy'><b>Remedy:</b> {esc(f.remedy)}</p>"
+            f"{_remedies_html(f.remedies)}"
             f"{go}<details open><summary>evidence</summary>{_details_html(f.details)}</details>"
             "</article>"
         )
     return "".join(out)
+
+
+def _remedies_html(remedies: list) -> str:
+    """The finding's candidate changes replayed, best first."""
+    if not remedies:
+        return ""
+    rows = [
+        (r.change, units.fmt(r.predicted_step_ms, "ms"), units.fmt(r.saved_ms, "ms"))
+        for r in remedies
+    ]
+    return (
+        "<div class='ev'><b>replayed</b>"
+        + _table(("change", "predicted step", "saved"), rows)
+        + "</div>"
+    )
 
 
 def _uncounted_html(rep: dict) -> str:

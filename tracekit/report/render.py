@@ -211,7 +211,18 @@ def finding_lines(report: Report) -> list[str]:
         out.append(f"         {f.title}")
         if f.remedy:
             out.append(f"         → {f.remedy}")
+        if len(getattr(f, "remedies", None) or []) > 1:  # one: the remedy's lead says it
+            out.append(f"         replayed: {remedies_text(f.remedies)}")
     return out
+
+
+def remedies_text(remedies: list) -> str:
+    """A finding's candidate changes replayed, best first: 'C → X ms per step (saves Y)'."""
+    ms = F.MEASURED_STEP_MS.unit
+    return " · ".join(
+        f"{r.change} → {units.fmt(r.predicted_step_ms, ms)} per step ({saves_text(r.saved_ms, ms)})"
+        for r in remedies
+    )
 
 
 UNCOUNTED_WHY = {
@@ -473,6 +484,7 @@ def to_markdown(report: Report) -> str:
             lines.append(
                 f"- **{f.severity}** `{f.code}` {f.kind}{impact}{ranks}: {f.title}. "
                 f"*Remedy:* {f.remedy}"
+                + (f" *Replayed:* {remedies_text(f.remedies)}." if len(f.remedies) > 1 else "")
             )
     return "\n".join(lines) + "\n"
 

@@ -343,6 +343,14 @@ class KernelRow(Struct, kw_only=True):
     time_ms_per_step: F.TIME_MS_PER_STEP.type(float)
 
 
+class Remedy(Struct, kw_only=True):
+    """`findings[].remedies[]`: one candidate change of a finding, replayed."""
+
+    change: str  # a `tracekit whatif --change` spec
+    predicted_step_ms: F.PREDICTED_STEP_MS.type(float)
+    saved_ms: F.SAVED_MS.type(float)
+
+
 class FindingRow(Struct, kw_only=True):
     kind: str
     code: str
@@ -355,6 +363,9 @@ class FindingRow(Struct, kw_only=True):
     impact_ms: float | None = None  # time a fix would win per step
     remedy: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    # the rule's candidate changes replayed by the step model, best first; impact_ms is
+    # the first one's saving (≥ 0)
+    remedies: list[Remedy] = field(default_factory=list)
 
 
 class PathSegment(Struct, kw_only=True):

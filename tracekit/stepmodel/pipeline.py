@@ -1,4 +1,5 @@
-"""`microbatches=M`: the pipeline's schedule with M microbatches and the same global batch.
+"""`microbatches=M` and `interleave=V`: the pipeline's schedule with M microbatches and
+the same global batch, or with each stage's work split into V virtual chunks.
 
 Each operation (a stage's forward or backward of one microbatch) is its measured work
 split in two: the part that scales with the microbatch's size runs M_old/M times as long;
@@ -18,7 +19,9 @@ measured. What scales:
 The schedule is run by `tracekit.model.pipeline.simulate` (each stage in its 1F1B or
 GPipe order, a forward after the previous stage's, a backward after the next stage's,
 plus the hop), and the change's effect on the step is the span at M minus the span at
-the measured M.
+the measured M. `interleave=V` runs Megatron-LM's interleaved 1F1B (`interleaved_orders`)
+with each operation split into V chunks and a hop between consecutive chunks, against
+the measured schedule at V = 1.
 """
 
 from __future__ import annotations
@@ -29,9 +32,23 @@ from tracekit.model.opclass import PARAMETER_SIZED_OPS
 from tracekit.model.pipeline import schedule_orders, simulate
 
 
-def span_ms(shape, m: int) -> float:
-    """The simulated pipeline span (ms) with `m` microbatches (shape: changes.PipelineShape)."""
+def span_ms(shape, m: int, v: int = 1) -> float:
+    """The simulated pipeline span (ms) with `m` microbatches (shape: changes.PipelineShape),
+    and with `v` > 1 the interleaved schedule of `interleaved_orders`: each stage's
+    operation split into v chunks of 1/v of its work (scaled and per-operation parts
+    alike: the chunk holds 1/v of the stage's layers, their launches and host work), one
+    hop between every two consecutive chunks (v× the hops)."""
     p = shape.stages
+    if v > 1:
+        ratio = shape.microbatches / m
+        duration = {}
+        for ops in (orders := interleaved_orders(p, m, v)).values():
+            for kind, vs, i in ops:
+                k = (kind, vs % p)
+                work = shape.fixed_ms.get(k, 0.0) + shape.scaled_ms.get(k, 0.0) * ratio
+                duration[(kind, vs, i)] = work / v
+        stage_rank = {vs: vs % p for vs in range(p * v)}
+        return simulate(orders, duration, stage_rank, latency=shape.hop_ms).makespan
     orders = schedule_orders("gpipe" if shape.schedule == "gpipe" else "1f1b", p, m)
     ratio = shape.microbatches / m
     duration = {}
@@ -42,6 +59,36 @@ def span_ms(shape, m: int) -> float:
             duration[(kind, s, i)] = fixed + scaled * ratio
     # one stage per rank: the orders are keyed by stage
     return simulate(orders, duration, {s: s for s in range(p)}, latency=shape.hop_ms).makespan
+
+
+def interleaved_orders(p: int, m: int, v: int) -> dict[int, list[tuple[str, int, int]]]:
+    """Each rank's operations in Megatron-LM's interleaved 1F1B schedule (Narayanan et
+    al. 2021, §2.2; `forward_backward_pipelining_with_interleaving`): rank r holds the
+    virtual stages c·p + r for its chunks c < v; its k-th forward runs chunk
+    (k mod p·v) // p (backwards in the reverse chunk order) of microbatch
+    (k // (p·v))·p + k mod p; (p − r − 1)·2 + (v − 1)·p warm-up forwards (all of them
+    when m = p), then one forward and one backward in turn, then the backwards left.
+    The bubble is (p − 1)/(v·m + p − 1) of the span with equal stages and no hops.
+    Needs m a multiple of p (as Megatron does): ValueError otherwise."""
+    if p < 1 or v < 1 or m < 1 or m % p:
+        raise ValueError(f"an interleaved schedule needs M ({m}) a multiple of P ({p})")
+    total = m * v
+
+    def op(kind: str, k: int, r: int) -> tuple[str, int, int]:
+        chunk = (k % (p * v)) // p
+        if kind == "B":
+            chunk = v - 1 - chunk
+        return (kind, chunk * p + r, (k // (p * v)) * p + k % p)
+
+    out = {}
+    for r in range(p):
+        warm = total if m == p else min((p - r - 1) * 2 + (v - 1) * p, total)
+        seq = [op("F", k, r) for k in range(warm)]
+        for i in range(total - warm):
+            seq += [op("F", warm + i, r), op("B", i, r)]
+        seq += [op("B", k, r) for k in range(total - warm, total)]
+        out[r] = seq
+    return out
 
 
 def explain(shape, m: int, before: float, after: float) -> str:

@@ -1,8 +1,9 @@
 """A finding's page: what it says, its evidence as tables — where (ranks, steps,
 collectives, ops), measured beside predicted, and each table of its `details` — its
-remedy and the rule's `explain` text. Enter on a row jumps to it: a rank to its timeline
-(at the finding's collective when it names one), a collective to the collectives screen,
-an op to the ops screen; `t`, `c`, `o`, `r` jump to the evidence's first."""
+remedy, its candidate changes replayed (`remedies`) and the rule's `explain` text.
+Enter on a row jumps to it: a rank to its timeline (at the finding's collective when it
+names one), a collective to the collectives screen, an op to the ops screen; `t`, `c`,
+`o`, `r` jump to the evidence's first."""
 
 from __future__ import annotations
 
@@ -191,6 +192,9 @@ class FindingScreen(TkScreen):
             if f.get("remedy"):
                 yield Label("remedy", classes="ev-title")
                 yield Static(f["remedy"], markup=False, classes="ev-text", id="finding-remedy")
+            if f.get("remedies"):
+                yield Label("remedies replayed (the step model), best first", classes="ev-title")
+                yield DataTable(id="ev-remedies", cursor_type="row", classes="ev-table")
             kind = lookup(f["kind"])
             if kind is not None:
                 yield Label("explain", classes="ev-title")
@@ -222,6 +226,15 @@ class FindingScreen(TkScreen):
                     *(extra if any(jumps) else []),
                 )
             self.jumps[dt.id or ""] = jumps
+        if self.finding.get("remedies"):
+            rem = self.query_one("#ev-remedies", DataTable)
+            rem.add_columns("change", "predicted step", "saved")
+            for r in self.finding["remedies"]:
+                rem.add_row(
+                    r.get("change", ""),
+                    Text(fmt.fmt(r.get("predicted_step_ms"), "ms"), justify="right"),
+                    Text(fmt.fmt(r.get("saved_ms"), "ms"), justify="right"),
+                )
         where.focus()
 
     def text(self) -> str:
