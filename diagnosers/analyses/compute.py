@@ -12,7 +12,9 @@
   executed: forward, backward as run (output masks, flash backward 2.5×), recompute.
 - GEMM efficiency = time at peak of the ops that have device time ÷ that device time:
   how fast the kernels themselves run, whatever the idle time around them. An op whose
-  count would put it above its peak is left out and named in a note: its count is suspect.
+  count would put it above its peak is left out and named in a note: a Winograd
+  convolution (its kernels `*winograd*` do fewer multiplies than the exact count: Lavin &
+  Gray 2016, F(4x4, 3x3) 4x fewer), else a suspect count.
 - not counted: ops of the table whose FLOPs the trace cannot give (a missing argument),
   with their device time — never guessed.
 - host-bound time: a device gap (no kernel, memcpy or memset on any stream) before a
@@ -111,7 +113,8 @@ def _op_groups(ctx: Context) -> tuple[list[dict], dict, str, dict]:
         else "SELECT NULL AS dtype, false AS tf32, NULL AS peak"
     )
     rows = ctx.run.sql(sql.query("levels.compute", "op_groups", ops=ops, peaks=p)).fetchall()
-    keys = ("rank", "name", "dtype", "tf32", "phase", "suspect", "n", "n_null", "flops")
+    keys = ("rank", "name", "dtype", "tf32", "phase", "suspect", "winograd", "n", "n_null")
+    keys += ("flops",)
     keys += ("timed_flops", "device_ns", "null_device_ns", "note", "max_peak_ratio")
     groups = [dict(zip(keys, r, strict=True)) for r in rows]
     for g in groups:
@@ -119,13 +122,15 @@ def _op_groups(ctx: Context) -> tuple[list[dict], dict, str, dict]:
     return groups, peak, src, missing
 
 
-def _suspects(groups: list[dict]) -> dict[tuple[str, str | None], float]:
-    """(op, class) → the worst ratio to the peak among its ops that ran faster than it."""
-    out: dict[tuple[str, str | None], float] = {}
+def _suspects(groups: list[dict]) -> dict[tuple[str, str | None], tuple[float, bool]]:
+    """(op, class) → (the worst ratio to the peak among its ops that ran faster than it,
+    whether every such op ran a Winograd convolution)."""
+    out: dict[tuple[str, str | None], tuple[float, bool]] = {}
     for g in groups:
         if g["suspect"]:
             key = (g["name"], g["cls"])
-            out[key] = max(out.get(key, 0.0), g["max_peak_ratio"] or 0.0)
+            ratio, wino = out.get(key, (0.0, True))
+            out[key] = (max(ratio, g["max_peak_ratio"] or 0.0), wino and bool(g["winograd"]))
     return out
 
 
@@ -222,13 +227,19 @@ def _sanity_notes(suspects, peak: dict, per_rank, no_peak: dict, calibrated: boo
     """An efficiency above 100% is a counting bug (or, against a measured calibration, a
     peak measured too low): never a figure, always a note naming the op."""
     notes = []
-    for (name, cls), ratio in sorted(suspects.items()):
-        why = (
-            "the calibration's matmul measured this machine's peak too low"
-            if calibrated
-            else "its FLOP count is suspect (shapes or arguments misread, or kernels "
-            "missing from the trace)"
-        )
+    for (name, cls), (ratio, winograd) in sorted(suspects.items()):
+        if winograd:  # the count is exact: the algorithm does fewer multiplies than it
+            why = (
+                "those ops ran Winograd convolution kernels, which compute it with "
+                "fewer multiplies than its FLOP count (the count is exact)"
+            )
+        elif calibrated:
+            why = "the calibration's matmul measured this machine's peak too low"
+        else:
+            why = (
+                "its FLOP count is suspect (shapes or arguments misread, or kernels "
+                "missing from the trace)"
+            )
         notes.append(
             f"{name} ({cls}) runs at up to {ratio:.0%} of the {peak[cls] / 1e12:.2f} TFLOP/s "
             f"{cls} peak: {why}; left out of GEMM efficiency"

@@ -17,6 +17,7 @@ SELECT DISTINCT dtype, tf32 FROM ({ops})
 -- @column tf32: a TF32 kernel ran it
 -- @column phase: forward, backward or optimizer
 -- @column suspect: it ran faster than its dtype's peak
+-- @column winograd: its kernels include a Winograd convolution (fewer multiplies than its FLOPs)
 -- @column n: ops
 -- @column n_null: ops whose FLOPs the trace cannot give
 -- @column flops: their FLOPs
@@ -27,7 +28,7 @@ SELECT DISTINCT dtype, tf32 FROM ({ops})
 -- @column max_peak_ratio: the fastest op's achieved FLOP/s ÷ peak
 WITH f AS ({ops}), p AS ({peaks})
 SELECT f.rank, f.name, f.dtype, f.tf32, f.phase,
-       coalesce(f.achieved_flops_per_s > p.peak, false) AS suspect, count(*) AS n,
+       coalesce(f.achieved_flops_per_s > p.peak, false) AS suspect, f.winograd, count(*) AS n,
        count(*) FILTER (f.flops IS NULL) AS n_null, sum(f.flops) AS flops,
        sum(f.flops) FILTER (f.device_ns > 0) AS timed_flops,
        sum(f.device_ns) FILTER (f.flops IS NOT NULL) AS device_ns,

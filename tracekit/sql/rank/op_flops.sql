@@ -14,6 +14,7 @@
 -- @column dtype: first input tensor dtype as traced (c10::BFloat16, float …)
 -- @column phase: forward, backward (inside an autograd node: gradients and activation recompute) or optimizer
 -- @column tf32: an fp32 op that ran on TF32 tensor cores: a launched kernel named *tf32* / *s1688* or, for convolutions, cuDNN's allow_tf32 argument
+-- @column winograd: a launched kernel is a Winograd convolution (*winograd*: cuDNN's `…winograd…4x4_3x3`, `winogradForwardData4x4`): it does fewer multiplies than the convolution's FLOPs, so its speed may pass the peak with an exact count
 -- @column kernels: compute kernels launched inside the op (communication kernels excluded; 0 on CPU runs)
 -- @column kernel_ns: summed duration of those kernels (GPU), ns
 -- @column device_ns: time the work took: kernel_ns on GPU runs, dur_ns on CPU runs
@@ -39,14 +40,15 @@ inside AS (
 ),
 k AS (
     SELECT o.op_id, count(l.k_dur) AS kernels, sum(l.k_dur) AS kernel_ns,
-           coalesce(bool_or(regexp_matches(l.k_name, 'tf32|s1688', 'i')), false) AS tf32_kernel
+           coalesce(bool_or(regexp_matches(l.k_name, 'tf32|s1688', 'i')), false) AS tf32_kernel,
+           coalesce(bool_or(regexp_matches(l.k_name, 'winograd', 'i')), false) AS winograd
     FROM o LEFT JOIN inside l USING (op_id)
     GROUP BY o.op_id
 )
 SELECT o.rank, o.tid, o.name, o.ts_ns, o.dur_ns, o.flops, o.flops_note, o.dtype, o.phase,
        (o.tf32_arg OR k.tf32_kernel) AND lower(coalesce(o.dtype, '')) IN ('float', 'c10::float')
            AS tf32,
-       coalesce(k.kernels, 0) AS kernels, k.kernel_ns,
+       k.winograd, coalesce(k.kernels, 0) AS kernels, k.kernel_ns,
        CASE WHEN r.has_device_events THEN k.kernel_ns ELSE o.dur_ns END AS device_ns,
        o.flops / nullif(CASE WHEN r.has_device_events THEN k.kernel_ns ELSE o.dur_ns END, 0)
            * 1e9 AS achieved_flops_per_s
