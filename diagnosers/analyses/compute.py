@@ -37,6 +37,7 @@ from tracekit.metrics import windows as W
 from tracekit.metrics.breakdown import host_bound_sql
 from tracekit.model.flops import transformer_flops_per_token
 from tracekit.model.hardware import dtype_class
+from tracekit.model.ranks import ranges
 from tracekit.sql.text import sql_str
 
 if TYPE_CHECKING:
@@ -254,6 +255,26 @@ def _sanity_notes(suspects, peak: dict, per_rank, no_peak: dict, calibrated: boo
     return notes
 
 
+def _capture_notes(ctx: Context) -> list[str]:
+    """A step that captures CUDA/HIP graphs is a capture step: its launches were recorded,
+    their kernels did not run, and its ops count no FLOPs (`op_flops`)."""
+    rows = ctx.run.sql(sql.query("levels.compute", "graph_captures")).fetchall()
+    by_step: dict[int | None, list] = {}
+    for rank, step, caps, launches in rows:
+        by_step.setdefault(step, []).append((rank, caps, launches))
+    notes = []
+    for step, rs in sorted(by_step.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+        caps, launches = sum(r[1] for r in rs), sum(r[2] for r in rs)
+        where = f"step {step}" if step is not None else "outside the steps"
+        notes.append(
+            f"graph capture {where} (rank {ranges(sorted({r[0] for r in rs}))}): "
+            f"{caps} capture{'s' if caps != 1 else ''}, {launches} kernel launches recorded "
+            "into CUDA/HIP graphs, not run — a capture step, not idle time; its ops count "
+            "no FLOPs (the graph's replays do the work)"
+        )
+    return notes
+
+
 @dataclass
 class ComputeFacts:
     ranks: list[dict[str, Any]]  # per rank: mfu, hfu, gemm_efficiency, FLOPs, host-bound …
@@ -331,6 +352,7 @@ def facts(ctx: Context) -> ComputeFacts:
         }
         per_rank.append(row)
     notes = _sanity_notes(suspects, peak, per_rank, no_peak, calibrated=ctx.cpu)
+    notes += _capture_notes(ctx)
     for row in per_rank:
         row.pop("_over_peak", None)
     mfu = mean(r.get("mfu") for r in per_rank)

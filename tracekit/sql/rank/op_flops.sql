@@ -4,6 +4,10 @@
 -- innermost such op on its thread (tracekit/opscan.py), with its FLOPs from the shapes
 -- and the device time of the kernels it launched. Ops whose FLOPs the trace cannot give
 -- are kept with flops NULL and flops_note saying why: they are the "not counted" figure.
+-- Ops inside a CUDA/HIP graph capture (between `cudaStreamBeginCapture` and
+-- `cudaStreamEndCapture` on their thread, `hip…` alike; a capture never ended runs to the
+-- trace's end) are not here: their launches were recorded into a graph, their kernels did
+-- not run, so they did no work (the graph's replays do it, with no op above them).
 -- @column rank: global rank
 -- @column tid: thread the op ran on
 -- @column name: aten op name
@@ -20,9 +24,26 @@
 -- @column device_ns: time the work took: kernel_ns on GPU runs, dur_ns on CPU runs
 -- @column achieved_flops_per_s: flops ÷ device_ns
 CREATE OR REPLACE VIEW op_flops AS
-WITH o AS (
-    SELECT row_number() OVER () AS op_id, *, ts_ns + dur_ns AS end_ns FROM _ops
-    WHERE innermost
+WITH capture_calls AS (
+    SELECT rank, tid, ts_ns, regexp_matches(name::VARCHAR, 'StreamBeginCapture') AS begins
+    FROM events
+    WHERE kind = 'runtime'
+      AND regexp_matches(name::VARCHAR, '^(cuda|hip)Stream(BeginCapture|EndCapture)')
+),
+captures AS (  -- each begin to the first end after it on its thread
+    SELECT b.rank, b.tid, b.ts_ns AS start_ns,
+           coalesce(min(e.ts_ns), 9223372036854775807) AS end_ns
+    FROM capture_calls b LEFT JOIN capture_calls e
+      ON e.rank = b.rank AND e.tid = b.tid AND NOT e.begins AND e.ts_ns > b.ts_ns
+    WHERE b.begins
+    GROUP BY ALL
+),
+o AS (
+    SELECT row_number() OVER () AS op_id, *, ts_ns + dur_ns AS end_ns FROM _ops x
+    WHERE innermost AND NOT EXISTS (
+        SELECT 1 FROM captures c
+        WHERE c.rank = x.rank AND c.tid = x.tid AND x.ts_ns BETWEEN c.start_ns AND c.end_ns
+    )
 ),
 launches AS (
     SELECT r.rank, r.tid, r.ts_ns AS launch_ns, k.dur_ns AS k_dur, k.name::VARCHAR AS k_name
