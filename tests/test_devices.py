@@ -134,3 +134,23 @@ def test_device_events_of_an_unmodeled_accelerator_are_named_with_their_count(tm
     reason = "device events of a kind tracekit does not model (mtia_ccp_events)"
     assert report["run"]["skipped_events"] == {reason: n_dev}
     assert report["run"]["device"].startswith("mtia (not modeled")
+
+
+def test_a_trace_that_only_captures_is_not_idle_or_uncounted_work(tmp_path):
+    """One step that captures 6 GEMMs into a graph, no device events at all (the kernels
+    never ran): no FLOPs, nothing "not counted", no "device idle for unknown reasons"
+    finding — the note names the capture step."""
+    b = TraceBuilder(rank=0, world_size=1)
+    b.step(1, 0.0, STEP_US)
+    b.x("cudaStreamBeginCapture", "cuda_runtime", 50.0, 3.0)
+    for i in range(6):
+        _mm(b, 100 + i * 500, None)
+    b.x("cudaStreamEndCapture", "cuda_runtime", 4000.0, 3.0)
+    b.write(tmp_path / "caponly" / "rank0.json")
+    with tracekit.open(tmp_path / "caponly") as run:
+        report = full_report(run)
+    s = report["summary"]
+    assert s["mfu"] is None and not s["uncounted_compute_fraction"]
+    assert "TK-C203" not in {f["code"] for f in report["findings"]}
+    assert any("graph capture step 1" in n and "capture step" in n
+               for n in report["levels"][1]["notes"])  # fmt: skip

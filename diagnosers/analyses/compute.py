@@ -255,6 +255,19 @@ def _sanity_notes(suspects, peak: dict, per_rank, no_peak: dict, calibrated: boo
     return notes
 
 
+def _capture_steps(ctx: Context) -> dict[int, int]:
+    """Per rank: its analysed steps in which a CUDA/HIP graph capture starts."""
+    spans = sql.query("levels.compute", "capture_spans")
+    src = (
+        "SELECT s.rank, s.step, s.ts_ns FROM steps s JOIN (" + spans + ") c "
+        "ON c.rank = s.rank AND c.start_ns BETWEEN s.ts_ns AND s.end_ns"
+    )
+    rows = ctx.run.sql(
+        f"SELECT rank, count(DISTINCT step) FROM ({W.starting_in(src, ctx.windows)}) GROUP BY 1"
+    ).fetchall()
+    return dict(rows)
+
+
 def _capture_notes(ctx: Context) -> list[str]:
     """A step that captures CUDA/HIP graphs is a capture step: its launches were recorded,
     their kernels did not run, and its ops count no FLOPs (`op_flops`)."""
@@ -310,12 +323,14 @@ def facts(ctx: Context) -> ComputeFacts:
     hb = {} if ctx.cpu else _host_bound(ctx)
     unc = U.facts(ctx)
     shapes = _shapes_recorded(ctx)
+    capturing = _capture_steps(ctx)
     per_rank = []
     for r in ctx.ranks:
         rank, win_s = r.rank, r.window_ms * 1e-3
         f = flops.get(rank)
         steps = max(r.steps, 1)
         row: dict = {"rank": rank, "uncounted_compute_fraction": unc.by_rank.get(rank)}
+        row["capture_step_fraction"] = min(1.0, capturing.get(rank, 0) / steps)
         if f:
             model = {c: 3 * v for c, v in f["fwd"].items()} if f["bwd"] else f["fwd"]
             mfu = _at_peak(model, peak) / win_s if win_s and peak else None

@@ -230,3 +230,25 @@ FROM spans c LEFT JOIN events r
  AND regexp_matches(r.name::VARCHAR, 'Launch(Kernel|CooperativeKernel)')
 GROUP BY ALL
 ORDER BY ALL
+
+-- @query capture_spans
+-- Each CUDA/HIP graph capture: `cudaStreamBeginCapture` to the first
+-- `cudaStreamEndCapture` after it on its thread (`hip…` alike; never ended: to the end of
+-- time). Ops starting inside one were recorded into a graph, not run.
+-- @column rank: global rank
+-- @column tid: the capturing thread
+-- @column start_ns: the begin call's start
+-- @column end_ns: the end call's start
+WITH calls AS (
+    SELECT rank, tid, ts_ns, regexp_matches(name::VARCHAR, 'StreamBeginCapture') AS begins
+    FROM events
+    WHERE kind = 'runtime'
+      AND regexp_matches(name::VARCHAR, '^(cuda|hip)Stream(BeginCapture|EndCapture)')
+)
+SELECT b.rank, b.tid, b.ts_ns AS start_ns,
+       coalesce(min(e.ts_ns), 9223372036854775807) AS end_ns
+FROM calls b LEFT JOIN calls e
+  ON e.rank = b.rank AND e.tid = b.tid AND NOT e.begins AND e.ts_ns > b.ts_ns
+WHERE b.begins
+GROUP BY ALL
+ORDER BY ALL
