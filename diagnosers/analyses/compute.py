@@ -271,7 +271,8 @@ def _capture_steps(ctx: Context) -> dict[int, int]:
 def _capture_notes(ctx: Context) -> list[str]:
     """A step that captures CUDA/HIP graphs is a capture step: its launches were recorded,
     their kernels did not run, and its ops count no FLOPs (`op_flops`)."""
-    rows = ctx.run.sql(sql.query("levels.compute", "graph_captures")).fetchall()
+    spans = sql.query("levels.compute", "capture_spans")
+    rows = ctx.run.sql(sql.query("levels.compute", "graph_captures", spans=spans)).fetchall()
     by_step: dict[int | None, list] = {}
     for rank, step, caps, launches in rows:
         by_step.setdefault(step, []).append((rank, caps, launches))

@@ -199,32 +199,18 @@ GROUP BY g.rank, why, op, kn.name
 ORDER BY ALL
 
 -- @query graph_captures
--- CUDA/HIP graph captures per rank and step: `cudaStreamBeginCapture` … `cudaStreamEndCapture`
--- (`hip…` alike) on one thread, a capture never ended running to the trace's end, and the
--- kernel launches recorded inside them (their kernels do not run then; `op_flops` leaves
--- their ops out). A capture before the first step has step NULL.
+-- CUDA/HIP graph captures per rank and step, and the kernel launches recorded inside them
+-- (their kernels do not run then; `op_flops` leaves their ops out). A capture before the
+-- first step has step NULL. Placeholder {spans}: the `capture_spans` query.
 -- @column rank: global rank
 -- @column step: the ProfilerStep the capture starts in (NULL: outside every step)
 -- @column captures: captures that start in it
 -- @column launches: kernel launch calls inside them
-WITH calls AS (
-    SELECT rank, tid, ts_ns, regexp_matches(name::VARCHAR, 'StreamBeginCapture') AS begins
-    FROM events
-    WHERE kind = 'runtime'
-      AND regexp_matches(name::VARCHAR, '^(cuda|hip)Stream(BeginCapture|EndCapture)')
-), spans AS (
-    SELECT b.rank, b.tid, b.ts_ns AS start_ns,
-           coalesce(min(e.ts_ns), 9223372036854775807) AS end_ns
-    FROM calls b LEFT JOIN calls e
-      ON e.rank = b.rank AND e.tid = b.tid AND NOT e.begins AND e.ts_ns > b.ts_ns
-    WHERE b.begins
-    GROUP BY ALL
-)
 SELECT c.rank, (SELECT min(s.step) FROM steps s WHERE s.rank = c.rank
                 AND c.start_ns BETWEEN s.ts_ns AND s.end_ns) AS step,
        count(DISTINCT c.start_ns) AS captures,
        count(r.ts_ns) AS launches
-FROM spans c LEFT JOIN events r
+FROM ({spans}) c LEFT JOIN events r
   ON r.rank = c.rank AND r.tid = c.tid AND r.kind = 'runtime'
  AND r.ts_ns BETWEEN c.start_ns AND c.end_ns
  AND regexp_matches(r.name::VARCHAR, 'Launch(Kernel|CooperativeKernel)')
@@ -234,7 +220,8 @@ ORDER BY ALL
 -- @query capture_spans
 -- Each CUDA/HIP graph capture: `cudaStreamBeginCapture` to the first
 -- `cudaStreamEndCapture` after it on its thread (`hip…` alike; never ended: to the end of
--- time). Ops starting inside one were recorded into a graph, not run.
+-- time). Ops starting inside one were recorded into a graph, not run (`rank.op_flops`
+-- spells the same spans at ingest).
 -- @column rank: global rank
 -- @column tid: the capturing thread
 -- @column start_ns: the begin call's start

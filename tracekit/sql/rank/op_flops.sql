@@ -30,7 +30,7 @@ WITH capture_calls AS (
     WHERE kind = 'runtime'
       AND regexp_matches(name::VARCHAR, '^(cuda|hip)Stream(BeginCapture|EndCapture)')
 ),
-captures AS (  -- each begin to the first end after it on its thread
+captures AS (  -- each begin to the first end after it (levels.compute:capture_spans)
     SELECT b.rank, b.tid, b.ts_ns AS start_ns,
            coalesce(min(e.ts_ns), 9223372036854775807) AS end_ns
     FROM capture_calls b LEFT JOIN capture_calls e
