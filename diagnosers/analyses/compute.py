@@ -310,6 +310,9 @@ class ComputeFacts:
     notes: list[str] = field(default_factory=list)
     null_reasons: dict[str, str] = field(default_factory=dict)
     uncounted: U.UncountedFacts | None = None  # compute time whose FLOPs are unknown
+    # rank → share of its analysed steps that capture CUDA/HIP graphs (launches recorded,
+    # kernels not run): not a report figure, it tells the idle rule what the idle is
+    capture_step_fraction: dict[int, float] = field(default_factory=dict)
 
     @property
     def uncounted_compute_fraction(self) -> float | None:
@@ -331,7 +334,6 @@ def facts(ctx: Context) -> ComputeFacts:
         f = flops.get(rank)
         steps = max(r.steps, 1)
         row: dict = {"rank": rank, "uncounted_compute_fraction": unc.by_rank.get(rank)}
-        row["capture_step_fraction"] = min(1.0, capturing.get(rank, 0) / steps)
         if f:
             model = {c: 3 * v for c, v in f["fwd"].items()} if f["bwd"] else f["fwd"]
             mfu = _at_peak(model, peak) / win_s if win_s and peak else None
@@ -417,6 +419,9 @@ def facts(ctx: Context) -> ComputeFacts:
                 "non-transformer work, or ops without recorded shapes explain the difference"
             )
     return ComputeFacts(
+        capture_step_fraction={
+            r.rank: min(1.0, capturing.get(r.rank, 0) / max(r.steps, 1)) for r in ctx.ranks
+        },
         ranks=per_rank,
         top_ops=merge_top_ops(top_ops(groups, peak, limit=None), unc.top_ops + unc.other_ops),
         peak_flops_by_dtype={str(c): v for c, v in peak.items()},

@@ -38,7 +38,7 @@ class DeviceIdle(Rule):
             return  # a pipeline's idle time is its bubble (scaling.pipeline_bubble)
         flagged = []
         for r in ctx.compute.ranks:
-            if (r.get("capture_step_fraction") or 0) >= 1:
+            if ctx.compute.capture_step_fraction.get(r["rank"], 0) >= 1:
                 continue  # capture steps: launches recorded, not run (compute's note)
             unexplained = (r["idle_fraction"] or 0) - (r["host_bound_fraction"] or 0)
             if unexplained >= self.warn:

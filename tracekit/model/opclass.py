@@ -77,7 +77,7 @@ _CUTLASS_WRAPPERS = ("kernel", "kernel2", "device_kernel")
 
 
 def _mangled_head(name: str) -> str:
-    """`_ZN2ck6device9kernel_xI…` → `ck::device::kernel_x`: the Itanium nested-name prefix
+    """`_ZN2ck6device8kernel_xI…` → `ck::device::kernel_x`: the Itanium nested-name prefix
     of a mangled name (source names only; enough to read a kernel's family)."""
     i = 3 if name.startswith("_ZN") else 2
     parts = []
