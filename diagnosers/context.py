@@ -74,9 +74,10 @@ class Context:
         return self.run.manifest
 
     @cached_property
-    def _device(self) -> tuple[str | None, int | None, bool]:
+    def _device(self) -> tuple:
+        """(name, memory, has device events, compute capability, SMs)."""
         rows = self.run.sql(sql.query("levels.run", "device")).fetchall()
-        return rows[0] if rows else (None, None, False)
+        return rows[0] if rows else (None, None, False, None, None)
 
     @property
     def cpu(self) -> bool:
@@ -86,8 +87,8 @@ class Context:
     @cached_property
     def spec(self) -> DeviceSpec | None:
         """The device's row of the spec table, with the user's overrides applied."""
-        name, mem, has_dev = self._device
-        spec = hardware.lookup(name, mem) if has_dev else None
+        name, mem, has_dev, cc, sms = self._device
+        spec = hardware.lookup(name, mem, cc, sms) if has_dev else None
         o = self.overrides
         if spec is not None and o.device_memory_GB:
             spec = replace(spec, memory_bytes=o.device_memory_GB * 1e9)

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_TRACES = ROOT.parent / "shared" / "traces"
+# ../shared/traces beside the checkout; TRACEKIT_SHARED_TRACES names it elsewhere (a worktree)
+SHARED_TRACES = Path(os.environ.get("TRACEKIT_SHARED_TRACES") or ROOT.parent / "shared" / "traces")
 
 # Reference values Holistic Trace Analysis 0.5.0 reports (shared/traces/README.md):
 # trace -> rank -> (idle %, compute %, non-compute %, overlap %)

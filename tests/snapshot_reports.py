@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -28,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared" / "traces"
+SHARED = Path(os.environ.get("TRACEKIT_SHARED_TRACES") or ROOT.parent / "shared" / "traces")
 SAMPLES = ROOT / "sample_traces"
 
 # window options analysed for every run

@@ -24,6 +24,7 @@ class TraceBuilder:
     world_size: int = 1
     backend: str = "nccl"
     device_name: str | None = "NVIDIA H100 80GB HBM3"
+    device_props: dict | None = None  # deviceProperties fields over the H100's below
     pg_config: list[dict] | None = None
     base_ns: int | None = BASE_NS
     events: list[dict] = field(default_factory=list)
@@ -175,8 +176,9 @@ class TraceBuilder:
                     "computeMinor": 0,
                     "numSms": 132,
                 }
+                | (self.device_props or {})
             ]
-            if self.device_name
+            if self.device_name is not None or self.device_props
             else []
         )
         if self.rank is not None:

@@ -12,7 +12,9 @@
   executed: forward, backward as run (output masks, flash backward 2.5×), recompute.
 - GEMM efficiency = time at peak of the ops that have device time ÷ that device time:
   how fast the kernels themselves run, whatever the idle time around them. An op whose
-  count would put it above its peak is left out and named in a note: its count is suspect.
+  count would put it above its peak is left out and named in a note: a Winograd
+  convolution (its kernels `*winograd*` do fewer multiplies than the exact count: Lavin &
+  Gray 2016, F(4x4, 3x3) 4x fewer), else a suspect count.
 - not counted: ops of the table whose FLOPs the trace cannot give (a missing argument),
   with their device time — never guessed.
 - host-bound time: a device gap (no kernel, memcpy or memset on any stream) before a
@@ -35,6 +37,7 @@ from tracekit.metrics import windows as W
 from tracekit.metrics.breakdown import host_bound_sql
 from tracekit.model.flops import transformer_flops_per_token
 from tracekit.model.hardware import dtype_class
+from tracekit.model.ranks import ranges
 from tracekit.sql.text import sql_str
 
 if TYPE_CHECKING:
@@ -111,7 +114,8 @@ def _op_groups(ctx: Context) -> tuple[list[dict], dict, str, dict]:
         else "SELECT NULL AS dtype, false AS tf32, NULL AS peak"
     )
     rows = ctx.run.sql(sql.query("levels.compute", "op_groups", ops=ops, peaks=p)).fetchall()
-    keys = ("rank", "name", "dtype", "tf32", "phase", "suspect", "n", "n_null", "flops")
+    keys = ("rank", "name", "dtype", "tf32", "phase", "suspect", "winograd", "n", "n_null")
+    keys += ("flops",)
     keys += ("timed_flops", "device_ns", "null_device_ns", "note", "max_peak_ratio")
     groups = [dict(zip(keys, r, strict=True)) for r in rows]
     for g in groups:
@@ -119,13 +123,15 @@ def _op_groups(ctx: Context) -> tuple[list[dict], dict, str, dict]:
     return groups, peak, src, missing
 
 
-def _suspects(groups: list[dict]) -> dict[tuple[str, str | None], float]:
-    """(op, class) → the worst ratio to the peak among its ops that ran faster than it."""
-    out: dict[tuple[str, str | None], float] = {}
+def _suspects(groups: list[dict]) -> dict[tuple[str, str | None], tuple[float, bool]]:
+    """(op, class) → (the worst ratio to the peak among its ops that ran faster than it,
+    whether every such op ran a Winograd convolution)."""
+    out: dict[tuple[str, str | None], tuple[float, bool]] = {}
     for g in groups:
         if g["suspect"]:
             key = (g["name"], g["cls"])
-            out[key] = max(out.get(key, 0.0), g["max_peak_ratio"] or 0.0)
+            ratio, wino = out.get(key, (0.0, True))
+            out[key] = (max(ratio, g["max_peak_ratio"] or 0.0), wino and bool(g["winograd"]))
     return out
 
 
@@ -222,13 +228,19 @@ def _sanity_notes(suspects, peak: dict, per_rank, no_peak: dict, calibrated: boo
     """An efficiency above 100% is a counting bug (or, against a measured calibration, a
     peak measured too low): never a figure, always a note naming the op."""
     notes = []
-    for (name, cls), ratio in sorted(suspects.items()):
-        why = (
-            "the calibration's matmul measured this machine's peak too low"
-            if calibrated
-            else "its FLOP count is suspect (shapes or arguments misread, or kernels "
-            "missing from the trace)"
-        )
+    for (name, cls), (ratio, winograd) in sorted(suspects.items()):
+        if winograd:  # the count is exact: the algorithm does fewer multiplies than it
+            why = (
+                "those ops ran Winograd convolution kernels, which compute it with "
+                "fewer multiplies than its FLOP count (the count is exact)"
+            )
+        elif calibrated:
+            why = "the calibration's matmul measured this machine's peak too low"
+        else:
+            why = (
+                "its FLOP count is suspect (shapes or arguments misread, or kernels "
+                "missing from the trace)"
+            )
         notes.append(
             f"{name} ({cls}) runs at up to {ratio:.0%} of the {peak[cls] / 1e12:.2f} TFLOP/s "
             f"{cls} peak: {why}; left out of GEMM efficiency"
@@ -240,6 +252,40 @@ def _sanity_notes(suspects, peak: dict, per_rank, no_peak: dict, calibrated: boo
     for cls, why in sorted(no_peak.items()):
         if cls in counted:
             notes.append(f"MFU leaves out {cls} FLOPs: {why}")
+    return notes
+
+
+def _capture_steps(ctx: Context) -> dict[int, int]:
+    """Per rank: its analysed steps in which a CUDA/HIP graph capture starts."""
+    spans = sql.query("levels.compute", "capture_spans")
+    src = (
+        "SELECT s.rank, s.step, s.ts_ns FROM steps s JOIN (" + spans + ") c "
+        "ON c.rank = s.rank AND c.start_ns BETWEEN s.ts_ns AND s.end_ns"
+    )
+    rows = ctx.run.sql(
+        f"SELECT rank, count(DISTINCT step) FROM ({W.starting_in(src, ctx.windows)}) GROUP BY 1"
+    ).fetchall()
+    return dict(rows)
+
+
+def _capture_notes(ctx: Context) -> list[str]:
+    """A step that captures CUDA/HIP graphs is a capture step: its launches were recorded,
+    their kernels did not run, and its ops count no FLOPs (`op_flops`)."""
+    spans = sql.query("levels.compute", "capture_spans")
+    rows = ctx.run.sql(sql.query("levels.compute", "graph_captures", spans=spans)).fetchall()
+    by_step: dict[int | None, list] = {}
+    for rank, step, caps, launches in rows:
+        by_step.setdefault(step, []).append((rank, caps, launches))
+    notes = []
+    for step, rs in sorted(by_step.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+        caps, launches = sum(r[1] for r in rs), sum(r[2] for r in rs)
+        where = f"step {step}" if step is not None else "outside the steps"
+        notes.append(
+            f"graph capture {where} (rank {ranges(sorted({r[0] for r in rs}))}): "
+            f"{caps} capture{'s' if caps != 1 else ''}, {launches} kernel launches recorded "
+            "into CUDA/HIP graphs, not run — a capture step, not idle time; its ops count "
+            "no FLOPs (the graph's replays do the work)"
+        )
     return notes
 
 
@@ -264,6 +310,9 @@ class ComputeFacts:
     notes: list[str] = field(default_factory=list)
     null_reasons: dict[str, str] = field(default_factory=dict)
     uncounted: U.UncountedFacts | None = None  # compute time whose FLOPs are unknown
+    # rank → share of its analysed steps that capture CUDA/HIP graphs (launches recorded,
+    # kernels not run): not a report figure, it tells the idle rule what the idle is
+    capture_step_fraction: dict[int, float] = field(default_factory=dict)
 
     @property
     def uncounted_compute_fraction(self) -> float | None:
@@ -278,6 +327,7 @@ def facts(ctx: Context) -> ComputeFacts:
     hb = {} if ctx.cpu else _host_bound(ctx)
     unc = U.facts(ctx)
     shapes = _shapes_recorded(ctx)
+    capturing = _capture_steps(ctx)
     per_rank = []
     for r in ctx.ranks:
         rank, win_s = r.rank, r.window_ms * 1e-3
@@ -320,6 +370,7 @@ def facts(ctx: Context) -> ComputeFacts:
         }
         per_rank.append(row)
     notes = _sanity_notes(suspects, peak, per_rank, no_peak, calibrated=ctx.cpu)
+    notes += _capture_notes(ctx)
     for row in per_rank:
         row.pop("_over_peak", None)
     mfu = mean(r.get("mfu") for r in per_rank)
@@ -368,6 +419,9 @@ def facts(ctx: Context) -> ComputeFacts:
                 "non-transformer work, or ops without recorded shapes explain the difference"
             )
     return ComputeFacts(
+        capture_step_fraction={
+            r.rank: min(1.0, capturing.get(r.rank, 0) / max(r.steps, 1)) for r in ctx.ranks
+        },
         ranks=per_rank,
         top_ops=merge_top_ops(top_ops(groups, peak, limit=None), unc.top_ops + unc.other_ops),
         peak_flops_by_dtype={str(c): v for c, v in peak.items()},

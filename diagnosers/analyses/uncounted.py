@@ -222,7 +222,10 @@ def _cpu(ctx: Context) -> UncountedFacts:
             params={"names": names},
         ).fetchall()
         cover: dict[tuple[int, int], int] = {}
+        captures = ctx.run.sql(sql.query("levels.compute", "capture_spans")).fetchall()
         for rank, tid, name, ts, dur in cand:
+            if any(c[0] == rank and c[1] == tid and c[2] <= ts <= c[3] for c in captures):
+                continue  # recorded into a CUDA graph, not run: no work (op_flops)
             end = ts + dur
             starts, ends = table.get((rank, tid), ([], []))
             i = bisect.bisect_left(starts, end) - 1

@@ -37,7 +37,10 @@ class DeviceIdle(Rule):
         if ctx.pipeline is not None:
             return  # a pipeline's idle time is its bubble (scaling.pipeline_bubble)
         flagged = []
+        capturing = getattr(ctx.compute, "capture_step_fraction", None) or {}
         for r in ctx.compute.ranks:
+            if capturing.get(r["rank"], 0) >= 1:
+                continue  # capture steps: launches recorded, not run (compute's note)
             unexplained = (r["idle_fraction"] or 0) - (r["host_bound_fraction"] or 0)
             if unexplained >= self.warn:
                 flagged.append((r, unexplained))

@@ -14,6 +14,13 @@ def run_info(run: Run) -> RunInfo:
     devices = {r[3] for r in rows if r[3]}
     steps = [s for (s,) in run.sql(sql.query("report.run_info", "steps")).fetchall()]
     sel = run.rank_selection
+    # a run whose only device events are of a kind tracekit does not model is not a CPU
+    # run: name the accelerator (tables.UNMODELED_DEVICE), its events are in skipped_events
+    unmodeled = sorted({
+        why.rsplit("(", 1)[-1].split("_")[0].rstrip(")")
+        for why in run.skipped_events if why.startswith("device events of a kind")
+    })  # fmt: skip
+    cpu = "cpu" if not unmodeled else f"{'/'.join(unmodeled)} (not modeled: read as a CPU run)"
     return RunInfo(
         path=str(run.root),
         # the traces' world size, else the number of ranks they hold (all, when chosen)
@@ -23,7 +30,7 @@ def run_info(run: Run) -> RunInfo:
         device=(
             devices.pop()
             if len(devices) == 1
-            else (sorted(devices) if devices else ("cpu" if not any(r[4] for r in rows) else None))
+            else (sorted(devices) if devices else (cpu if not any(r[4] for r in rows) else None))
         ),
         steps=steps,
         # health (tracekit.store.health): what the figures do not cover

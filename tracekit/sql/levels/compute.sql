@@ -17,6 +17,7 @@ SELECT DISTINCT dtype, tf32 FROM ({ops})
 -- @column tf32: a TF32 kernel ran it
 -- @column phase: forward, backward or optimizer
 -- @column suspect: it ran faster than its dtype's peak
+-- @column winograd: its kernels include a Winograd convolution (fewer multiplies than its FLOPs)
 -- @column n: ops
 -- @column n_null: ops whose FLOPs the trace cannot give
 -- @column flops: their FLOPs
@@ -27,7 +28,7 @@ SELECT DISTINCT dtype, tf32 FROM ({ops})
 -- @column max_peak_ratio: the fastest op's achieved FLOP/s ÷ peak
 WITH f AS ({ops}), p AS ({peaks})
 SELECT f.rank, f.name, f.dtype, f.tf32, f.phase,
-       coalesce(f.achieved_flops_per_s > p.peak, false) AS suspect, count(*) AS n,
+       coalesce(f.achieved_flops_per_s > p.peak, false) AS suspect, f.winograd, count(*) AS n,
        count(*) FILTER (f.flops IS NULL) AS n_null, sum(f.flops) AS flops,
        sum(f.flops) FILTER (f.device_ns > 0) AS timed_flops,
        sum(f.device_ns) FILTER (f.flops IS NOT NULL) AS device_ns,
@@ -195,4 +196,46 @@ SELECT g.rank, why, op, kn.name AS kernel, min(note) AS note, sum(ns) AS ns,
        sum(n)::BIGINT AS n, count(op_key) AS ops
 FROM g JOIN kn USING (kid)
 GROUP BY g.rank, why, op, kn.name
+ORDER BY ALL
+
+-- @query graph_captures
+-- CUDA/HIP graph captures per rank and step, and the kernel launches recorded inside them
+-- (their kernels do not run then; `op_flops` leaves their ops out). A capture before the
+-- first step has step NULL. Placeholder {spans}: the `capture_spans` query.
+-- @column rank: global rank
+-- @column step: the ProfilerStep the capture starts in (NULL: outside every step)
+-- @column captures: captures that start in it
+-- @column launches: kernel launch calls inside them
+SELECT c.rank, (SELECT min(s.step) FROM steps s WHERE s.rank = c.rank
+                AND c.start_ns BETWEEN s.ts_ns AND s.end_ns) AS step,
+       count(DISTINCT c.start_ns) AS captures,
+       count(r.ts_ns) AS launches
+FROM ({spans}) c LEFT JOIN events r
+  ON r.rank = c.rank AND r.tid = c.tid AND r.kind = 'runtime'
+ AND r.ts_ns BETWEEN c.start_ns AND c.end_ns
+ AND regexp_matches(r.name::VARCHAR, 'Launch(Kernel|CooperativeKernel)')
+GROUP BY ALL
+ORDER BY ALL
+
+-- @query capture_spans
+-- Each CUDA/HIP graph capture: `cudaStreamBeginCapture` to the first
+-- `cudaStreamEndCapture` after it on its thread (`hip…` alike; never ended: to the end of
+-- time). Ops starting inside one were recorded into a graph, not run (`rank.op_flops`
+-- spells the same spans at ingest).
+-- @column rank: global rank
+-- @column tid: the capturing thread
+-- @column start_ns: the begin call's start
+-- @column end_ns: the end call's start
+WITH calls AS (
+    SELECT rank, tid, ts_ns, regexp_matches(name::VARCHAR, 'StreamBeginCapture') AS begins
+    FROM events
+    WHERE kind = 'runtime'
+      AND regexp_matches(name::VARCHAR, '^(cuda|hip)Stream(BeginCapture|EndCapture)')
+)
+SELECT b.rank, b.tid, b.ts_ns AS start_ns,
+       coalesce(min(e.ts_ns), 9223372036854775807) AS end_ns
+FROM calls b LEFT JOIN calls e
+  ON e.rank = b.rank AND e.tid = b.tid AND NOT e.begins AND e.ts_ns > b.ts_ns
+WHERE b.begins
+GROUP BY ALL
 ORDER BY ALL

@@ -6,8 +6,12 @@
 -- @column device_name: the device's name from the trace header
 -- @column device_memory_bytes: its memory, bytes
 -- @column has_device_events: some rank has kernels, memcpys or memsets
+-- @column device_compute_capability: its compute capability (computeMajor.computeMinor)
+-- @column device_sms: its SM (CU) count, numSms
 SELECT device_name, max(device_memory_bytes) AS device_memory_bytes,
-       bool_or(has_device_events) AS has_device_events
+       bool_or(has_device_events) AS has_device_events,
+       min(device_compute_capability) AS device_compute_capability,
+       max(device_sms) AS device_sms
 FROM rank_info GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1
 
 -- @query hosts

@@ -4,6 +4,10 @@
 -- innermost such op on its thread (tracekit/opscan.py), with its FLOPs from the shapes
 -- and the device time of the kernels it launched. Ops whose FLOPs the trace cannot give
 -- are kept with flops NULL and flops_note saying why: they are the "not counted" figure.
+-- Ops inside a CUDA/HIP graph capture (between `cudaStreamBeginCapture` and
+-- `cudaStreamEndCapture` on their thread, `hip…` alike; a capture never ended runs to the
+-- trace's end) are not here: their launches were recorded into a graph, their kernels did
+-- not run, so they did no work (the graph's replays do it, with no op above them).
 -- @column rank: global rank
 -- @column tid: thread the op ran on
 -- @column name: aten op name
@@ -14,15 +18,33 @@
 -- @column dtype: first input tensor dtype as traced (c10::BFloat16, float …)
 -- @column phase: forward, backward (inside an autograd node: gradients and activation recompute) or optimizer
 -- @column tf32: an fp32 op that ran on TF32 tensor cores: a launched kernel named *tf32* / *s1688* or, for convolutions, cuDNN's allow_tf32 argument
+-- @column winograd: a launched kernel is a Winograd convolution (*winograd*: cuDNN's `…winograd…4x4_3x3`, `winogradForwardData4x4`): it does fewer multiplies than the convolution's FLOPs, so its speed may pass the peak with an exact count
 -- @column kernels: compute kernels launched inside the op (communication kernels excluded; 0 on CPU runs)
 -- @column kernel_ns: summed duration of those kernels (GPU), ns
 -- @column device_ns: time the work took: kernel_ns on GPU runs, dur_ns on CPU runs
 -- @column achieved_flops_per_s: flops ÷ device_ns
 -- @column work_ns: where its work runs: the start of its first launched kernel (GPU), else the op's start — the time a window counts its FLOPs by, as it counts the kernels' time (`tracekit.metrics.windows.ops_in`)
 CREATE OR REPLACE VIEW op_flops AS
-WITH o AS (
-    SELECT row_number() OVER () AS op_id, *, ts_ns + dur_ns AS end_ns FROM _ops
-    WHERE innermost
+WITH capture_calls AS (
+    SELECT rank, tid, ts_ns, regexp_matches(name::VARCHAR, 'StreamBeginCapture') AS begins
+    FROM events
+    WHERE kind = 'runtime'
+      AND regexp_matches(name::VARCHAR, '^(cuda|hip)Stream(BeginCapture|EndCapture)')
+),
+captures AS (  -- each begin to the first end after it (levels.compute:capture_spans)
+    SELECT b.rank, b.tid, b.ts_ns AS start_ns,
+           coalesce(min(e.ts_ns), 9223372036854775807) AS end_ns
+    FROM capture_calls b LEFT JOIN capture_calls e
+      ON e.rank = b.rank AND e.tid = b.tid AND NOT e.begins AND e.ts_ns > b.ts_ns
+    WHERE b.begins
+    GROUP BY ALL
+),
+o AS (
+    SELECT row_number() OVER () AS op_id, *, ts_ns + dur_ns AS end_ns FROM _ops x
+    WHERE innermost AND NOT EXISTS (
+        SELECT 1 FROM captures c
+        WHERE c.rank = x.rank AND c.tid = x.tid AND x.ts_ns BETWEEN c.start_ns AND c.end_ns
+    )
 ),
 launches AS (
     SELECT r.rank, r.tid, r.ts_ns AS launch_ns, k.ts_ns AS k_ts, k.dur_ns AS k_dur,
@@ -41,14 +63,15 @@ inside AS (
 ),
 k AS (
     SELECT o.op_id, count(l.k_dur) AS kernels, sum(l.k_dur) AS kernel_ns, min(l.k_ts) AS k_first,
-           coalesce(bool_or(regexp_matches(l.k_name, 'tf32|s1688', 'i')), false) AS tf32_kernel
+           coalesce(bool_or(regexp_matches(l.k_name, 'tf32|s1688', 'i')), false) AS tf32_kernel,
+           coalesce(bool_or(regexp_matches(l.k_name, 'winograd', 'i')), false) AS winograd
     FROM o LEFT JOIN inside l USING (op_id)
     GROUP BY o.op_id
 )
 SELECT o.rank, o.tid, o.name, o.ts_ns, o.dur_ns, o.flops, o.flops_note, o.dtype, o.phase,
        (o.tf32_arg OR k.tf32_kernel) AND lower(coalesce(o.dtype, '')) IN ('float', 'c10::float')
            AS tf32,
-       coalesce(k.kernels, 0) AS kernels, k.kernel_ns,
+       k.winograd, coalesce(k.kernels, 0) AS kernels, k.kernel_ns,
        CASE WHEN r.has_device_events THEN k.kernel_ns ELSE o.dur_ns END AS device_ns,
        o.flops / nullif(CASE WHEN r.has_device_events THEN k.kernel_ns ELSE o.dur_ns END, 0)
            * 1e9 AS achieved_flops_per_s,
