@@ -63,9 +63,11 @@ def test_a_capture_step_counts_no_flops_and_is_named(tmp_path):
     assert "step 2" in notes[0] and "6 kernel launches" in notes[0]
     assert "capture step" in notes[0]
     s = report["summary"]
-    # MFU over both steps: step 1's FLOPs (forward only: no backward) at the H100's peak
-    window_s = (2 * STEP_US) * 1e-6
-    assert s["flops_per_step"] == 4 * MM_FLOPS / 2
+    # the capture step launched no device work: it is left out of the analysed steps
+    # (named in the run block), so MFU is step 1's FLOPs (forward only) over step 1 alone
+    assert report["run"]["unanalysed_steps"] == {"0": [2]}
+    window_s = STEP_US * 1e-6
+    assert s["flops_per_step"] == 4 * MM_FLOPS
     assert s["mfu"] == pytest.approx(4 * MM_FLOPS / 989.4e12 / window_s, rel=1e-6)
 
 
