@@ -404,7 +404,10 @@ def to_text(report: Report) -> str:
     for line in verdict_lines(report):
         console.print(f"  {line}", highlight=False, soft_wrap=True)
     for lv in report.levels:
+        said = lv.verdict_reason if lv.verdict == "unknown" else None
         for note in lv.notes:
+            if said and note in said:  # the unknown line above already says it
+                continue
             console.print(f"  note ({lv.level}): {note}", highlight=False, soft_wrap=True)
     for line in uncounted_lines(report):
         console.print(line, highlight=False, soft_wrap=True)
