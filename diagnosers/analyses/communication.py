@@ -154,7 +154,7 @@ def collective_facts(ctx: Context) -> CollectiveFacts:
 def bare_counts(ctx: Context, name: str) -> tuple[float, float]:
     """Per rank-step: instances of `name` with (almost) no compute beside them, and all."""
     rows = W.overlapping(
-        "SELECT *, ts_ns + coalesce(least(wait_ns, dur_ns), 0) AS after_wait_ns "
+        "SELECT *, ts_ns + least(coalesce(wait_ns, 0), dur_ns) AS after_wait_ns "
         "FROM collectives WHERE name = $name",
         ctx.windows,
     )
@@ -169,6 +169,18 @@ def bare_counts(ctx: Context, name: str) -> tuple[float, float]:
     bare, total = ctx.run.sql(query, params={"name": name}).fetchall()[0]
     rank_steps = max(sum(max(r.steps, 1) for r in ctx.ranks), 1)
     return (bare or 0) / rank_steps, (total or 0) / rank_steps
+
+
+def bucket_sizes(ctx: Context, name: str) -> tuple[float | None, float | None]:
+    """The median instance of `name` in the analysed windows: its duration (ms) and its
+    payload (bytes, None where no size is known)."""
+    query = sql.query(
+        "levels.communication",
+        "bucket_sizes",
+        rows=W.starting_in("SELECT * FROM collectives", ctx.windows),
+    )
+    dur, size = ctx.run.sql(query, params={"name": name}).fetchall()[0]
+    return (None if dur is None else dur / 1e6), size
 
 
 @dataclass

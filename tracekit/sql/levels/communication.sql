@@ -9,3 +9,10 @@
 -- @column total: all instances
 SELECT count(*) FILTER (e > s AND e - s - hidden >= 0.9 * (e - s)) AS bare, count(*) AS total
 FROM ({hidden})
+
+-- @query bucket_sizes
+-- The median duration and size of collective $name's instances that start in an analysed
+-- window. Placeholder {rows}: collective rows that start in an analysed window.
+-- @column dur_ns: the median instance's duration, ns
+-- @column bytes: the median instance's payload, bytes (null where no size is known)
+SELECT median(dur_ns) AS dur_ns, median(bytes) AS bytes FROM ({rows}) WHERE name = $name
