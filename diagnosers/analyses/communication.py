@@ -303,6 +303,7 @@ def facts(ctx: Context) -> CommunicationFacts:
                 else "every group sits in one node"
             )
         )
+    notes += group_source_notes(ctx)
     return CommunicationFacts(
         slow=slow,
         slow_limit=limit,
@@ -315,6 +316,34 @@ def facts(ctx: Context) -> CommunicationFacts:
             mean(r.p2p_ms / r.step_ms for r in per_rank if r.step_ms) if pipe else None
         ),
         notes=notes,
+    )
+
+
+_GROUP_SOURCES = {
+    "shapes": "from their shapes (whole buffer ÷ shard)",
+    "pg_config": "from the rank's only process group in pg_config",
+    "world": "the world size (the trace names no group)",
+}
+
+
+def group_source_notes(ctx: Context) -> list[str]:
+    """Where the group sizes the trace does not state came from: shapes, then the
+    process-group table, then the world size."""
+    rows = ctx.run.sql(sql.query("levels.communication", "group_sources")).fetchall()
+    by: dict[str, list[str]] = {}
+    for name, group, source in rows:
+        by.setdefault(source, []).append(f"{name} over {group}")
+    return (
+        [
+            "group sizes the trace does not state: "
+            + "; ".join(
+                ", ".join(dict.fromkeys(v)) + " " + _GROUP_SOURCES[k]
+                for k, v in by.items()
+                if k in _GROUP_SOURCES
+            )
+        ]
+        if by
+        else []
     )
 
 
