@@ -46,6 +46,7 @@ BUILTIN = (
     "memory_above_model:MemoryAboveModel",
     "low_mfu:LowMfu",
     "host_bound:HostBound",
+    "input_bound:InputBound",
     "device_idle:DeviceIdle",
     "slow_collective:SlowCollective",
     "exposed_communication:ExposedCommunication",
