@@ -42,9 +42,7 @@ def loader_idle(ctx: Context) -> dict[int, LoaderIdle]:
         return {}
     hb = dict(
         ctx.run.sql(
-            sql.query(
-                "levels.dataloader", "host_bound_in_loader", windows=ctx.windows, spans=spans
-            )
+            sql.query("levels.dataloader", "host_bound_in_loader", windows=ctx.windows, spans=spans)
         ).fetchall()
     )
     out = {}
