@@ -328,11 +328,14 @@ _GROUP_SOURCES = {
 
 def group_source_notes(ctx: Context) -> list[str]:
     """Where the group sizes the trace does not state came from: shapes, then the
-    process-group table, then the world size."""
+    process-group table, then the world size — said where a size came from the shapes or
+    the world (the rank's only process group is what a reader assumes)."""
     rows = ctx.run.sql(sql.query("levels.communication", "group_sources")).fetchall()
     by: dict[str, list[str]] = {}
     for name, group, source in rows:
         by.setdefault(source, []).append(f"{name} over {group}")
+    if not by.keys() & {"shapes", "world"}:
+        return []
     return (
         [
             "group sizes the trace does not state: "
