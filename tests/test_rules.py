@@ -154,7 +154,7 @@ def _fusion(share: float, other_ms: float):
     from diagnosers.analyses.fusion import RankFusion
 
     f = RankFusion(rank=0, compute_ms=other_ms / share, other_ms=other_ms, top=[("k", other_ms)])
-    return NS(fusion={0: f}, step_ms=100.0, compute=NS(mfu=0.12))
+    return NS(fusion={0: f}, step_ms=100.0, compute=NS(mfu=0.12, gemm_efficiency=0.6))
 
 
 CASES += [
@@ -166,6 +166,11 @@ CASES += [
     ("TK-C205", _fusion(0.8, 60.0), ["critical"]),
     ("TK-C205", _fusion(0.49, 40.0), []),
     ("TK-C205", _fusion(0.9, 24.0), []),
+    (
+        "TK-C205",
+        NS(**{**vars(_fusion(0.8, 60.0)), "compute": NS(mfu=0.01, gemm_efficiency=0.1)}),
+        [],
+    ),  # fmt: skip
 ]
 
 

@@ -1,6 +1,8 @@
-"""Fusion: how much of the device's compute time goes to kernels that are not GEMM,
-attention or convolution — elementwise, copy, cast, norm, reduction — by kernel name
-(`tracekit.model.opclass.is_matmul_kernel`). Those kernels are bound by memory
+"""Fusion: how much of the device's compute time goes to unfused memory-bound kernels —
+elementwise, copy, cast, norm, reduction, softmax, optimizer — by kernel name
+(`UNFUSED`; never a GEMM, attention or convolution kernel:
+`tracekit.model.opclass.is_matmul_kernel`; never a kernel Inductor or Triton already
+fused, `triton_*`; embedding-bag kernels are table lookups, not chains to fuse). Those kernels are bound by memory
 bandwidth: each reads and writes its tensors once, so a chain of them costs a round
 trip to HBM per op where one fused kernel would make one. Where they take most of the
 compute time, fusing them (torch.compile, fused norm/RoPE/optimizer kernels) is the
@@ -9,6 +11,7 @@ remedy, however well the GEMMs run.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -19,21 +22,38 @@ if TYPE_CHECKING:
     from diagnosers.context import Context
 
 
+# PyTorch's eager kernels for pointwise and memory-bound ops, by the names ATen, apex and
+# the fused-optimizer kernels give them
+UNFUSED = re.compile(
+    r"elementwise|copy|cast|convert|norm|reduce|softmax|fill|transpose|cat_array|dropout"
+    r"|multi_tensor|foreach|adam|rotary|rope",
+    re.IGNORECASE,
+)
+
+
+def is_unfused_kernel(name: str) -> bool:
+    """An eager memory-bound kernel that fusion would merge into its neighbours."""
+    if is_matmul_kernel(name) or name.startswith("triton_") or "embedding" in name.lower():
+        return False
+    return bool(UNFUSED.search(name))
+
+
 @dataclass(frozen=True)
 class RankFusion:
     rank: int
     compute_ms: float  # per step: compute kernels' summed device time
-    other_ms: float  # per step: the part in kernels that are not GEMM/attention/conv
+    other_ms: float  # per step: the part in unfused memory-bound kernels (`UNFUSED`)
     top: list[tuple[str, float]] = field(default_factory=list)  # (kernel, ms per step)
 
     @property
     def elementwise_fraction(self) -> float | None:
-        """Non-GEMM kernels' share of the compute kernels' device time, in [0, 1]."""
+        """Unfused memory-bound kernels' share of the compute kernels' device time, in
+        [0, 1]."""
         return self.other_ms / self.compute_ms if self.compute_ms else None
 
 
 def fusion(ctx: Context) -> dict[int, RankFusion]:
-    """Per GPU rank, its compute kernel time split into GEMM-class and the rest."""
+    """Per GPU rank, its compute kernel time and the part in unfused kernels."""
     if ctx.cpu:
         return {}
     rows = ctx.run.sql(
@@ -48,7 +68,7 @@ def fusion(ctx: Context) -> dict[int, RankFusion]:
         if not kernels:
             continue
         steps = max(r.steps, 1)
-        others = [(n, d) for n, d in kernels if not is_matmul_kernel(n)]
+        others = [(n, d) for n, d in kernels if is_unfused_kernel(n)]
         others.sort(key=lambda x: (-x[1], x[0]))
         out[r.rank] = RankFusion(
             rank=r.rank,

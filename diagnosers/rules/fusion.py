@@ -8,9 +8,10 @@ from diagnosers.rules.base import Rule
 
 class Unfused(Rule):
     """What it detects
-    Compute time that goes mostly to kernels that are not GEMM, attention or convolution
-    — elementwise, copy, cast, norm, reduction — by kernel name: at least half of the
-    compute kernels' device time, and at least 25% of the step (critical at 50%). These
+    Compute time that goes mostly to unfused memory-bound kernels — elementwise, copy,
+    cast, norm, reduction, softmax, optimizer — by kernel name: at least half of the
+    compute kernels' device time, and at least 25% of the step (critical at 50%), while
+    the GEMMs run well (GEMM efficiency not below low MFU's 40%, or unknown). These
     kernels are bound by memory bandwidth, so MFU stays low however well the GEMMs run.
 
     Why it matters
@@ -19,8 +20,9 @@ class Unfused(Rule):
     nothing while they take most of the step.
 
     Example
-    64% of compute time (41.2 ms per step, 52% of the step) is in kernels other than GEMM
-    and attention: vectorized_elementwise_kernel<GeluCUDAKernel> 30.1 ms, … (MFU 12%).
+    64% of compute time (41.2 ms per step, 52% of the step) is in unfused elementwise,
+    copy, cast and norm kernels: vectorized_elementwise_kernel<GeluCUDAKernel> 30.1 ms, …
+    (MFU 12%).
 
     Fix
     Fuse them: torch.compile (Inductor fuses elementwise chains and norms into the
@@ -34,16 +36,19 @@ class Unfused(Rule):
     name = "unfused-kernels"
     level = "compute"
     share = 0.5  # of compute kernel time
+    gemm_ok = 0.4  # GEMM efficiency below it: low MFU's finding (TK-C201), not this one
     warn = 0.25  # of the step
     critical = 0.50
     raised_when = (
-        "kernels other than GEMM/attention/convolution ≥ {share:.0%} of compute kernel time "
-        "and ≥ {warn:.0%} of the step (critical ≥ {critical:.0%})"
+        "unfused elementwise/copy/cast/norm kernels ≥ {share:.0%} of compute kernel time and "
+        "≥ {warn:.0%} of the step (critical ≥ {critical:.0%}), GEMM efficiency ≥ "
+        "{gemm_ok:.0%} or unknown"
     )
 
     def check(self, ctx):
         step_ms = ctx.step_ms or 0
-        if not step_ms:
+        eff = getattr(ctx.compute, "gemm_efficiency", None)
+        if not step_ms or (eff is not None and eff < self.gemm_ok):
             return
         rows = [
             f
@@ -59,7 +64,7 @@ class Unfused(Rule):
         yield self.finding(
             "critical" if other >= self.critical * step_ms else "warning",
             f"{pct(share)} of compute time ({other:.1f} ms per step, {pct(other / step_ms)} of "
-            f"the step) is in kernels other than GEMM and attention: {top}"
+            f"the step) is in unfused elementwise, copy, cast and norm kernels: {top}"
             + (f" (MFU {pct(mfu)})" if mfu is not None else ""),
             ranks=[f.rank for f in rows],
             measured={
