@@ -170,7 +170,7 @@ CASES += [
         "TK-C205",
         NS(**{**vars(_fusion(0.8, 60.0)), "compute": NS(mfu=0.01, gemm_efficiency=0.1)}),
         [],
-    ),  # fmt: skip
+    ),
 ]
 
 

@@ -2,11 +2,11 @@
 elementwise, copy, cast, norm, reduction, softmax, optimizer — by kernel name
 (`UNFUSED`; never a GEMM, attention or convolution kernel:
 `tracekit.model.opclass.is_matmul_kernel`; never a kernel Inductor or Triton already
-fused, `triton_*`; embedding-bag kernels are table lookups, not chains to fuse). Those kernels are bound by memory
-bandwidth: each reads and writes its tensors once, so a chain of them costs a round
-trip to HBM per op where one fused kernel would make one. Where they take most of the
-compute time, fusing them (torch.compile, fused norm/RoPE/optimizer kernels) is the
-remedy, however well the GEMMs run.
+fused, `triton_*`; embedding-bag kernels are table lookups, not chains to fuse). Those
+kernels are bound by memory bandwidth: each reads and writes its tensors once, so a
+chain of them costs a round trip to HBM per op where one fused kernel would make one.
+Where they take most of the compute time, fusing them (torch.compile, fused
+norm/RoPE/optimizer kernels) is the remedy, however well the GEMMs run.
 """
 
 from __future__ import annotations
