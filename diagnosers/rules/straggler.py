@@ -13,7 +13,9 @@ class Straggler(Rule):
     collectives (each wait charged to the last arrival; only waiting no compute hides),
     and that wait costs the others at least 2% of the step. Back-to-back collectives queue
     behind the first, so a rank late once per step is found by the wait it causes, not by
-    how often it arrives last.
+    how often it arrives last. Its cause: a device that starts the collective late once
+    issued (compute), a host that issues it late — at the costliest collective, or at
+    (almost) every matched one by a little each —, longer compute, else the link.
 
     Why it matters
     Collectives run at the pace of the slowest rank: one straggler slows the whole job.
