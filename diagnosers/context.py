@@ -16,6 +16,8 @@ Facts (each in `diagnosers/analyses/`):
 | `communication` | exposure per rank split by cause (straggler, slow, pipeline, rest) |
 | `bubble`        | the pipeline bubble: measured, formula, the schedule modeled       |
 | `projection`    | step time and efficiency at 2× and 8× the world size               |
+| `input_wait`    | the device idle inside the data loader's batch fetches, per rank    |
+| `fusion`        | compute kernel time per rank: GEMM/attention/conv and the rest      |
 | `step_model`    | the dependency graph of the steps across ranks, replayed (what-ifs) |
 
 `raised` holds the findings of the rules run so far, in rule order: the one rule that
@@ -167,6 +169,20 @@ class Context:
         from diagnosers.analyses.scaling import projection
 
         return projection(self)
+
+    @cached_property
+    def input_wait(self) -> dict:
+        """rank → the device idle inside the data loader's spans (`analyses.dataloader`)."""
+        from diagnosers.analyses.dataloader import loader_idle
+
+        return loader_idle(self)
+
+    @cached_property
+    def fusion(self) -> dict:
+        """rank → its compute kernel time, GEMM-class and the rest (`analyses.fusion`)."""
+        from diagnosers.analyses.fusion import fusion
+
+        return fusion(self)
 
     @cached_property
     def step_model(self) -> StepModel | None:

@@ -77,6 +77,8 @@ class Truth:
     # a formula, elementwise) ÷ all compute kernel time, from the kernels written
     uncounted_fraction: dict[int, float] = field(default_factory=dict)
     graph_share: dict[int, float] = field(default_factory=dict)  # graph kernels' share
+    # per rank: elementwise kernels' device time ÷ all compute kernel time
+    elementwise_fraction: dict[int, float] = field(default_factory=dict)
 
 
 def _merge(iv):
@@ -112,6 +114,7 @@ class Rank:
         self.kernel_us = 0.0  # all compute kernels
         self.uncounted_us = 0.0  # compute kernels whose FLOPs a trace reader cannot count
         self.graph_us = 0.0
+        self.elementwise_us = 0.0  # elementwise kernels (not GEMM/attention)
         self.graph: int | None = None  # correlation of the graph launch replaying now
 
     def graph_launch(self) -> None:
@@ -188,9 +191,11 @@ class Rank:
         )
 
     def elementwise(self, tid: int = 1000) -> None:
+        dur = self._jit(self.sc.elementwise_us) * self.slow
+        self.elementwise_us += dur
         self.launch(
             "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernel>",
-            self._jit(self.sc.elementwise_us) * self.slow,
+            dur,
             "aten::gelu",
             tid=tid,
         )
@@ -430,6 +435,7 @@ def _finish(ranks, sc: Scenario, out: Path, windows, transfers) -> Truth:
         if rk.kernel_us:
             truth.uncounted_fraction[rk.rank] = rk.uncounted_us / rk.kernel_us
             truth.graph_share[rk.rank] = rk.graph_us / rk.kernel_us
+            truth.elementwise_fraction[rk.rank] = rk.elementwise_us / rk.kernel_us
         truth.fractions[rk.rank] = {
             "idle_fraction": (win - busy) / win,
             "compute_fraction": c / win,

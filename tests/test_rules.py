@@ -142,6 +142,38 @@ CASES = [
 ]
 
 
+def _input(idle_ms: float, step_idle_ms: float | None = 50.0):
+    from diagnosers.analyses.dataloader import LoaderIdle
+
+    r = LoaderIdle(rank=0, spans_per_step=1.0, loader_ms=idle_ms + 5, idle_ms=idle_ms,
+                   host_bound_ms=idle_ms / 2, step_idle_ms=step_idle_ms)  # fmt: skip
+    return NS(input_wait={0: r}, step_ms=100.0)
+
+
+def _fusion(share: float, other_ms: float):
+    from diagnosers.analyses.fusion import RankFusion
+
+    f = RankFusion(rank=0, compute_ms=other_ms / share, other_ms=other_ms, top=[("k", other_ms)])
+    return NS(fusion={0: f}, step_ms=100.0, compute=NS(mfu=0.12, gemm_efficiency=0.6))
+
+
+CASES += [
+    ("TK-C204", _input(10.0), ["warning"]),
+    ("TK-C204", _input(30.0), ["critical"]),
+    ("TK-C204", _input(9.9), []),
+    ("TK-C204", NS(input_wait={}, step_ms=100.0), []),
+    ("TK-C205", _fusion(0.5, 25.0), ["warning"]),
+    ("TK-C205", _fusion(0.8, 60.0), ["critical"]),
+    ("TK-C205", _fusion(0.49, 40.0), []),
+    ("TK-C205", _fusion(0.9, 24.0), []),
+    (
+        "TK-C205",
+        NS(**{**vars(_fusion(0.8, 60.0)), "compute": NS(mfu=0.01, gemm_efficiency=0.1)}),
+        [],
+    ),
+]
+
+
 def _exposure(resid: float, wait_ms: float = 0.0):
     step = 100.0
     rank = NS(rank=0, residual_fraction=resid, residual_ms=resid * step, top_collective="x",

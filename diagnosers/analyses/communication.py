@@ -154,7 +154,7 @@ def collective_facts(ctx: Context) -> CollectiveFacts:
 def bare_counts(ctx: Context, name: str) -> tuple[float, float]:
     """Per rank-step: instances of `name` with (almost) no compute beside them, and all."""
     rows = W.overlapping(
-        "SELECT *, ts_ns + coalesce(least(wait_ns, dur_ns), 0) AS after_wait_ns "
+        "SELECT *, ts_ns + least(coalesce(wait_ns, 0), dur_ns) AS after_wait_ns "
         "FROM collectives WHERE name = $name",
         ctx.windows,
     )
@@ -169,6 +169,18 @@ def bare_counts(ctx: Context, name: str) -> tuple[float, float]:
     bare, total = ctx.run.sql(query, params={"name": name}).fetchall()[0]
     rank_steps = max(sum(max(r.steps, 1) for r in ctx.ranks), 1)
     return (bare or 0) / rank_steps, (total or 0) / rank_steps
+
+
+def bucket_sizes(ctx: Context, name: str) -> tuple[float | None, float | None]:
+    """The median instance of `name` in the analysed windows: its duration (ms) and its
+    payload (bytes, None where no size is known)."""
+    query = sql.query(
+        "levels.communication",
+        "bucket_sizes",
+        rows=W.starting_in("SELECT * FROM collectives", ctx.windows),
+    )
+    dur, size = ctx.run.sql(query, params={"name": name}).fetchall()[0]
+    return (None if dur is None else dur / 1e6), size
 
 
 @dataclass
@@ -291,6 +303,7 @@ def facts(ctx: Context) -> CommunicationFacts:
                 else "every group sits in one node"
             )
         )
+    notes += group_source_notes(ctx)
     return CommunicationFacts(
         slow=slow,
         slow_limit=limit,
@@ -303,6 +316,37 @@ def facts(ctx: Context) -> CommunicationFacts:
             mean(r.p2p_ms / r.step_ms for r in per_rank if r.step_ms) if pipe else None
         ),
         notes=notes,
+    )
+
+
+_GROUP_SOURCES = {
+    "shapes": "from their shapes (whole buffer ÷ shard)",
+    "pg_config": "from the rank's only process group in pg_config",
+    "world": "the world size (the trace names no group)",
+}
+
+
+def group_source_notes(ctx: Context) -> list[str]:
+    """Where the group sizes the trace does not state came from: shapes, then the
+    process-group table, then the world size — said where a size came from the shapes or
+    the world (the rank's only process group is what a reader assumes)."""
+    rows = ctx.run.sql(sql.query("levels.communication", "group_sources")).fetchall()
+    by: dict[str, list[str]] = {}
+    for name, group, source in rows:
+        by.setdefault(source, []).append(f"{name} over {group}")
+    if not by.keys() & {"shapes", "world"}:
+        return []
+    return (
+        [
+            "group sizes the trace does not state: "
+            + "; ".join(
+                ", ".join(dict.fromkeys(v)) + " " + _GROUP_SOURCES[k]
+                for k, v in by.items()
+                if k in _GROUP_SOURCES
+            )
+        ]
+        if by
+        else []
     )
 
 

@@ -4,7 +4,7 @@
   compute (1 − compute fraction), beside (P−1)/(M+P−1) or (P−1)/(V·M+P−1), and beside
   the modeled bubble: the schedule run with the measured stage times, hops and host
   time, plus the time outside the pipeline (`tracekit.model.pipeline.simulate`).
-- Projection: step time and weak-scaling efficiency at 2× and 8× the world size —
+- Projection: step time and weak-scaling efficiency at 2× and 8× the job's world size —
   compute per rank stays, each data-parallel collective's time follows the α-β model
   to the new group size (in a node, then between nodes past `gpus_per_node`), and the
   communication that compute hides today stays hidden up to the same amount.
@@ -156,33 +156,59 @@ def _per_step_ms(ctx: Context, key: str) -> float:
     )
 
 
+SCALING = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+
+
+def job_world_size(ctx: Context) -> int:
+    """The job's world size, not the number of traced ranks: the traces' own
+    (distributedInfo world_size), else the largest group a collective names, else the
+    traced ranks."""
+    (world,) = ctx.run.sql("SELECT max(world_size) FROM rank_info").fetchall()[0]
+    groups = [c["group_size"] for c in ctx.collectives.table if c.get("group_size")]
+    return int(world or max(groups, default=0) or len(ctx.ranks))
+
+
 def projection(ctx: Context) -> dict | None:
-    """Step time and efficiency at 2× and 8× the world size (`ctx.projection` caches it)."""
+    """Step time and efficiency at 2× and 8× the job's world size (`ctx.projection`
+    caches it). The communication that runs today — the union of the rank's collectives
+    (concurrent ones counted once), not their sum — scales by the time-weighted ratio of
+    its collectives' α-β times at the new size to those at today's; compute per rank stays
+    and the communication compute hides today stays hidden up to the same amount. Where a
+    collective that grows with the world has no α-β time (no device model or calibration,
+    or no size), the projection is null with its reason: an unscaled 1.0 would be a guess."""
     coll = ctx.collectives.table
-    world = len(ctx.ranks)
+    world = job_world_size(ctx)
     step_ms = ctx.step_ms
     if not step_ms or world < 1:
         return None
     comm_ms = _per_step_ms(ctx, "comm_fraction")
     exposed_ms = _per_step_ms(ctx, "exposed_comm_fraction")
     hidden_ms = max(comm_ms - exposed_ms, 0.0)
+    listed_ms = sum(c["time_ms_per_step"] for c in coll)
+    reason = _unprojectable(ctx, coll, world)
     proj = {}
     for mult in (2, 8):
-        new_comm = 0.0
+        if reason:
+            proj[f"{mult}x"] = {
+                "world_size": world * mult,
+                "step_time_ms": None,
+                "efficiency": None,
+                "reason": reason,
+            }
+            continue
+        scaled = 0.0
         for c in coll:
             g = c["group_size"] or world
-            scales = g >= world and c["name"] in (
-                "all_reduce",
-                "all_gather",
-                "reduce_scatter",
-                "all_to_all",
-            )
             now = predict_seconds(ctx, c["name"], g, c["bytes"] or 0)
-            later = predict_seconds(ctx, c["name"], g * mult, c["bytes"] or 0) if scales else now
+            later = (
+                predict_seconds(ctx, c["name"], g * mult, c["bytes"] or 0)
+                if g >= world and c["name"] in SCALING
+                else now
+            )
             ratio = later / now if now and later else 1.0
-            new_comm += c["time_ms_per_step"] * ratio
-        other_comm = max(comm_ms - sum(c["time_ms_per_step"] for c in coll), 0.0)
-        new_comm += other_comm
+            scaled += c["time_ms_per_step"] * ratio
+        # the union scales as its parts do (the listed collectives' time-weighted ratio)
+        new_comm = comm_ms * (scaled / listed_ms) if listed_ms else comm_ms
         new_step = step_ms - exposed_ms + max(new_comm - hidden_ms, 0.0)
         proj[f"{mult}x"] = {
             "world_size": world * mult,
@@ -192,4 +218,38 @@ def projection(ctx: Context) -> dict | None:
     return proj
 
 
-__all__ = ["NOT_A_PIPELINE", "BubbleFacts", "bubble", "pct", "pct1", "projection"]
+def _unprojectable(ctx: Context, coll: list[dict], world: int) -> str | None:
+    """Why the collectives that grow with the world cannot be projected, if they cannot."""
+    grows = [
+        c
+        for c in coll
+        if c["name"] in SCALING and (c["group_size"] or world) >= world and c["time_ms_per_step"]
+    ]
+    if not grows:
+        return None
+    if not any(c["bytes"] for c in grows):
+        return "no collective sizes in the trace (no record_param_comms or input shapes)"
+    sized = [c for c in grows if c["bytes"]]
+    if any(
+        predict_seconds(ctx, c["name"], c["group_size"] or world, c["bytes"]) is None for c in sized
+    ):
+        return (
+            "no collective model for this run (CPU: no calibration in job.json)"
+            if ctx.cpu
+            else "no device model for this device: its link bandwidths are unknown"
+        )
+    if len(sized) < len(grows):
+        names = sorted({c["name"] for c in grows if not c["bytes"]})
+        return "no size for some collectives that grow with the world: " + ", ".join(names)
+    return None
+
+
+__all__ = [
+    "NOT_A_PIPELINE",
+    "BubbleFacts",
+    "bubble",
+    "job_world_size",
+    "pct",
+    "pct1",
+    "projection",
+]

@@ -48,6 +48,14 @@ class Straggler:
     host_late_ms: float | None  # how much later it issued its costliest collective
     device_late_ms: float | None  # how much later its device started it, once issued
     step_start_late_ms: float | None  # how much later its first step began
+    # its issue lateness over every matched instance (not only the costliest): a host
+    # late by a little at each of many collectives explains a wait no single one does
+    host_late_median_ms: float | None = None  # median over instances
+    host_late_min_ms: float | None = None
+    host_late_max_ms: float | None = None
+    host_late_share: float | None = None  # of matched instances it issued after the median
+    host_late_instances: int = 0  # matched instances with issue times on every rank
+    late_instances_per_step: float = 0.0  # instances per step at which it arrived last
 
 
 @dataclass
@@ -136,6 +144,21 @@ def _explain(ctx: Context, rank: int) -> dict:
         "device_late_ms": None,
         "step_start_late_ms": None,
     }
+    rows_ = W.starting_in("SELECT * FROM collectives", ctx.windows)
+    late = ctx.run.sql(
+        sql.query("levels.stragglers", "issue_lateness", rows=rows_), params={"rank": rank}
+    ).fetchall()
+    if late:
+        ms = [ns / 1e6 for ns, _ in late]
+        steps = max(next((r.steps for r in ctx.ranks if r.rank == rank), 1), 1)
+        out |= {
+            "host_late_median_ms": median(ms),
+            "host_late_min_ms": min(ms),
+            "host_late_max_ms": max(ms),
+            "host_late_share": sum(m > 0 for m in ms) / len(ms),
+            "host_late_instances": len(ms),
+            "late_instances_per_step": sum(bool(last) for _, last in late) / steps,
+        }
     lead = ctx.run.sql(
         sql.query(
             "levels.stragglers",

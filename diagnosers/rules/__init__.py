@@ -47,6 +47,8 @@ BUILTIN = (
     "low_mfu:LowMfu",
     "host_bound:HostBound",
     "device_idle:DeviceIdle",
+    "input_bound:InputBound",
+    "fusion:Unfused",
     "slow_collective:SlowCollective",
     "exposed_communication:ExposedCommunication",
     "pipeline_bubble:PipelineBubble",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diagnosers.analyses.communication import P2P, bare_counts, most_exposed
+from diagnosers.analyses.communication import P2P, bare_counts, bucket_sizes, most_exposed
 from diagnosers.base import mean, pct
 from diagnosers.findings import severity
 from diagnosers.rules.base import Rule
@@ -39,6 +39,10 @@ class ExposedCommunication(Rule):
     warn = 0.10  # of the step
     critical = 0.25
     mostly_wait = 0.5  # of the unexplained time: the remedy is about ranks arriving late
+    # many small all-reduces a step: each pays NCCL's fixed latency (launch, a ring's
+    # handshake, ~10-30 µs), so they want coalescing, not smaller buckets
+    many_buckets = 32  # per step
+    small_bucket_ms = 0.1  # median kernel
     raised_when = (
         "exposed communication no straggler or pipeline explains (slow collectives "
         "included) ≥ {warn:.0%} of the step (critical ≥ {critical:.0%}); impact: that time, "
@@ -148,12 +152,34 @@ class ExposedCommunication(Rule):
             )
         if top == "all_reduce" and strategy in (None, "ddp", "custom"):
             bare, n = bare_counts(ctx, "all_reduce")
+            dur_ms, size = bucket_sizes(ctx, "all_reduce")
             lead = (
-                f"{bare:.0f} of {n:.0f} all-reduce buckets per step run with no compute "
-                "beside them: "
+                f"{_count(bare)} of {_count(n)} all-reduce buckets per step run with no "
+                "compute beside them: "
                 if n
                 else ""
             )
+            if n and not any(r.compute_fraction for r in ctx.ranks):
+                return (
+                    lead + "no compute runs in the step to hide them behind: communicate "
+                    "less (fewer, larger all-reduces; gradient compression; a larger batch "
+                    "per all-reduce) or over a faster backend or link"
+                )
+            if (
+                n >= ExposedCommunication.many_buckets
+                and dur_ms is not None
+                and dur_ms < ExposedCommunication.small_bucket_ms
+            ):
+                each = f"a median kernel of {dur_ms * 1e3:.0f} µs" + (
+                    f" and {size / 2**10:.0f} KiB" if size else ""
+                )
+                return (
+                    lead + f"{_count(n)} all-reduces a step with {each} pay a fixed latency "
+                    "each: coalesce them into fewer, larger buckets (DDP: a larger "
+                    "bucket_cap_mb, gradient_as_bucket_view=True; FSDP/ZeRO: coalesced "
+                    "collectives, larger units) and check that no hook reduces parameters "
+                    "one by one"
+                )
             return (
                 lead + "start reduction during backward with smaller DDP buckets "
                 "(bucket_cap_mb), check find_unused_parameters=False and that no hook or "
@@ -192,3 +218,8 @@ class ExposedCommunication(Rule):
         rows = (finding.details or {}).get("collectives") or []
         names = [r.get("name") for r in rows if r.get("name")]
         return [f"overlap:{n}" for n in dict.fromkeys(names)][:3]
+
+
+def _count(x: float) -> str:
+    """A count per step: whole where it is, else one decimal (1.8 buckets a step)."""
+    return f"{x:.0f}" if abs(x - round(x)) < 0.05 else f"{x:.1f}"

@@ -38,7 +38,7 @@ class HostBound(Rule):
     def check(self, ctx):
         if ctx.cpu:
             return
-        per_rank = ctx.compute.ranks
+        per_rank = [self._less_input(ctx, r) for r in ctx.compute.ranks]
         flagged = [
             r for r in per_rank
             if severity(r["host_bound_fraction"] or 0, self.warn, self.critical)
@@ -103,3 +103,16 @@ class HostBound(Rule):
         ).fetchall()
         n, replayed = rows[0]
         return replayed / n if n else None
+
+    @staticmethod
+    def _less_input(ctx, row: dict) -> dict:
+        """The rank's host-bound gaps less those inside the data loader's fetches: that
+        idle is the input pipeline's (compute.input_bound), not the launches'."""
+        wait = (getattr(ctx, "input_wait", None) or {}).get(row["rank"])
+        if wait is None or not wait.host_bound_ms or row["host_bound_ms_per_step"] is None:
+            return row
+        ms = max(row["host_bound_ms_per_step"] - wait.host_bound_ms, 0.0)
+        frac = row["host_bound_fraction"]
+        if frac and row["host_bound_ms_per_step"]:
+            frac *= ms / row["host_bound_ms_per_step"]
+        return {**row, "host_bound_ms_per_step": ms, "host_bound_fraction": frac}

@@ -13,7 +13,9 @@ class Straggler(Rule):
     collectives (each wait charged to the last arrival; only waiting no compute hides),
     and that wait costs the others at least 2% of the step. Back-to-back collectives queue
     behind the first, so a rank late once per step is found by the wait it causes, not by
-    how often it arrives last.
+    how often it arrives last. Its cause: a device that starts the collective late once
+    issued (compute), a host that issues it late — at the costliest collective, or at
+    (almost) every matched one by a little each —, longer compute, else the link.
 
     Why it matters
     Collectives run at the pace of the slowest rank: one straggler slows the whole job.
@@ -35,6 +37,7 @@ class Straggler(Rule):
     cost = stragglers.COST  # of the step
     critical = 0.10  # of the step: a critical straggler
     explains = 0.25  # of the wait it imposes: a lateness that explains it
+    consistent = 0.9  # of the matched instances: a host late at (almost) every collective
     raised_when = (
         "one rank charged ≥ {share:.0%} of the wait for late peers, costing the others ≥ "
         "{cost:.0%} of the step, the worst in more than half of the steps; impact: the wait "
@@ -68,6 +71,8 @@ class Straggler(Rule):
                     "host_late_ms": f.host_late_ms,
                     "device_late_ms": f.device_late_ms,
                     "step_start_late_ms": f.step_start_late_ms,
+                    "host_late_median_ms": getattr(f, "host_late_median_ms", None),
+                    "host_late_share": getattr(f, "host_late_share", None),
                     "steps_worst": worst,
                     "steps": n,
                 },
@@ -103,6 +108,23 @@ class Straggler(Rule):
                 "look for host syncs, logging or checkpointing on it alone, and give its "
                 "process its own cores",
             )
+        if self._host_consistently_late(f, enough):
+            n, share = f.host_late_instances, f.host_late_share
+            every = "all" if share == 1 else f"{share:.0%} of the"
+            return (
+                f"its host issues {every} {n} matched collectives "
+                f"{f.host_late_min_ms:.2f}–{f.host_late_max_ms:.2f} ms after the median "
+                f"other rank (median {f.host_late_median_ms:.2f} ms: its host is late — data "
+                "loading, Python, garbage collection, logging)"
+                + (
+                    f"; its step starts {start:.1f} ms after theirs"
+                    if start is not None and start > 0
+                    else ""
+                ),
+                "its host is late: more data-loader workers or prefetching on that rank, "
+                "look for host syncs, logging or checkpointing on it alone, and give its "
+                "process its own cores",
+            )
         if comp_x is not None and comp_x >= enough:
             return (
                 f"its compute takes {comp_x:.1f} ms longer per step than the median rank's",
@@ -118,3 +140,19 @@ class Straggler(Rule):
 
     def candidates(self, ctx, finding):
         return ["no-straggler"]
+
+    def _host_consistently_late(self, f, enough: float) -> bool:
+        """Its host issues (almost) every matched collective after the median other rank,
+        later than its device adds once issued, and that lateness at each collective it
+        arrives last at adds up to a share of the wait it imposes."""
+        share, med = getattr(f, "host_late_share", None), getattr(f, "host_late_median_ms", None)
+        per_step = getattr(f, "late_instances_per_step", 0.0)
+        if share is None or med is None or getattr(f, "host_late_instances", 0) < 3:
+            return False
+        dev = f.device_late_ms
+        return (
+            share >= self.consistent
+            and med > 0
+            and (dev is None or med > dev)
+            and med * max(per_step, 1.0) >= enough
+        )

@@ -94,7 +94,10 @@ DTYPE_BYTES = {
 }
 
 _KERNEL_COLL = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)")
-_PREFIXES = ("c10d::", "_c10d_functional::", "gloo:", "nccl:")
+_PREFIXES = ("c10d::", "_c10d_functional::", "gloo:", "nccl:", "vllm::")
+# the framework's own collective ops above a kernel that carries no metadata: c10d and
+# functional collectives, vLLM's (`vllm::all_reduce(Tensor input, str group_name)`)
+_ISSUE_OP_PREFIXES = ("c10d::", "_c10d_functional::", "vllm::")
 
 
 def dtype_bytes(dtype: str | None) -> int | None:
@@ -261,6 +264,7 @@ COLUMNS = (
     ("kind_source", "VARCHAR"),
     ("size_source", "VARCHAR"),
     ("peer", "BIGINT"),
+    ("group_source", "VARCHAR"),
 )
 
 KERNEL_CLASSES = (
@@ -344,7 +348,8 @@ WITH k AS (
     FROM events
     WHERE kind IN ('cpu_op', 'user_annotation')
       AND (name = 'record_param_comms' OR starts_with(name, 'c10d::')
-           OR starts_with(name, '_c10d_functional::') OR starts_with(name, 'nccl:'))
+           OR starts_with(name, '_c10d_functional::') OR starts_with(name, 'nccl:')
+           OR starts_with(name, 'vllm::'))
 )
 SELECT k.rank, k.kid, rt.rt_ts, o.* EXCLUDE (rank)
 FROM k JOIN rt ON rt.rank = k.rank AND rt.correlation = k.correlation
@@ -396,18 +401,35 @@ def _kernel_dtype(name: str) -> str | None:
     return _KERNEL_DTYPE_NAMES.get(d, d)
 
 
-def _default_group(pgs: list[dict], world_size: int | None) -> tuple[int | None, list | None]:
-    """(size, ranks) of the group a collective ran on when the trace does not say: the
-    rank's only group size (its ranks when every group of that size lists the same),
-    or — when the trace lists no groups at all — the world."""
+def _default_group(
+    pgs: list[dict], world_size: int | None
+) -> tuple[int | None, list | None, str | None]:
+    """(size, ranks, source) of the group a collective ran on when neither its metadata
+    nor its shapes say: the rank's only group size (its ranks when every group of that
+    size lists the same; source `pg_config`), or — when the trace lists no groups at
+    all — the world (`world`)."""
     groups = [(p["pg_size"], tuple(p["ranks"] or ())) for p in pgs if p["pg_size"]]
     sizes = {n for n, _ in groups}
     if len(sizes) == 1:
         rank_sets = {r for _, r in groups if r}
-        return sizes.pop(), list(rank_sets.pop()) if len(rank_sets) == 1 else None
+        n = sizes.pop()
+        return n, list(rank_sets.pop()) if len(rank_sets) == 1 else None, "pg_config"
     if not sizes and world_size:
-        return world_size, list(range(world_size))
-    return None, None
+        return world_size, list(range(world_size)), "world"
+    return None, None, None
+
+
+def group_from_shapes(name: str | None, n_in: int | None, n_out: int | None) -> int | None:
+    """The group size an all-gather's or reduce-scatter's shapes imply: each rank
+    contributes its shard to, or receives its shard of, the whole buffer, so the group
+    is the whole ÷ the shard (all-gather out ÷ in; reduce-scatter in ÷ out) when that
+    divides exactly and is ≥ 2; None for other collectives or other shapes."""
+    if name not in ("all_gather", "reduce_scatter") or not n_in or not n_out:
+        return None
+    whole, shard = (n_out, n_in) if name == "all_gather" else (n_in, n_out)
+    if shard <= 0 or whole % shard or whole // shard < 2:
+        return None
+    return whole // shard
 
 
 def parse_ranks(text: str | None) -> list[int] | None:
@@ -437,7 +459,7 @@ def _device_row(r: dict, ops: list[dict], pg_ranks: dict, default: tuple) -> dic
     kernel's metadata, else the issuing CPU ops (record_param_comms, then a c10d op or
     nccl:* annotation with `Input Dims`), else the kernel name (kind only), else null."""
     rpc = _innermost(ops, lambda o: o["op"] == "record_param_comms")
-    c10d = _innermost(ops, lambda o: o["op"].startswith(("c10d::", "_c10d_functional::")))
+    c10d = _innermost(ops, lambda o: o["op"].startswith(_ISSUE_OP_PREFIXES))
     ann = _innermost(ops, lambda o: o["op"].startswith("nccl:"))
     rpc = rpc or {}
 
@@ -477,9 +499,21 @@ def _device_row(r: dict, ops: list[dict], pg_ranks: dict, default: tuple) -> dic
     )
     pg_name = r["pg_name"] or rpc.get("pg_name")
     ranks = parse_ranks(r["pg_ranks"] or rpc.get("pg_ranks")) or pg_ranks.get(pg_name)
-    group = r["group_size"] or rpc.get("group_size") or (len(ranks) if ranks else None)
-    if group is None:
-        group, ranks = default
+    group, group_source = None, None
+    for cand, src in (
+        (r["group_size"], "kernel"),
+        (rpc.get("group_size"), "record_param_comms"),
+        (len(ranks) if ranks else None, "pg_ranks"),
+        (group_from_shapes(name, n_in, n_out), "shapes"),
+    ):
+        if cand:
+            group, group_source = cand, src
+            break
+    if group_source == "shapes":
+        # the group's ranks: the default group's where it is this size, else unknown
+        ranks = default[1] if default[0] == group else None
+    elif group is None:
+        group, ranks, group_source = default
     eb = dtype_bytes(dtype)
     sizes = [x for x in (n_in, n_out) if x is not None]
     issue_ts = [o["ts_ns"] for o in ops]
@@ -507,6 +541,7 @@ def _device_row(r: dict, ops: list[dict], pg_ranks: dict, default: tuple) -> dic
         "kind_source": kind_source,
         "size_source": size_source,
         "peer": peer,
+        "group_source": group_source,
     }
 
 
@@ -621,15 +656,15 @@ def _rank_rows(
         name = op["name"] if op else canonical_name(sp["raw_name"])
         n_in = op["in"] if op else sp["size"]
         n_out = op["out"] if op else (None if name == "all_gather" else sp["size"])
-        n = default_n
-        if n is None and n_in and n_out and name in ("all_gather", "reduce_scatter"):
-            n = max(n_in, n_out) // min(n_in, n_out)
+        shaped = group_from_shapes(name, n_in, n_out)
+        n, group_source = (shaped, "shapes") if shaped else (default_n, default[2])
         if n_out is None and name == "all_gather" and n_in and n:
             n_out = n_in * n
         dtype = (op and op["dtype"]) or sp["dtype"]
         eb = dtype_bytes(dtype)
         sizes = [x for x in (n_in, n_out) if x is not None]
         group_ranks = default[1] if n == default_n else None
+        group_source = group_source if n else None
         rows.append(
             {
                 "backend": "gloo",
@@ -650,6 +685,7 @@ def _rank_rows(
                 "out_nelems": n_out,
                 "bytes": max(sizes) * eb if sizes and eb else None,
                 "peer": global_peer(name, op and op["peer"], group_ranks),
+                "group_source": group_source,
             }
         )
     for r in rows:

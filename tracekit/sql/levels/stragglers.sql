@@ -50,3 +50,21 @@ SELECT rank, min(ts_ns) AS ts_ns FROM steps GROUP BY rank
 -- @column skew_ns: their summed skew (last start − first start), ns
 SELECT last_rank AS rank, count(*) AS instances, sum(skew_ns) AS skew_ns
 FROM collective_instances WHERE ranks_matched >= 2 GROUP BY last_rank ORDER BY last_rank
+
+-- @query issue_lateness
+-- Rank $rank's issue lateness at each matched instance: its issuing call's start minus the
+-- median other rank's. Placeholder {rows}: collective rows that start in an analysed window.
+-- @column late_ns: its issue time − the median other rank's, ns
+-- @column is_last: whether it arrived last at the instance
+WITH c AS (
+    SELECT rank, instance_key, issue_ts_ns FROM ({rows})
+    WHERE instance_key IS NOT NULL AND issue_ts_ns IS NOT NULL AND matched
+),
+me AS (SELECT instance_key, issue_ts_ns FROM c WHERE rank = $rank),
+peers AS (
+    SELECT instance_key, median(issue_ts_ns) AS peer_ns FROM c WHERE rank <> $rank
+    GROUP BY instance_key
+)
+SELECT me.issue_ts_ns - peers.peer_ns AS late_ns, i.last_rank = $rank AS is_last
+FROM me JOIN peers USING (instance_key) JOIN collective_instances i USING (instance_key)
+ORDER BY ALL

@@ -34,7 +34,7 @@
 -- @column pg_desc: process group description
 -- @column pg_ranks: ranks of the process group, as traced
 -- @column group_ranks: global ranks of the group (metadata, else the rank's pg_config, else all ranks when the trace lists no groups); null when unknown
--- @column group_size: ranks taking part (metadata, else the rank's only group size, else the world size when the trace lists no groups); null when unknown
+-- @column group_size: ranks taking part (metadata, else the group's traced ranks, else an all-gather's or reduce-scatter's shapes — the whole buffer ÷ the shard —, else the rank's only group size in pg_config, else the world size when the trace lists no groups); null when unknown
 -- @column dtype: element type
 -- @column elem_bytes: bytes per element
 -- @column in_nelems: input elements
@@ -43,6 +43,7 @@
 -- @column seq: sequence number from the metadata (newer torch)
 -- @column kind_source: where name came from: kernel (metadata args), record_param_comms, issue_op (c10d:: op or nccl:* annotation), kernel_name, span_name (gloo); null when unknown
 -- @column size_source: where in/out_nelems came from: kernel, record_param_comms, issue_op (Input Dims), span (gloo span dims); null when unknown
+-- @column group_source: where group_size came from: kernel (metadata), record_param_comms, pg_ranks (the group's ranks as traced), shapes (in/out elements), pg_config (the rank's only group size), world (the world size); null when unknown
 -- @column peer: send: the global rank it goes to; recv: the one it comes from (record_param_comms' "Rank", which for a send/recv is the peer's rank in the process group; gloo: the c10d op's third argument in Concrete Inputs), mapped through group_ranks; null for other collectives or when unknown
 -- @column match_by: seq or occurrence; null for rows that are not matched (point-to-point, unknown kind)
 -- @column occurrence: 1-based count of this (group, collective, Seq or size) on this rank
