@@ -102,6 +102,32 @@ def _bare_per_step(ev, instances, compute) -> tuple[float, float]:
     return bare / len(steps), total / len(steps)
 
 
+def _says(remedy: str, text: str) -> bool:
+    """The rule's own remedy starts with `text` (after the replay's lead, where replayed)."""
+    return remedy.startswith(text) or f"; {text}" in remedy
+
+
+def _bare_by_launch(ev, instances, compute) -> tuple[float, float]:
+    """Per step: instances launched inside a step's CPU span (their runtime call, by
+    correlation), and those ≥ 90% outside compute."""
+    steps = _steps(ev)
+    comp = _merge((e["ts"], e["ts"] + e["dur"]) for e in compute)
+    rt = {
+        e["args"]["correlation"]: e["ts"]
+        for e in _x(ev, lambda e: e.get("cat") == "cuda_runtime")
+        if "correlation" in e.get("args", {})
+    }
+    total = bare = 0
+    for i in instances:
+        launch = rt.get(i["args"].get("correlation"))
+        if launch is None or not any(a <= launch <= b for a, b in steps):
+            continue
+        total += 1
+        s, e = i["ts"], i["ts"] + i["dur"]
+        bare += (e - s) - _covered(s, e, comp) >= 0.9 * (e - s)
+    return bare / len(steps), total / len(steps)
+
+
 def _finding(rep: dict, code: str) -> dict | None:
     return next((f for f in rep["findings"] if f["code"] == code), None)
 
@@ -150,7 +176,7 @@ def test_bucket_counts_v100_ddp_all_bare_and_coalesce(shared_trace):
     med_us = median(k["dur"] for k in ar)
     rep = full_report(tracekit.open(path))
     f = _finding(rep, "TK-N301")
-    assert f["remedy"].startswith(f"{bare:.0f} of {total:.0f} all-reduce buckets per step")
+    assert _says(f["remedy"], f"{bare:.0f} of {total:.0f} all-reduce buckets per step")
     assert f"median kernel of {med_us:.0f} µs" in f["remedy"]
     assert "coalesce" in f["remedy"] and "smaller DDP buckets" not in f["remedy"]
 
@@ -164,10 +190,15 @@ def test_bucket_counts_recsys_fractional(shared_trace):
         {"c10d::allreduce_", "nccl:all_reduce"},
     )
     comp = [k for k in _kernels(ev) if "nccl" not in k["name"].lower()]
+    # over the CPU step spans the instances meeting a step are 0.8 of 1.8 a step; a step is
+    # the device work it launched (issue 29: this trace's device runs 161 ms behind its CPU),
+    # and by launch each of the 5 steps launches 2 all-reduces, one with no compute beside it
     bare, total = _bare_per_step(ev, ar, comp)
     assert (round(bare, 1), round(total, 1)) == (0.8, 1.8)
+    bare, total = _bare_by_launch(ev, ar, comp)
+    assert (bare, total) == (1.0, 2.0)
     f = _finding(full_report(tracekit.open(path)), "TK-N301")
-    assert f["remedy"].startswith("0.8 of 1.8 all-reduce buckets per step")
+    assert _says(f["remedy"], "1 of 2 all-reduce buckets per step")
 
 
 def test_bucket_counts_gloo_no_compute(shared_trace):
@@ -177,7 +208,7 @@ def test_bucket_counts_gloo_no_compute(shared_trace):
     bare, total = _bare_per_step(ev, spans, [])
     assert (bare, total) == (2, 2)
     f = _finding(full_report(tracekit.open(path)), "TK-N301")
-    assert f["remedy"].startswith("2 of 2 all-reduce buckets per step")
+    assert _says(f["remedy"], "2 of 2 all-reduce buckets per step")
     assert "no compute runs in the step" in f["remedy"]
 
 
@@ -276,8 +307,13 @@ def test_input_bound_single_process_loader(shared_trace):
     assert f["measured"]["input_idle_ms_per_step"] == pytest.approx(truth, rel=1e-6)
     step = rep["summary"]["step_time_ms"]
     assert f["measured"]["input_bound_fraction"] == pytest.approx(truth / step, rel=1e-6)
-    assert f["impact_ms"] == pytest.approx(truth, rel=1e-6)  # below the step's device idle
-    assert "num_workers" in f["remedy"] and "not replayed" in f["remedy"]
+    # the impact is the replay of `no-input-wait` (the loader's host time taken out): it
+    # wins most of the device's idle inside the loader and no more than it (the replay
+    # covers the last 5 of the 6 steps, the truth all 6: a few % either way)
+    assert [r["change"] for r in f["remedies"]] == ["no-input-wait"]
+    assert f["impact_ms"] == f["remedies"][0]["saved_ms"]
+    assert 0.85 * truth <= f["impact_ms"] <= 1.03 * truth
+    assert "num_workers" in f["remedy"] and "replayed, no-input-wait saves" in f["remedy"]
     hb = _finding(rep, "TK-C202")  # the loader's idle is not the launches'
     assert hb is None or hb["impact_ms"] < truth / 2
 

@@ -36,7 +36,7 @@ class InputBound(Rule):
     critical = 0.25
     raised_when = (
         "device idle inside the data loader's fetches ≥ {warn:.0%} of the step (critical ≥ "
-        "{critical:.0%}); impact: that idle, at most the step's device idle"
+        "{critical:.0%}); impact: what `no-input-wait` saves in the step model's replay"
     )
 
     def check(self, ctx):
@@ -51,7 +51,8 @@ class InputBound(Rule):
         idle = mean(r.idle_ms for r in rows)
         loader = mean(r.loader_ms for r in rows)
         frac = idle / step_ms
-        # not replayed: the idle inside the loader, bounded by the step's device idle
+        # the estimate until the replay (`candidates`): the idle inside the loader,
+        # bounded by the step's device idle
         bound = mean(
             min(r.idle_ms, r.step_idle_ms) if r.step_idle_ms is not None else r.idle_ms
             for r in rows
@@ -72,6 +73,8 @@ class InputBound(Rule):
             remedy="the host prepares each batch while the device waits: "
             "DataLoader(num_workers>0 (a worker per spare core), pin_memory=True, "
             "prefetch_factor≥2, persistent_workers=True), or decode and augment on the GPU "
-            "(DALI, torchvision.io.decode_jpeg on device) — impact not replayed: the "
-            "device idle inside the loader's fetches, at most the step's device idle",
+            "(DALI, torchvision.io.decode_jpeg on device)",
         )
+
+    def candidates(self, ctx, finding):
+        return ["no-input-wait"]

@@ -14,6 +14,9 @@ edges before a replay (`tracekit whatif RUN --change C`, and each finding's reme
   soon as its stream (and what it waits for) allows, and no earlier than the device's
   measured order across streams allows (`keep_device_order`: the saving is at most the
   device's idle time); syncs still wait for the device;
+- `no-input-wait`: the host's work inside the data loader's fetches (`enumerate(DataLoader)`
+  spans) takes no time — batches ready when asked for, as with enough loader workers —,
+  the device's measured order kept (`keep_device_order`);
 - `compute-speed=F`: compute F× faster (device compute; on CPU runs the host's ops);
 - `microbatches=M`: the pipeline with M microbatches and the same global batch
   (`tracekit.stepmodel.pipeline`);
@@ -393,6 +396,33 @@ class NoHostGaps(Change):
         keep_device_order(g, e)
 
 
+class NoInputWait(Change):
+    pattern = re.compile(r"no-input-wait")
+    syntax = "no-input-wait"
+
+    def apply(self, g, e):
+        if not g.input_spans:
+            raise NotApplicable(
+                f"--change {self.spec}: the run records no data loader fetches "
+                "(enumerate(DataLoader) spans)"
+            )
+        gaps = (G.E_CHAIN, G.E_HOSTWAIT)
+        for i in range(g.n):
+            if g.kind[i] != G.HOST or not _inside(g.input_spans.get(g.rank[i]), g.ts[i], g.end[i]):
+                continue
+            e.dur[i] = 0.0 if not g.ends[i] else e.dur[i]
+            st = e.starts[i]
+            if any(lag and ek in gaps for _s, _se, lag, ek in st):
+                e.starts[i] = [(s, se, 0 if ek in gaps else lag, ek) for s, se, lag, ek in st]
+        if not g.cpu:
+            keep_device_order(g, e)
+
+
+def _inside(spans: list[tuple[int, int]] | None, ts: int, end: int) -> bool:
+    """Whether [ts, end] lies within one of `spans`."""
+    return any(s <= ts and end <= e for s, e in spans or ())
+
+
 def keep_device_order(g: G.Graph, e: Edits) -> None:
     """Removing host time cannot make a rank's device do more at once than it did: each
     piece of device work starts no earlier than the end of the work that ended last
@@ -521,6 +551,7 @@ CHANGES: tuple[type[Change], ...] = (
     Bandwidth,
     NoStraggler,
     NoHostGaps,
+    NoInputWait,
     ComputeSpeed,
     Microbatches,
     Interleave,

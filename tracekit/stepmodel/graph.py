@@ -99,6 +99,8 @@ class Graph:
     awaited: list[int] = field(default_factory=list)
     sync_span: dict[int, tuple[int, int]] = field(default_factory=dict)  # host → its call
     spans: dict[int, RankSpan] = field(default_factory=dict)
+    # rank → the data loader's fetches (start, end) in its window (`no-input-wait`)
+    input_spans: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
     dropped: int = 0  # edges the measured order cannot hold (none expected)
     origin: int = 0  # ns since the epoch of time 0 (the earliest window start)
     _step_starts: dict[int, list[int]] = field(default_factory=dict, repr=False)  # step_of's
@@ -184,6 +186,10 @@ def build(run, windows: str) -> Graph:
     for sp in g.spans.values():
         if not sp.steps:
             sp.steps = [(sp.start_ns, sp.end_ns)]
+    for rank, s, e in con.sql(
+        sql.query("stepmodel.graph", "input_spans", windows=windows)
+    ).fetchall():
+        g.input_spans.setdefault(rank, []).append((rel(s), rel(e)))
 
     # ---- host: top-level events per thread (what they contain acts through them)
     hcols = list(zip(*host, strict=True)) if host else [[]] * 9
@@ -513,8 +519,7 @@ def _recorded_waits(con, windows: str, g: Graph, dev_nodes: dict[int, list[int]]
     """Device node → the device node a CUDA sync event (`Stream Wait Event`) says it
     waited for (`stepmodel.graph:event_waits`); empty when the trace has no such events."""
     if not con.sql(
-        "SELECT 1 FROM events WHERE kind = 'sync' AND wait_on_event_correlation IS NOT NULL "
-        "LIMIT 1"
+        "SELECT 1 FROM events WHERE kind = 'sync' AND wait_on_event_correlation IS NOT NULL LIMIT 1"
     ).fetchall():
         return {}  # the trace has no CUDA sync events (most do not): skip the joins
     rows = con.sql(sql.query("stepmodel.graph", "event_waits", windows=windows)).fetchall()

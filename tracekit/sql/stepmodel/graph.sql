@@ -31,6 +31,8 @@ sc AS (  -- the calls Kineto's cuda_sync events name (recorded with sync events 
     FROM events e JOIN w ON e.rank = w.rank
     LEFT JOIN sc ON sc.rank = e.rank AND sc.correlation = e.correlation AND e.kind = 'runtime'
     WHERE e.kind IN ('cpu_op', 'runtime') AND e.ts_ns >= w.start_ns AND e.ts_ns < w.end_ns
+      -- old traces record ProfilerStep#N as an operator: a step is not one host op
+      AND NOT starts_with(e.name::VARCHAR, 'ProfilerStep#')
 ), c AS (
     SELECT *, max(end_ns) OVER (PARTITION BY rank, tid ORDER BY ts_ns, end_ns DESC
                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS _cover
@@ -50,6 +52,20 @@ SELECT rank, tid, arg_min(ts_ns, (ts_ns, -end_ns)) AS ts_ns,
        arg_max(sync_stream, ts_ns) FILTER (WHERE is_sync) AS sync_stream
 FROM t GROUP BY rank, tid, top
 ORDER BY rank, tid, ts_ns
+
+-- @query input_spans
+-- The data loader's fetches in each window: PyTorch's record_function around each batch
+-- (`enumerate(DataLoader)#…__next__`, a CPU op in old traces, a user annotation since),
+-- the spans `no-input-wait` takes the host time out of.
+-- @column rank: global rank
+-- @column ts_ns: start of the fetch, ns since the epoch
+-- @column end_ns: its end, ns since the epoch
+WITH w AS ({windows})
+SELECT e.rank, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns
+FROM events e JOIN w ON e.rank = w.rank
+WHERE starts_with(e.name::VARCHAR, 'enumerate(DataLoader)')
+  AND e.ts_ns < w.end_ns AND e.ts_ns + e.dur_ns > w.start_ns
+ORDER BY e.rank, e.ts_ns
 
 -- @query device
 -- Device work (kernels, copies, memsets) and gloo worker-thread spans starting in the
