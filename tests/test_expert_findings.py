@@ -380,6 +380,13 @@ def test_unfused_kernels_twin(tmp_path):
     assert f["measured"]["elementwise_fraction"] == pytest.approx(share, abs=0.01)
     assert "torch.compile" in f["remedy"]
     assert _finding(rep, "TK-C201") is None  # the GEMMs run well: not low MFU's
+    # its remedy replayed: fuse=2 predicts the step of the same run generated with its
+    # elementwise kernels twice as fast (the generator's own schedule is the truth)
+    assert [r["change"] for r in f["remedies"]] == ["fuse=2"]
+    generate(Scenario(name="fused", world=2, elementwise_us=1500.0), tmp_path / "fused")
+    fused = full_report(tracekit.open(tmp_path / "fused"))["summary"]["step_time_ms"]
+    assert f["remedies"][0]["predicted_step_ms"] == pytest.approx(fused, rel=0.05)
+    assert f["impact_ms"] == pytest.approx(rep["summary"]["step_time_ms"] - fused, rel=0.15)
 
 
 def test_healthy_twin_has_no_unfused_finding(tmp_path):

@@ -926,7 +926,8 @@ def _emit(text: str, output: str | None) -> None:
     required=True,
     metavar="C",
     help="A change to replay (repeatable, combined): overlap:NAME, bandwidth:NAME=GBPS, "
-    "no-straggler, no-host-gaps, compute-speed=F, microbatches=M, interleave=V.",
+    "no-straggler, no-host-gaps, no-input-wait, compute-speed=F, fuse=F, microbatches=M, "
+    "interleave=V.",
 )
 @click.option(
     "--format",

@@ -1,6 +1,6 @@
 """Fusion: how much of the device's compute time goes to unfused memory-bound kernels —
 elementwise, copy, cast, norm, reduction, softmax, optimizer — by kernel name
-(`UNFUSED`; never a GEMM, attention or convolution kernel:
+(`tracekit.model.opclass.UNFUSED`; never a GEMM, attention or convolution kernel:
 `tracekit.model.opclass.is_matmul_kernel`; never a kernel Inductor or Triton already
 fused, `triton_*`; embedding-bag kernels are table lookups, not chains to fuse). Those
 kernels are bound by memory bandwidth: each reads and writes its tensors once, so a
@@ -11,38 +11,21 @@ norm/RoPE/optimizer kernels) is the remedy, however well the GEMMs run.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tracekit import sql
-from tracekit.model.opclass import is_matmul_kernel
+from tracekit.model.opclass import is_unfused_kernel
 
 if TYPE_CHECKING:
     from diagnosers.context import Context
-
-
-# PyTorch's eager kernels for pointwise and memory-bound ops, by the names ATen, apex and
-# the fused-optimizer kernels give them
-UNFUSED = re.compile(
-    r"elementwise|copy|cast|convert|norm|reduce|softmax|fill|transpose|cat_array|dropout"
-    r"|multi_tensor|foreach|adam|rotary|rope",
-    re.IGNORECASE,
-)
-
-
-def is_unfused_kernel(name: str) -> bool:
-    """An eager memory-bound kernel that fusion would merge into its neighbours."""
-    if is_matmul_kernel(name) or name.startswith("triton_") or "embedding" in name.lower():
-        return False
-    return bool(UNFUSED.search(name))
 
 
 @dataclass(frozen=True)
 class RankFusion:
     rank: int
     compute_ms: float  # per step: compute kernels' summed device time
-    other_ms: float  # per step: the part in unfused memory-bound kernels (`UNFUSED`)
+    other_ms: float  # per step: the part in unfused memory-bound kernels (`opclass.UNFUSED`)
     top: list[tuple[str, float]] = field(default_factory=list)  # (kernel, ms per step)
 
     @property

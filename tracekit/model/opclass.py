@@ -228,3 +228,21 @@ VIEW_OPS = frozenset(
 # Backward work the size of the parameters, not of the microbatch: adding a parameter's
 # gradient into `.grad` (autograd's AccumulateGrad node, once per parameter per backward).
 PARAMETER_SIZED_OPS = ("AccumulateGrad",)
+
+
+# PyTorch's eager kernels for pointwise and memory-bound ops, by the names ATen, apex and
+# the fused-optimizer kernels give them
+UNFUSED = re.compile(
+    r"elementwise|copy|cast|convert|norm|reduce|softmax|fill|transpose|cat_array|dropout"
+    r"|multi_tensor|foreach|adam|rotary|rope",
+    re.IGNORECASE,
+)
+
+
+def is_unfused_kernel(name: str) -> bool:
+    """An eager memory-bound kernel that fusion would merge into its neighbours (never a
+    GEMM, attention or convolution kernel, never one Triton already fused, never an
+    embedding lookup): `diagnosers.analyses.fusion` and the `fuse=F` what-if."""
+    if is_matmul_kernel(name) or name.startswith("triton_") or "embedding" in name.lower():
+        return False
+    return bool(UNFUSED.search(name))

@@ -18,6 +18,9 @@ edges before a replay (`tracekit whatif RUN --change C`, and each finding's reme
   spans) takes no time — batches ready when asked for, as with enough loader workers —,
   the device's measured order kept (`keep_device_order`);
 - `compute-speed=F`: compute F× faster (device compute; on CPU runs the host's ops);
+- `fuse=F`: the unfused memory-bound kernels (elementwise, copy, cast, norm …:
+  `tracekit.model.opclass.is_unfused_kernel`) F× faster — a fused kernel makes one round
+  trip to memory where a chain of eager kernels makes one per op;
 - `microbatches=M`: the pipeline with M microbatches and the same global batch
   (`tracekit.stepmodel.pipeline`);
 - `interleave=V`: the pipeline's stages split into V virtual chunks each (interleaved
@@ -36,6 +39,7 @@ from typing import ClassVar
 
 from tracekit.errors import TracekitError
 from tracekit.model.collectives import bus_factor
+from tracekit.model.opclass import is_unfused_kernel
 from tracekit.stepmodel import graph as G
 
 
@@ -107,6 +111,28 @@ class ComputeSpeed(Change):
                 hit = True
         if not hit:
             raise NotApplicable(f"--change {self.spec}: the run has no compute work")
+
+
+class Fuse(Change):
+    pattern = re.compile(r"fuse=([0-9.]+)")
+    syntax = "fuse=F"
+
+    def __init__(self, spec, m):
+        super().__init__(spec, m)
+        self.factor = float(m.group(1))
+        if not self.factor > 0:
+            raise TracekitError(f"--change {spec}: the speed-up F must be > 0")
+
+    def apply(self, g, e):
+        hit = False
+        for i in range(g.n):
+            if g.kind[i] == G.COMPUTE and not g.cpu and is_unfused_kernel(g.name[i] or ""):
+                e.dur[i] = e.dur[i] / self.factor
+                hit = True
+        if not hit:
+            raise NotApplicable(
+                f"--change {self.spec}: the run has no unfused memory-bound kernels"
+            )
 
 
 class Bandwidth(Change):
@@ -553,6 +579,7 @@ CHANGES: tuple[type[Change], ...] = (
     NoHostGaps,
     NoInputWait,
     ComputeSpeed,
+    Fuse,
     Microbatches,
     Interleave,
 )
