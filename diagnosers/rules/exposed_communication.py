@@ -73,24 +73,24 @@ class ExposedCommunication(Rule):
         blind = min(mean(r.unmatched_ms for r in per_rank) or 0.0, max(ms - wait_ms, 0.0))
         parts = []
         if ms - wait_ms - blind - slow_ms >= 0.05 * ms:
-            parts.append(f"{ms - wait_ms - blind - slow_ms:.1f} ms transfer compute could hide")
+            parts.append(f"{ms - wait_ms - blind - slow_ms:.2f} ms transfer compute could hide")
         if slow_ms >= 0.05 * ms:
             parts.append(
-                f"{slow_ms:.1f} ms the excess of slow collectives (raised as slow collective "
+                f"{slow_ms:.2f} ms the excess of slow collectives (raised as slow collective "
                 "too), which overlap would hide as well"
             )
         if blind >= 0.05 * ms:
             parts.append(
-                f"{blind:.1f} ms in collectives not matched across ranks (point-to-point, or "
+                f"{blind:.2f} ms in collectives not matched across ranks (point-to-point, or "
                 "peers missing from the run), where transfer and waiting cannot be told apart"
             )
         if wait_ms >= 0.05 * ms:
-            parts.append(f"{wait_ms:.1f} ms waiting for peers that no single rank delays")
+            parts.append(f"{wait_ms:.2f} ms waiting for peers that no single rank delays")
         yield self.finding(
             severity(share, self.warn, self.critical),
             f"communication is exposed {pct(exposed)} of the step"
             + (f", mostly {top}" if top else "")
-            + f"; {pct(share)} ({ms:.1f} ms) is not explained by a straggler or a pipeline "
+            + f"; {pct(share)} ({ms:.2f} ms) is not explained by a straggler or a pipeline "
             f"and overlap with compute would win it: {', '.join(parts)}",
             ranks=[r.rank for r in flagged],
             measured={
