@@ -342,8 +342,8 @@ def _backtrack(g: G.Graph, t, pred, v, r: int, lo: float, hi: float) -> list[Seg
         at = min(max(float(g.spans[q].start_ns), lo), cursor)  # rank q's window start
         if cursor > at:
             segs.append(Segment(q, "host", "measured start", at, cursor - at))
-        if at > lo:  # before the rank it leads to had begun its window: the path's own rank's
-            segs.append(Segment(r, "host", f"before rank {q}'s window", lo, at - lo))
+        if at > lo:  # the rank it leads to begins its window later: the path's rank waits
+            segs.append(Segment(r, "waiting", f"for rank {q} to start its window", lo, at - lo))
     segs.reverse()
     return segs
 
