@@ -396,6 +396,30 @@ def schema():
     click.echo(json.dumps(json_schema(), indent=2, ensure_ascii=False))
 
 
+def _sql_bounds(func):
+    """--memory and --timeout: what one user query may use (`tracekit.store.sandbox.Bounds`)."""
+    func = click.option(
+        "--timeout",
+        type=POSITIVE,
+        default=None,
+        metavar="SECONDS",
+        help="Stop a query after this long.  [default: 120]",
+    )(func)
+    return click.option(
+        "--memory",
+        default=None,
+        metavar="SIZE",
+        help="Memory a query may use: 500MB, 4GB or a share of this machine like 10%.  "
+        "[default: 25%]",
+    )(func)
+
+
+def _bounds(memory: str | None, timeout: float | None):
+    from tracekit.store.sandbox import TIMEOUT_S, Bounds
+
+    return Bounds.of(memory, TIMEOUT_S if timeout is None else timeout)
+
+
 @main.command()
 @_run_arg
 @click.option("--sql", "-s", "query", default=None, help="The SELECT to run.")
@@ -411,12 +435,13 @@ def schema():
 @click.option(
     "--limit", type=click.IntRange(0), default=200, show_default=True, help="Rows shown as a table."
 )
+@_sql_bounds
 @_rank_options
 @_workers
 @_comm_kernel
 @_health_options
-def query(run, query, fmt, describe, views, limit, ranks, sample_ranks, workers, comm_kernels,
-          strict, allow_mixed):  # fmt: skip
+def query(run, query, fmt, describe, views, limit, memory, timeout, ranks, sample_ranks, workers,
+          comm_kernels, strict, allow_mixed):  # fmt: skip
     """Read-only SQL over the run's views: tracekit query RUN --sql "SELECT …".
 
     Without --sql, a last argument that is not a file or folder is the query.
@@ -435,6 +460,7 @@ def query(run, query, fmt, describe, views, limit, ranks, sample_ranks, workers,
         return
     if describe is None and query is None:
         raise TracekitError('nothing to do: pass --sql "SELECT …", --describe VIEW or --views')
+    bounds = _bounds(memory, timeout)
     opts = OpenOptions(workers, comm_kernels, strict, allow_mixed, None, ranks, sample_ranks)
     with _open(run, opts) as r:
         if describe:
@@ -447,7 +473,7 @@ def query(run, query, fmt, describe, views, limit, ranks, sample_ranks, workers,
                 click.echo(f"  {col:{width}}  {typ:12}  {doc}")
             _warn(r)
             return
-        rel = r.readonly_sql(query)
+        rel = r.readonly_sql(query, bounds)
         names = rel.columns
         rows = rel.fetchall()
     _emit(_render_rows(names, rows, fmt, limit), None)
