@@ -699,11 +699,28 @@ def compare(ctx, base, new, more_base, more_new, max_regression, run_noise, fail
     runs to a side): exit 1 when a metric regressed beyond its threshold and beyond the
     run-to-run noise — measured between runs where a side has several, else a stated
     prior — and, one run a side, the per-step samples agree."""
+    from tracekit.gate.render import RENDERERS
+
+    cmp = gate_compare((base, *more_base), (new, *more_new), max_regression, run_noise,
+                       fail_on, alpha, config, steps, select, ignore, ranks,
+                       sample_ranks)  # fmt: skip
+    if fmt == "html":
+        from tracekit.gate.html import to_html
+
+        RENDERERS = {**RENDERERS, "html": to_html}
+    _emit(RENDERERS[fmt](cmp, everything) if fmt == "text" else RENDERERS[fmt](cmp), output)
+    ctx.exit(cmp.exit_code)
+
+
+def gate_compare(base_side, new_side, max_regression=None, run_noise=None, fail_on=None,
+                 alpha=None, config=None, steps=None, select=(), ignore=(), ranks=None,
+                 sample_ranks=None):  # fmt: skip
+    """The gate's comparison of two sides (each a sequence of run folders, baselines or
+    reports) — what `tracekit compare` renders (and the MCP door's `compare` returns)."""
     from tracekit.gate import baseline as gb
     from tracekit.gate import config as gc
     from tracekit.gate.compare import run_compare
     from tracekit.gate.metrics import parse_spec
-    from tracekit.gate.render import RENDERERS
 
     cfg = gc.load(config)
     th = {**cfg.thresholds, **parse_spec(max_regression)}
@@ -716,19 +733,10 @@ def compare(ctx, base, new, more_base, more_new, max_regression, run_noise, fail
         return seen[key]
 
     noise = {**cfg.run_noise, **parse_spec(run_noise, "--run-noise")}
-    sides = [
-        gb.join([gb.load_side(p, analyze) for p in (first, *more)])
-        for first, more in ((base, more_base), (new, more_new))
-    ]
-    cmp = run_compare(
+    sides = [gb.join([gb.load_side(p, analyze) for p in side]) for side in (base_side, new_side)]
+    return run_compare(
         *sides, th, alpha or cfg.alpha or 0.05, fail_on or cfg.fail_on or "regression", noise
     )
-    if fmt == "html":
-        from tracekit.gate.html import to_html
-
-        RENDERERS = {**RENDERERS, "html": to_html}
-    _emit(RENDERERS[fmt](cmp, everything) if fmt == "text" else RENDERERS[fmt](cmp), output)
-    ctx.exit(cmp.exit_code)
 
 
 @main.group("gate")
@@ -971,17 +979,31 @@ def whatif(run, changes, fmt, window, steps, ranks, sample_ranks, workers, comm_
            strict, allow_mixed):  # fmt: skip
     """Replay the run's step model with changes: the step they predict, what they save,
     and the critical path after them (docs/step-model.md)."""
+    from tracekit.report.render import whatif_lines
+
+    options = _analysis(run, window, steps)
+    opts = OpenOptions(workers, comm_kernels, strict, allow_mixed, None, ranks, sample_ranks)
+    out, r = whatif_report(run, opts, options, changes)
+    if fmt == "json":
+        import msgspec
+
+        _emit(msgspec.json.format(msgspec.json.encode(out), indent=2).decode() + "\n", None)
+    else:
+        _emit("\n".join(whatif_lines(out)) + "\n", None)
+    _warn(r)
+
+
+def whatif_report(run, opts: OpenOptions, options: AnalysisOptions, changes):
+    """(the typed what-if result, the closed run) of replaying `changes` on RUN — what
+    `tracekit whatif` prints (and the MCP door's `whatif` returns)."""
     from diagnosers import assemble
     from diagnosers.analyses.stepmodel import what_if
     from diagnosers.context import Context
     from tracekit.report import schema as S
-    from tracekit.report.render import whatif_lines
     from tracekit.stepmodel.changes import parse
 
     for c in changes:  # a change that is not one fails before the run is read
         parse(c)
-    options = _analysis(run, window, steps)
-    opts = OpenOptions(workers, comm_kernels, strict, allow_mixed, None, ranks, sample_ranks)
     with _open(run, opts) as r:
         r.materialize()
         o = what_if(Context(r, options), list(changes))
@@ -994,13 +1016,30 @@ def whatif(run, changes, fmt, window, steps, ranks, sample_ranks, workers, comm_
         critical_path=assemble.critical_path(o.critical_path),
         notes=o.notes,
     )
-    if fmt == "json":
-        import msgspec
+    return out, r
 
-        _emit(msgspec.json.format(msgspec.json.encode(out), indent=2).decode() + "\n", None)
-    else:
-        _emit("\n".join(whatif_lines(out)) + "\n", None)
-    _warn(r)
+
+@main.command()
+@click.option(
+    "--root",
+    "roots",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="A folder the assistant may read runs from (repeatable).  [default: the working "
+    "directory]",
+)
+@_sql_bounds
+def mcp(roots, memory, timeout):
+    """Serve the run's report, findings, SQL, what-if and the gate as tools to an assistant
+    (Model Context Protocol over stdio; docs/mcp.md). Needs the mcp extra."""
+    from importlib.util import find_spec
+
+    if find_spec("mcp") is None:
+        raise TracekitError("tracekit mcp needs the MCP SDK: pip install 'tracekit-torch[mcp]'")
+    bounds = _bounds(memory, timeout)
+    from tracekit.mcp_server import serve
+
+    serve(list(roots) or ["."], bounds)
 
 
 _run_command()  # always listed; it needs torch (the `jobs` extra) only when it runs
