@@ -15,8 +15,11 @@ from pathlib import Path
 
 import click
 
+from tracekit.commands import analysis as _analysis
+from tracekit.commands import gate_compare, whatif_report
+from tracekit.commands import gate_report as _gate_report
 from tracekit.errors import ExitCode, TracekitError
-from tracekit.options import AnalysisOptions, OpenOptions, Overrides
+from tracekit.options import AnalysisOptions, OpenOptions
 from tracekit.version import __version__
 
 
@@ -246,26 +249,6 @@ def _rule_options(func):
         help="Run only these rules (codes, prefixes, kinds or names); default: all, or "
         "[tool.tracekit] select.",
     )(func)
-
-
-def _analysis(run, window="steps", steps=None, overrides=None, select=(), ignore=(),
-              levels=True, root=None) -> AnalysisOptions:  # fmt: skip
-    """The analysis options of a command, [tool.tracekit] filled in (`root`: the run's
-    root when already known, else found by discovery)."""
-    from tracekit.ingest.discover import find_trace_files
-    from tracekit.options import rule_selection
-
-    if root is None:
-        root = find_trace_files([Path(p) for p in run])[0] if run else None
-    sel, ign = rule_selection(root, tuple(select), tuple(ignore))
-    return AnalysisOptions(
-        window=window,
-        steps=steps,
-        overrides=Overrides.of(overrides),
-        select=sel,
-        ignore=ign,
-        levels=levels,
-    )
 
 
 def _override_options(func):
@@ -712,33 +695,6 @@ def compare(ctx, base, new, more_base, more_new, max_regression, run_noise, fail
     ctx.exit(cmp.exit_code)
 
 
-def gate_compare(base_side, new_side, max_regression=None, run_noise=None, fail_on=None,
-                 alpha=None, config=None, steps=None, select=(), ignore=(), ranks=None,
-                 sample_ranks=None):  # fmt: skip
-    """The gate's comparison of two sides (each a sequence of run folders, baselines or
-    reports) — what `tracekit compare` renders (and the MCP door's `compare` returns)."""
-    from tracekit.gate import baseline as gb
-    from tracekit.gate import config as gc
-    from tracekit.gate.compare import run_compare
-    from tracekit.gate.metrics import parse_spec
-
-    cfg = gc.load(config)
-    th = {**cfg.thresholds, **parse_spec(max_regression)}
-    seen: dict[Path, dict] = {}  # a run compared with itself is analysed once
-
-    def analyze(p: str) -> dict:
-        key = Path(p).resolve()
-        if key not in seen:
-            seen[key] = _gate_report(p, steps, ranks, sample_ranks, select, ignore)
-        return seen[key]
-
-    noise = {**cfg.run_noise, **parse_spec(run_noise, "--run-noise")}
-    sides = [gb.join([gb.load_side(p, analyze) for p in side]) for side in (base_side, new_side)]
-    return run_compare(
-        *sides, th, alpha or cfg.alpha or 0.05, fail_on or cfg.fail_on or "regression", noise
-    )
-
-
 @main.group("gate")
 def gate_group():
     """The CI gate's tools (compare and baseline are commands of their own)."""
@@ -799,24 +755,6 @@ def gate_calibrate(run, false_fail, catch_spec, baseline_runs, alpha, fmt, steps
         click.echo(json.dumps(doc, indent=1))
         return
     click.echo(gcal.to_text(rows, len(reports), n, false_fail, alpha), nl=False)
-
-
-def _gate_report(
-    path: str,
-    steps: str | None,
-    ranks: str | None = None,
-    sample_ranks: int | None = None,
-    select: tuple[str, ...] = (),
-    ignore: tuple[str, ...] = (),
-) -> dict:
-    """A run folder's report: what `analyze --format json` prints for it (and caches),
-    as the JSON values the gate reads."""
-    from diagnosers import assemble
-    from tracekit.report.schema import to_dict
-
-    options = _analysis([path], steps=steps, select=select, ignore=ignore)
-    with _open([path], OpenOptions(ranks=ranks, sample_ranks=sample_ranks)) as r:
-        return to_dict(assemble.cached(r, options))
 
 
 @main.command()
@@ -991,32 +929,6 @@ def whatif(run, changes, fmt, window, steps, ranks, sample_ranks, workers, comm_
     else:
         _emit("\n".join(whatif_lines(out)) + "\n", None)
     _warn(r)
-
-
-def whatif_report(run, opts: OpenOptions, options: AnalysisOptions, changes):
-    """(the typed what-if result, the closed run) of replaying `changes` on RUN — what
-    `tracekit whatif` prints (and the MCP door's `whatif` returns)."""
-    from diagnosers import assemble
-    from diagnosers.analyses.stepmodel import what_if
-    from diagnosers.context import Context
-    from tracekit.report import schema as S
-    from tracekit.stepmodel.changes import parse
-
-    for c in changes:  # a change that is not one fails before the run is read
-        parse(c)
-    with _open(run, opts) as r:
-        r.materialize()
-        o = what_if(Context(r, options), list(changes))
-    out = S.WhatIfReport(
-        change=o.change,
-        measured_step_ms=o.measured_step_ms,
-        replayed_step_ms=o.replayed_step_ms,
-        predicted_step_ms=o.predicted_step_ms,
-        saved_ms=o.saved_ms,
-        critical_path=assemble.critical_path(o.critical_path),
-        notes=o.notes,
-    )
-    return out, r
 
 
 @main.command()

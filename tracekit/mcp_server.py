@@ -6,7 +6,7 @@ replay, the gate and the Perfetto links as tools, each with an input schema and 
 result of the report's own types (`tracekit/report/schema.py`, msgspec to builtins).
 
 Like the command line it is a door: it computes nothing of its own. Each tool calls what
-the CLI calls (`tracekit.cli`'s `_analysis`, `whatif_report`, `gate_compare`; the store's
+the CLI calls (`tracekit.commands`: `analysis`, `whatif_report`, `gate_compare`; the store's
 sandbox; `diagnosers.assemble.cached`), importing the diagnosers lazily.
 
 Safety, checked here before anything is opened:
@@ -203,7 +203,7 @@ def _publish_schemas(server: MCPServer) -> None:
 
 def build(roots: list[str | Path], bounds=None) -> MCPServer:
     """The server over `roots`; `bounds` (`tracekit.store.sandbox.Bounds`) cap each query."""
-    from tracekit import cli
+    from tracekit import commands
     from tracekit.options import OpenOptions
     from tracekit.store.sandbox import Bounds
     from tracekit.version import __version__
@@ -220,8 +220,8 @@ def build(roots: list[str | Path], bounds=None) -> MCPServer:
         from diagnosers import assemble
 
         path = where.run(run)
-        options = cli._analysis([path], window, steps, None, tuple(select), tuple(ignore))
-        with cli._open([path], OpenOptions()) as r:
+        options = commands.analysis([path], window, steps, None, tuple(select), tuple(ignore))
+        with commands.open_run([path], OpenOptions()) as r:
             rep = assemble.cached(r, options)
             return keep(r, rep) if keep else rep
 
@@ -312,7 +312,7 @@ def build(roots: list[str | Path], bounds=None) -> MCPServer:
                     ]
                 }
             d = docs().get(view)
-            with cli._open([path], OpenOptions()) as r:
+            with commands.open_run([path], OpenOptions()) as r:
                 rows = r.describe(view)
             return {
                 "view": view,
@@ -345,7 +345,7 @@ def build(roots: list[str | Path], bounds=None) -> MCPServer:
 
         def go():
             path = where.run(run)
-            with cli._open([path], OpenOptions()) as r:
+            with commands.open_run([path], OpenOptions()) as r:
                 rel = r.readonly_sql(sql, bounds)
                 names = rel.columns
                 rows = rel.limit(limit + 1).fetchall()
@@ -380,8 +380,8 @@ def build(roots: list[str | Path], bounds=None) -> MCPServer:
 
         def go():
             path = where.run(run)
-            options = cli._analysis([path], window, steps)
-            out, _ = cli.whatif_report([path], OpenOptions(), options, list(changes))
+            options = commands.analysis([path], window, steps)
+            out, _ = commands.whatif_report([path], OpenOptions(), options, list(changes))
             return msgspec.to_builtins(out)
 
         out = await _work(ctx, ["opening the run", "replaying the step model"], go)
@@ -410,7 +410,7 @@ def build(roots: list[str | Path], bounds=None) -> MCPServer:
         def go():
             b = [where.run(p) for p in base]
             n = [where.run(p) for p in new]
-            cmp = cli.gate_compare(b, n, max_regression, steps=steps)
+            cmp = commands.gate_compare(b, n, max_regression, steps=steps)
             return json.loads(json.dumps(cmp.to_dict(), default=str))
 
         out = await _work(ctx, ["analysing both sides", "judging"], go)
