@@ -124,17 +124,25 @@ def _one_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
+async def _progress(ctx: Context | None, done: float, total: float, what: str) -> None:
+    """A progress notification, where the call came from a client (not in-process)."""
+    if ctx is None:
+        return
+    try:
+        await ctx.report_progress(done, total, what)
+    except ValueError:  # no request: called in-process (tests, notebooks)
+        pass
+
+
 async def _work(ctx: Context | None, steps: list[str], fn):
     """Run `fn` (blocking: tables, DuckDB, replays) off the event loop, with progress
     notifications around it; a TracekitError becomes a tool error of one line."""
     total = len(steps) + 1
     try:
-        if ctx is not None:
-            for i, what in enumerate(steps):
-                await ctx.report_progress(i, total, what)
+        for i, what in enumerate(steps):
+            await _progress(ctx, i, total, what)
         out = await anyio.to_thread.run_sync(fn)
-        if ctx is not None:
-            await ctx.report_progress(total, total, "done")
+        await _progress(ctx, total, total, "done")
         return out
     except ToolError:
         raise
