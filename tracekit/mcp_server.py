@@ -23,6 +23,7 @@ Docs: docs/mcp.md.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -128,10 +129,8 @@ async def _progress(ctx: Context | None, done: float, total: float, what: str) -
     """A progress notification, where the call came from a client (not in-process)."""
     if ctx is None:
         return
-    try:
+    with contextlib.suppress(ValueError):  # no request: called in-process (tests, notebooks)
         await ctx.report_progress(done, total, what)
-    except ValueError:  # no request: called in-process (tests, notebooks)
-        pass
 
 
 async def _work(ctx: Context | None, steps: list[str], fn):
