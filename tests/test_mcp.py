@@ -281,3 +281,46 @@ def test_bad_bounds_and_a_missing_sdk_are_one_line(place, monkeypatch):
     assert r.stderr.strip() == (
         "tracekit: tracekit mcp needs the MCP SDK: pip install 'tracekit-torch[mcp]'"
     )
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def _http_session(url: str):
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    for _ in range(100):  # the server is starting
+        try:
+            async with streamable_http_client(url) as (r, w), ClientSession(r, w) as s:
+                await s.initialize()
+                tools = {t.name for t in (await s.list_tools()).tools}
+                q = await s.call_tool("query", {"run": "ddp", "sql": "select count(*) from steps"})
+                bad = await s.call_tool("analyze", {"run": "/etc"})
+                return tools, q, bad
+        except Exception:
+            await anyio.sleep(0.2)
+    raise AssertionError(f"no MCP server answered at {url}")
+
+
+def test_streamable_http_on_localhost(place):
+    root, _ = place
+    port = _free_port()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "tracekit", "mcp", "--root", str(root), "--http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        tools, q, bad = anyio.run(_http_session, f"http://127.0.0.1:{port}/mcp")
+    finally:
+        p.terminate()
+        p.wait(timeout=20)
+    assert "analyze" in tools
+    assert not q.is_error and q.structured_content["rows"] == [[4]]
+    assert bad.is_error and "outside the server's roots" in _text(bad)

@@ -940,8 +940,16 @@ def whatif(run, changes, fmt, window, steps, ranks, sample_ranks, workers, comm_
     help="A folder the assistant may read runs from (repeatable).  [default: the working "
     "directory]",
 )
+@click.option(
+    "--http",
+    "http_port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    metavar="PORT",
+    help="Serve streamable HTTP on http://127.0.0.1:PORT/mcp instead of stdio (localhost only).",
+)
 @_sql_bounds
-def mcp(roots, memory, timeout):
+def mcp(roots, http_port, memory, timeout):
     """Serve the run's report, findings, SQL, what-if and the gate as tools to an assistant
     (Model Context Protocol over stdio; docs/mcp.md). Needs the mcp extra."""
     from importlib.util import find_spec
@@ -951,7 +959,7 @@ def mcp(roots, memory, timeout):
     bounds = _bounds(memory, timeout)
     from tracekit.mcp_server import serve
 
-    serve(list(roots) or ["."], bounds)
+    serve(list(roots) or ["."], bounds, http_port)
 
 
 _run_command()  # always listed; it needs torch (the `jobs` extra) only when it runs

@@ -507,6 +507,12 @@ def _jsonable(v: Any) -> Any:
     return str(v)
 
 
-def serve(roots: list[str | Path], bounds=None) -> None:
-    """Serve over stdio until the client closes it."""
-    build(roots, bounds).run("stdio")
+def serve(roots: list[str | Path], bounds=None, http_port: int | None = None) -> None:
+    """Serve over stdio until the client closes it, or streamable HTTP on
+    http://127.0.0.1:`http_port`/mcp (localhost only: the SDK's DNS-rebinding protection
+    accepts only local Host headers) until interrupted."""
+    server = build(roots, bounds)
+    if http_port is None:
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host="127.0.0.1", port=http_port)
