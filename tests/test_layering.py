@@ -3,7 +3,8 @@ included, `if TYPE_CHECKING:` blocks left out (they never run) — and no import
 
 The engine's packages are layers in the order data flows; a module may import its own
 layer and the ones before it. The doors — the command line (`tracekit.cli`,
-`tracekit.__main__`) and the Python door (`tracekit.__init__`, `tracekit.api`) — wire
+`tracekit.__main__`), the Python door (`tracekit.__init__`, `tracekit.api`) and the
+agent door (`tracekit.mcp_server`, `tracekit mcp`) — wire
 everything together and are the only engine modules that may import `diagnosers`, `tui`
 or `instrument`, and then only inside functions (lazily).
 """
@@ -31,7 +32,14 @@ ENGINE_LAYERS: tuple[tuple[str, ...], ...] = (
     ("tracekit.report",),
     ("tracekit.gate",),
 )
-DOORS = ("tracekit", "tracekit.__main__", "tracekit.cli", "tracekit.api")
+DOORS = (
+    "tracekit",
+    "tracekit.__main__",
+    "tracekit.cli",
+    "tracekit.api",
+    "tracekit.commands",
+    "tracekit.mcp_server",
+)
 CONSUMERS = ("diagnosers", "tui", "instrument")
 # what each consumer package may import besides itself
 MAY_IMPORT = {

@@ -138,3 +138,59 @@ def test_query_results_are_text_not_markup(place):
     assert ":x: [bold]b[/bold] [memory]" in res.output and "[red]col" in res.output
     csv = CliRunner().invoke(main, ["query", str(place / "run"), "--sql", sql, "--format", "json"])
     assert json.loads(csv.output) == [{"[red]col": ":x: [bold]b[/bold] [memory]"}]
+
+
+# -- bounds: memory and time (never run the huge queries without them) ----------------------
+
+
+@pytest.mark.parametrize(
+    "text,expect",
+    [("500MB", 500 * 10**6), ("4GiB", 4 * 2**30), ("2g", 2 * 10**9), ("1024", 1024),
+     ("1.5KB", 1500)],
+)  # fmt: skip
+def test_memory_sizes(text, expect):
+    from tracekit.store.sandbox import parse_memory
+
+    assert parse_memory(text) == expect
+
+
+def test_memory_shares_are_of_this_machine():
+    import os
+
+    from tracekit.store.sandbox import Bounds, parse_memory
+
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert parse_memory("10%") == int(ram * 0.10)
+    assert Bounds.of().memory == int(ram * 0.25)
+    for bad in ("lots", "0", "-1GB", "150%", "5XB"):
+        with pytest.raises(TracekitError, match="memory limit"):
+            parse_memory(bad)
+    with pytest.raises(TracekitError, match="time limit"):
+        Bounds.of(None, 0)
+
+
+def test_bounds_end_a_query_with_one_line(place):
+    """Memory, time and the result's size each stop a query; the sandbox then still
+    answers, and a new memory limit opens a new sandbox (its configuration is locked)."""
+    import time
+
+    from tracekit.store.sandbox import Bounds
+
+    tight = Bounds.of("300MB", 2)
+    with tracekit.open(place / "run") as run:
+        with pytest.raises(TracekitError, match="memory limit of 286 MiB"):
+            run.readonly_sql("SELECT list(range) FROM range(1000000000)", tight)
+        t0 = time.monotonic()
+        with pytest.raises(TracekitError, match="time limit of 2 s"):
+            run.readonly_sql(
+                "SELECT count(*) FROM range(100000000000) t(a), range(10) u(b) WHERE a + b < 0",
+                tight,
+            )
+        assert time.monotonic() - t0 < 6
+        with pytest.raises(TracekitError, match="result is larger than its memory limit"):
+            run.readonly_sql("SELECT * FROM range(10000000)", Bounds.of("20MB", 10))
+        assert run.readonly_sql("SELECT count(*) FROM steps", tight).fetchall() == [(4,)]
+        limit = run.readonly_sql("SELECT current_setting('memory_limit')", tight).fetchall()
+        assert limit == [("286.1 MiB",)]
+        wider = run.readonly_sql("SELECT current_setting('memory_limit')", Bounds.of("1GB"))
+        assert wider.fetchall() == [("953.6 MiB",)]

@@ -15,8 +15,11 @@ from pathlib import Path
 
 import click
 
+from tracekit.commands import analysis as _analysis
+from tracekit.commands import gate_compare, whatif_report
+from tracekit.commands import gate_report as _gate_report
 from tracekit.errors import ExitCode, TracekitError
-from tracekit.options import AnalysisOptions, OpenOptions, Overrides
+from tracekit.options import AnalysisOptions, OpenOptions
 from tracekit.version import __version__
 
 
@@ -248,26 +251,6 @@ def _rule_options(func):
     )(func)
 
 
-def _analysis(run, window="steps", steps=None, overrides=None, select=(), ignore=(),
-              levels=True, root=None) -> AnalysisOptions:  # fmt: skip
-    """The analysis options of a command, [tool.tracekit] filled in (`root`: the run's
-    root when already known, else found by discovery)."""
-    from tracekit.ingest.discover import find_trace_files
-    from tracekit.options import rule_selection
-
-    if root is None:
-        root = find_trace_files([Path(p) for p in run])[0] if run else None
-    sel, ign = rule_selection(root, tuple(select), tuple(ignore))
-    return AnalysisOptions(
-        window=window,
-        steps=steps,
-        overrides=Overrides.of(overrides),
-        select=sel,
-        ignore=ign,
-        levels=levels,
-    )
-
-
 def _override_options(func):
     """The figures a user may state instead of the tables (diagnosers.Overrides), for every
     command that builds the report."""
@@ -396,6 +379,30 @@ def schema():
     click.echo(json.dumps(json_schema(), indent=2, ensure_ascii=False))
 
 
+def _sql_bounds(func):
+    """--memory and --timeout: what one user query may use (`tracekit.store.sandbox.Bounds`)."""
+    func = click.option(
+        "--timeout",
+        type=POSITIVE,
+        default=None,
+        metavar="SECONDS",
+        help="Stop a query after this long.  [default: 120]",
+    )(func)
+    return click.option(
+        "--memory",
+        default=None,
+        metavar="SIZE",
+        help="Memory a query may use: 500MB, 4GB or a share of this machine like 10%.  "
+        "[default: 25%]",
+    )(func)
+
+
+def _bounds(memory: str | None, timeout: float | None):
+    from tracekit.store.sandbox import TIMEOUT_S, Bounds
+
+    return Bounds.of(memory, TIMEOUT_S if timeout is None else timeout)
+
+
 @main.command()
 @_run_arg
 @click.option("--sql", "-s", "query", default=None, help="The SELECT to run.")
@@ -411,12 +418,13 @@ def schema():
 @click.option(
     "--limit", type=click.IntRange(0), default=200, show_default=True, help="Rows shown as a table."
 )
+@_sql_bounds
 @_rank_options
 @_workers
 @_comm_kernel
 @_health_options
-def query(run, query, fmt, describe, views, limit, ranks, sample_ranks, workers, comm_kernels,
-          strict, allow_mixed):  # fmt: skip
+def query(run, query, fmt, describe, views, limit, memory, timeout, ranks, sample_ranks, workers,
+          comm_kernels, strict, allow_mixed):  # fmt: skip
     """Read-only SQL over the run's views: tracekit query RUN --sql "SELECT …".
 
     Without --sql, a last argument that is not a file or folder is the query.
@@ -435,6 +443,7 @@ def query(run, query, fmt, describe, views, limit, ranks, sample_ranks, workers,
         return
     if describe is None and query is None:
         raise TracekitError('nothing to do: pass --sql "SELECT …", --describe VIEW or --views')
+    bounds = _bounds(memory, timeout)
     opts = OpenOptions(workers, comm_kernels, strict, allow_mixed, None, ranks, sample_ranks)
     with _open(run, opts) as r:
         if describe:
@@ -447,7 +456,7 @@ def query(run, query, fmt, describe, views, limit, ranks, sample_ranks, workers,
                 click.echo(f"  {col:{width}}  {typ:12}  {doc}")
             _warn(r)
             return
-        rel = r.readonly_sql(query)
+        rel = r.readonly_sql(query, bounds)
         names = rel.columns
         rows = rel.fetchall()
     _emit(_render_rows(names, rows, fmt, limit), None)
@@ -673,30 +682,11 @@ def compare(ctx, base, new, more_base, more_new, max_regression, run_noise, fail
     runs to a side): exit 1 when a metric regressed beyond its threshold and beyond the
     run-to-run noise — measured between runs where a side has several, else a stated
     prior — and, one run a side, the per-step samples agree."""
-    from tracekit.gate import baseline as gb
-    from tracekit.gate import config as gc
-    from tracekit.gate.compare import run_compare
-    from tracekit.gate.metrics import parse_spec
     from tracekit.gate.render import RENDERERS
 
-    cfg = gc.load(config)
-    th = {**cfg.thresholds, **parse_spec(max_regression)}
-    seen: dict[Path, dict] = {}  # a run compared with itself is analysed once
-
-    def analyze(p: str) -> dict:
-        key = Path(p).resolve()
-        if key not in seen:
-            seen[key] = _gate_report(p, steps, ranks, sample_ranks, select, ignore)
-        return seen[key]
-
-    noise = {**cfg.run_noise, **parse_spec(run_noise, "--run-noise")}
-    sides = [
-        gb.join([gb.load_side(p, analyze) for p in (first, *more)])
-        for first, more in ((base, more_base), (new, more_new))
-    ]
-    cmp = run_compare(
-        *sides, th, alpha or cfg.alpha or 0.05, fail_on or cfg.fail_on or "regression", noise
-    )
+    cmp = gate_compare((base, *more_base), (new, *more_new), max_regression, run_noise,
+                       fail_on, alpha, config, steps, select, ignore, ranks,
+                       sample_ranks)  # fmt: skip
     if fmt == "html":
         from tracekit.gate.html import to_html
 
@@ -765,24 +755,6 @@ def gate_calibrate(run, false_fail, catch_spec, baseline_runs, alpha, fmt, steps
         click.echo(json.dumps(doc, indent=1))
         return
     click.echo(gcal.to_text(rows, len(reports), n, false_fail, alpha), nl=False)
-
-
-def _gate_report(
-    path: str,
-    steps: str | None,
-    ranks: str | None = None,
-    sample_ranks: int | None = None,
-    select: tuple[str, ...] = (),
-    ignore: tuple[str, ...] = (),
-) -> dict:
-    """A run folder's report: what `analyze --format json` prints for it (and caches),
-    as the JSON values the gate reads."""
-    from diagnosers import assemble
-    from tracekit.report.schema import to_dict
-
-    options = _analysis([path], steps=steps, select=select, ignore=ignore)
-    with _open([path], OpenOptions(ranks=ranks, sample_ranks=sample_ranks)) as r:
-        return to_dict(assemble.cached(r, options))
 
 
 @main.command()
@@ -946,29 +918,11 @@ def whatif(run, changes, fmt, window, steps, ranks, sample_ranks, workers, comm_
            strict, allow_mixed):  # fmt: skip
     """Replay the run's step model with changes: the step they predict, what they save,
     and the critical path after them (docs/step-model.md)."""
-    from diagnosers import assemble
-    from diagnosers.analyses.stepmodel import what_if
-    from diagnosers.context import Context
-    from tracekit.report import schema as S
     from tracekit.report.render import whatif_lines
-    from tracekit.stepmodel.changes import parse
 
-    for c in changes:  # a change that is not one fails before the run is read
-        parse(c)
     options = _analysis(run, window, steps)
     opts = OpenOptions(workers, comm_kernels, strict, allow_mixed, None, ranks, sample_ranks)
-    with _open(run, opts) as r:
-        r.materialize()
-        o = what_if(Context(r, options), list(changes))
-    out = S.WhatIfReport(
-        change=o.change,
-        measured_step_ms=o.measured_step_ms,
-        replayed_step_ms=o.replayed_step_ms,
-        predicted_step_ms=o.predicted_step_ms,
-        saved_ms=o.saved_ms,
-        critical_path=assemble.critical_path(o.critical_path),
-        notes=o.notes,
-    )
+    out, r = whatif_report(run, opts, options, changes)
     if fmt == "json":
         import msgspec
 
@@ -976,6 +930,37 @@ def whatif(run, changes, fmt, window, steps, ranks, sample_ranks, workers, comm_
     else:
         _emit("\n".join(whatif_lines(out)) + "\n", None)
     _warn(r)
+
+
+@main.command()
+@click.option(
+    "--root",
+    "roots",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="A folder the assistant may read runs from (repeatable).  [default: the working "
+    "directory]",
+)
+@click.option(
+    "--http",
+    "http_port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    metavar="PORT",
+    help="Serve streamable HTTP on http://127.0.0.1:PORT/mcp instead of stdio (localhost only).",
+)
+@_sql_bounds
+def mcp(roots, http_port, memory, timeout):
+    """Serve the run's report, findings, SQL, what-if and the gate as tools to an assistant
+    (Model Context Protocol over stdio; docs/mcp.md). Needs the mcp extra."""
+    from importlib.util import find_spec
+
+    if find_spec("mcp") is None:
+        raise TracekitError("tracekit mcp needs the MCP SDK: pip install 'tracekit-torch[mcp]'")
+    bounds = _bounds(memory, timeout)
+    from tracekit.mcp_server import serve
+
+    serve(list(roots) or ["."], bounds, http_port)
 
 
 _run_command()  # always listed; it needs torch (the `jobs` extra) only when it runs

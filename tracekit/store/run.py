@@ -117,17 +117,23 @@ class Run:
             self.con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _m_{name}")
         self._materialized = True
 
-    def readonly_sql(self, query: str) -> duckdb.DuckDBPyRelation:
+    def readonly_sql(self, query: str, bounds=None) -> duckdb.DuckDBPyRelation:
         """Run user SQL that may only read the run (`tracekit.store.sandbox`): one SELECT-like
-        statement, on a connection that can open no file outside the run's cache."""
+        statement, on a connection that can open no file outside the run's cache, within
+        `bounds` (`sandbox.Bounds`: memory and time; default a share of the machine)."""
         from tracekit.store import sandbox
 
+        bounds = bounds or sandbox.Bounds.of()
         box = getattr(self, "_sandbox", None)
+        if box is not None and self._sandbox_memory != bounds.memory:  # locked: open anew
+            box.close()
+            box = None
         if box is None:
             box = self._sandbox = sandbox.open_sandbox(
-                self.con, self.cache_dir, getattr(self, "_view_sql", None)
+                self.con, self.cache_dir, getattr(self, "_view_sql", None), bounds
             )
-        return sandbox.run_readonly(box, query)
+            self._sandbox_memory = bounds.memory
+        return sandbox.run_readonly(box, query, bounds)
 
     def views(self) -> list[str]:
         return sorted(sql.docs())
