@@ -46,13 +46,10 @@ def regions(ctx: Context) -> list[S.Region]:
         ranks = sorted(per)
         n = len(ranks)
 
-        def mean(field: str) -> float:
-            return fsum(per[r][field] or 0.0 for r in ranks) / n
-
         flops = [per[r]["flops"] for r in ranks if per[r]["flops"] is not None]
         flops_per_step = fsum(flops) / n if flops else None
-        dev = None if cpu_run else mean("dev")
-        time_ms = mean("cpu") if cpu_run else dev
+        dev = None if cpu_run else _mean(per, "dev")
+        time_ms = _mean(per, "cpu") if cpu_run else dev
         by_time = sorted(ranks, key=lambda r: (per[r][key], r))
         med = median_low([per[r][key] for r in ranks])
         rows.append(
@@ -60,10 +57,10 @@ def regions(ctx: Context) -> list[S.Region]:
                 path=list(path),
                 kind=kind,
                 ranks=ranks,
-                count_per_step=mean("count"),
-                cpu_ms_per_step=mean("cpu"),
+                count_per_step=_mean(per, "count"),
+                cpu_ms_per_step=_mean(per, "cpu"),
                 device_ms_per_step=dev,
-                device_self_ms_per_step=None if cpu_run else mean("self"),
+                device_self_ms_per_step=None if cpu_run else _mean(per, "self"),
                 flops_per_step=flops_per_step,
                 achieved_tflops=(
                     flops_per_step / (time_ms * 1e-3) / 1e12
@@ -79,3 +76,8 @@ def regions(ctx: Context) -> list[S.Region]:
     key_ms = (lambda g: g.cpu_ms_per_step) if cpu_run else (lambda g: g.device_ms_per_step)
     rows.sort(key=lambda g: (-(key_ms(g) or 0.0), g.path, g.kind))
     return rows
+
+
+def _mean(per: dict[int, dict], field: str) -> float:
+    """`field`'s mean over the ranks of `per` (those holding the region)."""
+    return fsum(v[field] or 0.0 for v in per.values()) / len(per)

@@ -26,7 +26,7 @@
 -- @column work_ns: where its work runs: the start of the first device event it launched, else its CPU start — the time a window counts the region by, as it counts ops (`windows.ops_in`)
 CREATE OR REPLACE VIEW regions AS
 WITH r AS (
-    SELECT row_number() OVER (ORDER BY rank, tid, ts_ns, dur_ns DESC) AS rid, rank, tid,
+    SELECT row_number() OVER (ORDER BY rank, tid, ts_ns, dur_ns DESC, name) AS rid, rank, tid,
            CASE WHEN kind = 'python' THEN 'module' ELSE 'annotation' END AS kind,
            CASE WHEN kind = 'python' THEN trim((name::VARCHAR)[12:]) ELSE name::VARCHAR END
                AS name,

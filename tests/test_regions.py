@@ -1,0 +1,123 @@
+"""Regions (issue 30): annotated ranges and nn.Module events nested on their thread, with
+the device time of the work they launched, checked against counts made from the raw
+trace JSON by hand: each region's launches are the runtime calls on its thread inside its
+span, their device events found by correlation."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+import tracekit
+from tests.helpers import full_report
+from tracekit.report.render import region_lines, to_markdown, to_text
+from tracekit.report.schema import decode
+
+DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
+RUNTIME_CATS = {"cuda_runtime", "hip_runtime", "runtime", "cuda_driver"}
+
+
+def _load(path: Path) -> list[dict]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as fh:
+        return [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
+
+
+def truth(path: Path) -> dict[tuple[str, tuple[str, ...]], float]:
+    """(kind, path) → device µs launched inside, summed over every instance."""
+    events = _load(path)
+    regions = []
+    for e in events:
+        cat, name = (e.get("cat") or "").lower(), e.get("name") or ""
+        if cat == "python_function" and name.startswith("nn.Module: "):
+            regions.append(("module", name[len("nn.Module: ") :].strip(), e))
+        elif cat == "user_annotation" and not name.startswith(("ProfilerStep#", "gloo:")):
+            regions.append(("annotation", name, e))
+    # the engine's order: thread, start, the longer first, the name
+    regions.sort(key=lambda r: (r[2]["tid"], r[2]["ts"], -r[2]["dur"], r[1]))
+    device = defaultdict(float)
+    for e in events:
+        corr = (e.get("args") or {}).get("correlation")
+        if (e.get("cat") or "").lower() in DEVICE_CATS and corr is not None:
+            device[corr] += e["dur"]
+    launches = defaultdict(list)  # tid → (launch ts, device µs)
+    for e in events:
+        corr = (e.get("args") or {}).get("correlation")
+        if (e.get("cat") or "").lower() in RUNTIME_CATS and corr in device:
+            launches[e["tid"]].append((e["ts"], device.pop(corr)))
+    out: dict[tuple[str, tuple[str, ...]], float] = defaultdict(float)
+    for i, (kind, name, e) in enumerate(regions):
+        end = e["ts"] + e["dur"]
+        above = [
+            n
+            for _k, n, a in regions[:i]
+            if a["tid"] == e["tid"] and a["ts"] <= e["ts"] and a["ts"] + a["dur"] >= end
+        ]
+        us = sum(d for ts, d in launches[e["tid"]] if e["ts"] <= ts <= end)
+        out[(kind, (*above, name))] += us
+    return {k: v for k, v in out.items() if v > 0}
+
+
+def _by_rank(g: dict) -> dict[int, float]:
+    return {int(k): v for k, v in g["device_ms_by_rank"].items()}
+
+
+def _check(report: dict, want: dict, rank: int) -> None:
+    got = {
+        (g["kind"], tuple(g["path"])): _by_rank(g)[rank] * 1e3
+        for g in report["regions"]
+        if _by_rank(g).get(rank)
+    }
+    assert set(got) == set(want)
+    for key, us in want.items():
+        assert got[key] == pytest.approx(us, rel=0.02), key
+
+
+def test_module_regions_match_the_raw_trace(shared_trace):
+    run = shared_trace("mi300x_resnet_ddp8_rank0")
+    (trace,) = run.glob("*.json*")
+    want = truth(trace)
+    with tracekit.open(run) as r:
+        # the trace window: every instance counts once (one window, n = 1)
+        rep = full_report(r, window="trace")
+        assert r.sql("SELECT count(*) FROM regions WHERE kind = 'module'").fetchall() == [(450,)]
+    assert any(k == "module" for k, _ in want)
+    _check(rep, want, 0)
+    g = next(g for g in rep["regions"] if g["path"] == ["DistributedDataParallel_0"])
+    assert g["kind"] == "module" and g["device_self_ms_per_step"] <= g["device_ms_per_step"]
+    assert g["flops_per_step"] > 0 and g["achieved_tflops"] > 0
+
+
+def test_annotation_regions_match_the_raw_trace_per_rank(shared_trace):
+    run = shared_trace("v100_dlrm_8rank")
+    with tracekit.open(run) as r:
+        rep = full_report(r, window="trace")
+    ranks = set()
+    for trace in sorted(run.glob("*.json*")):
+        rank = int(trace.name.split("_")[0].removeprefix("worker"))
+        _check(rep, truth(trace), rank)
+        ranks.add(rank)
+    assert ranks == set(range(8))
+    fwd = next(g for g in rep["regions"] if g["path"] == ["## forward ##"])
+    assert fwd["kind"] == "annotation" and fwd["ranks"] == list(range(8))
+    by = _by_rank(fwd)
+    assert by[fwd["max_rank"]] == max(by.values())
+    assert by[fwd["min_rank"]] == min(by.values())
+
+
+def test_steps_window_counts_per_step_and_the_tree_fits_80_columns(shared_trace):
+    with tracekit.open(shared_trace("mi300x_resnet_ddp8_rank0")) as r:
+        rep = full_report(r)
+    steps = rep["ranks"][0]["steps"]
+    assert steps >= 1
+    ddp = next(g for g in rep["regions"] if g["path"] == ["DistributedDataParallel_0"])
+    assert ddp["count_per_step"] == pytest.approx(1.0)
+    report = decode(json.dumps(rep))  # int map keys become strings and back
+    lines = region_lines(report)
+    assert lines and all(len(line) <= 80 for line in lines)
+    assert "DistributedDataParallel_0 (module)" in to_text(report)
+    assert "### Regions" in to_markdown(report)
