@@ -287,7 +287,7 @@ def region_lines(report: Report, limit: int = 15) -> list[str]:
             if len(name) > REGION_NAME:
                 name = name[: REGION_NAME - 1] + "…"
             self_ms = None if cpu else g.device_self_ms_per_step
-            tf = f"{g.achieved_tflops:.1f}" if g.achieved_tflops is not None else ""
+            tf = f"{g.achieved_tflops:.3g}" if g.achieved_tflops is not None else ""
             out.append(
                 f"{name:<{REGION_NAME}} {units.fmt(ms(g), 'ms', bare=True):>9} "
                 f"{units.fmt(self_ms, 'ms', bare=True) if self_ms is not None else '':>9} "
@@ -296,8 +296,9 @@ def region_lines(report: Report, limit: int = 15) -> list[str]:
             walk(tuple(g.path), depth + 1)
 
     walk((), 0)
-    out.append("  ms per step, mean over the ranks holding each; spread: the slowest rank")
-    out.append("  and its excess over the median rank")
+    out.append("  ms per step, mean over the ranks holding each" + ("" if cpu else ";"))
+    if not cpu:
+        out.append("  spread: the rank with the most device time, its excess over the median's")
     return out
 
 
