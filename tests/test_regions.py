@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import tracekit
+from tests.conftest import ROOT
 from tests.helpers import full_report
 from tracekit.report.render import region_lines, to_markdown, to_text
 from tracekit.report.schema import decode
@@ -121,3 +122,87 @@ def test_steps_window_counts_per_step_and_the_tree_fits_80_columns(shared_trace)
     assert lines and all(len(line) <= 80 for line in lines)
     assert "DistributedDataParallel_0 (module)" in to_text(report)
     assert "### Regions" in to_markdown(report)
+
+
+# --- the TUI's regions screen (8) ------------------------------------------------------
+# drawn from a frozen report of v100_dlrm_8rank (annotations on 8 ranks, a spread): the
+# screen reads the report only, so the store under it is a sample run's
+
+
+def _frozen_session(tmp_path):
+    import shutil
+
+    from tui.data import Session
+
+    run = shutil.copytree(ROOT / "sample_traces" / "ddp", tmp_path / "ddp")
+    s = Session([run], workers=1, display_path="v100_dlrm_8rank")
+    s.open()
+    s.report = json.loads(Path(__file__).with_name("tui_report_regions.json").read_text())
+    return s
+
+
+async def _settle(pilot) -> None:
+    for _ in range(3):
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+
+
+def test_regions_screen_tree_sort_and_rank_spread(tmp_path):
+    import asyncio
+
+    from textual.widgets import Static, Tree
+
+    from tui.app import TracekitApp
+    from tui.screens import RegionsScreen
+
+    s = _frozen_session(tmp_path)
+
+    async def go():
+        app = TracekitApp(s, close_session=False)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await _settle(pilot)
+            await pilot.press("8")
+            await _settle(pilot)
+            scr = app.screen
+            assert isinstance(scr, RegionsScreen)
+            tree = scr.query_one(Tree)
+            top = [n.data["path"] for n in tree.root.children]
+            assert top[0] == ["## forward ##"]  # the most device time first
+            fwd = tree.root.children[0]
+            assert fwd.is_expanded and fwd.children[0].data["path"][-1] == (
+                "DistributedDataParallel.forward"
+            )
+            await pilot.press("enter")  # collapse the highlighted (first) region
+            await _settle(pilot)
+            assert not tree.root.children[0].is_expanded
+            ranks = str(scr.query_one("#regions-ranks", Static).render())
+            assert "## forward ##" in ranks and "r1 " in ranks
+            await pilot.press("s", "s")  # by FLOPs, then by spread
+            await _settle(pilot)
+            assert scr.sort == "spread"
+            first = tree.root.children[0].data
+            assert first["path"] == ["## forward ##"]  # r1 +225%: the widest spread
+            assert app.errors == []
+
+    try:
+        asyncio.run(go())
+    finally:
+        s.close()
+
+
+def test_regions_screen_snapshot(tmp_path, snap_compare):
+    from tui.app import TracekitApp
+
+    s = _frozen_session(tmp_path)
+
+    async def before(pilot):
+        await _settle(pilot)
+        await pilot.press("8")
+        await _settle(pilot)
+
+    try:
+        assert snap_compare(
+            TracekitApp(s, close_session=False), terminal_size=(80, 24), run_before=before
+        )
+    finally:
+        s.close()
