@@ -124,6 +124,24 @@ def test_steps_window_counts_per_step_and_the_tree_fits_80_columns(shared_trace)
     assert "### Regions" in to_markdown(report)
 
 
+@pytest.mark.parametrize("name", ["v100_dlrm_8rank", "mi300x_resnet_ddp8_rank0"])
+def test_samples_hold_the_top_regions_per_step(shared_trace, name):
+    """The gate's series: each top region's device time per step; their mean over the
+    steps is the report's figure (every rank runs each of these regions every step: 8
+    ranks of one step, one rank of three)."""
+    with tracekit.open(shared_trace(name)) as r:
+        rep = full_report(r, window="steps")
+    series = rep["samples"]["regions"]
+    assert series and len(series) <= 10
+    by_path = {(g["kind"], tuple(g["path"])): g for g in rep["regions"]}
+    for s in series:
+        g = by_path[(s["kind"], tuple(s["path"]))]
+        assert s["step"] == rep["samples"]["steps"]
+        assert sum(s["device_ms"]) / len(s["device_ms"]) == pytest.approx(
+            g["device_ms_per_step"], rel=1e-4, abs=1e-5
+        )
+
+
 # --- the TUI's regions screen (8) ------------------------------------------------------
 # drawn from a frozen report of v100_dlrm_8rank (annotations on 8 ranks, a spread): the
 # screen reads the report only, so the store under it is a sample run's
