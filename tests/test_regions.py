@@ -224,3 +224,36 @@ def test_regions_screen_snapshot(tmp_path, snap_compare):
         )
     finally:
         s.close()
+
+
+# --- the HTML charts ---------------------------------------------------------------------
+
+
+def test_html_icicle_and_rank_heat_map(tmp_path):
+    from tests import browser
+    from tracekit.report import html as H
+
+    rep = json.loads(Path(__file__).with_name("tui_report_regions.json").read_text())
+    charts = {c.key: c for c in H.charts(rep)}
+    icicle = charts["regions"].spec["data"]["values"]
+    by_path = {r["path"]: r for r in icicle}
+    for r in icicle:  # a child lies inside its parent's bar, one row below
+        up = r["path"].rsplit(" / ", 1)[0] if " / " in r["path"] else None
+        if up in by_path:
+            p = by_path[up]
+            assert p["depth"] == r["depth"] - 1
+            assert p["x0"] - 1e-9 <= r["x0"] and r["x1"] <= p["x1"] + 1e-9
+    heat = charts["region_ranks"].spec["data"]["values"]
+    fwd = [c for c in heat if c["region"] == "## forward ##"]
+    assert sorted(c["rank"] for c in fwd) == list(range(8))
+    import vl_convert
+
+    for key in ("regions", "region_ranks"):  # each spec compiles and draws (Vega, no browser)
+        assert "<svg" in vl_convert.vegalite_to_svg({**charts[key].spec, "width": 600})
+    if browser.chromium() is None:
+        return
+    page = tmp_path / "regions.html"
+    page.write_text(H.to_html(decode(json.dumps(rep))))
+    got = browser.render(page, tmp_path / "regions.png")
+    assert got.console == [], got.console
+    assert {"regions", "region_ranks"} <= set(got.charts_drawn())
