@@ -29,7 +29,9 @@ def _load(path: Path) -> list[dict]:
 
 
 def truth(path: Path) -> dict[tuple[str, tuple[str, ...]], float]:
-    """(kind, path) → device µs launched inside, summed over every instance."""
+    """(kind, path) → device µs launched inside [start, end), summed over every instance
+    (a region's parents: the regions of its thread whose span holds it, by a scan of every
+    pair — not the engine's sweep)."""
     events = _load(path)
     regions = []
     for e in events:
@@ -58,7 +60,7 @@ def truth(path: Path) -> dict[tuple[str, tuple[str, ...]], float]:
             for _k, n, a in regions[:i]
             if a["tid"] == e["tid"] and a["ts"] <= e["ts"] and a["ts"] + a["dur"] >= end
         ]
-        us = sum(d for ts, d in launches[e["tid"]] if e["ts"] <= ts <= end)
+        us = sum(d for ts, d in launches[e["tid"]] if e["ts"] <= ts < end)
         out[(kind, (*above, name))] += us
     return {k: v for k, v in out.items() if v > 0}
 
