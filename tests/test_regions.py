@@ -144,6 +144,35 @@ def test_samples_hold_the_top_regions_per_step(shared_trace, name):
         )
 
 
+def test_a_cpu_run_lists_regions_by_cpu_time(tmp_path):
+    """sample_traces/ddp (gloo, no device): every region with CPU time, device figures
+    null (no device), CPU time per step equal to the raw trace's annotated spans."""
+    import shutil
+
+    run = shutil.copytree(ROOT / "sample_traces" / "ddp", tmp_path / "ddp")
+    with tracekit.open(run) as r:
+        rep = full_report(r)
+        steps = {x["rank"]: x["steps"] for x in rep["ranks"]}
+    fwd = next(g for g in rep["regions"] if g["path"] == ["DistributedDataParallel.forward"])
+    assert fwd["device_ms_per_step"] is None and fwd["device_ms_by_rank"] == {}
+    assert fwd["ranks"] == sorted(steps)
+    want = []
+    for rank in sorted(steps):
+        (trace,) = [p for p in run.glob("rank-*.json*") if _rank_of(p) == rank]
+        spans = [
+            e["dur"]
+            for e in _load(trace)
+            if e.get("cat") == "user_annotation" and e["name"] == "DistributedDataParallel.forward"
+        ]
+        want.append(sum(spans) / 1e3 / steps[rank])
+    assert fwd["cpu_ms_per_step"] == pytest.approx(sum(want) / len(want), rel=0.02)
+
+
+def _rank_of(path: Path) -> int:
+    with (gzip.open if path.suffix == ".gz" else open)(path, "rt") as fh:
+        return int(json.load(fh)["distributedInfo"]["rank"])
+
+
 # --- the TUI's regions screen (8) ------------------------------------------------------
 # drawn from a frozen report of v100_dlrm_8rank (annotations on 8 ranks, a spread): the
 # screen reads the report only, so the store under it is a sample run's
