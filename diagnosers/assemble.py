@@ -101,6 +101,7 @@ def analyze(run: Run, options: AnalysisOptions | None = None, debug: bool = Fals
         S.UncountedKernelRow(**k) for k in (unc.top_kernels if unc else [])
     ]
     report.findings = [_row(f) for f in findings]
+    report.regions = _regions(ctx, debug)
     report.summary = _summary(ctx, report, by)
     L.unknown_verdicts(ctx, levels, report.summary, failed)  # ok needs a measured figure
     report.samples = per_step(
@@ -112,8 +113,21 @@ def analyze(run: Run, options: AnalysisOptions | None = None, debug: bool = Fals
             (c.name, c.group_size, c.bytes) for c in report.collectives if c.busbw_GBps is None
         },
         kernels=[k.name for k in report.top_kernels],
+        regions=[(g.kind, g.path) for g in report.regions[:10] if g.device_ms_per_step is not None],
     )
     return report
+
+
+def _regions(ctx: Context, debug: bool = False) -> list[S.Region]:
+    """The regions (diagnosers/analyses/regions.py); none when computing them fails."""
+    from diagnosers.analyses.regions import regions
+
+    try:
+        return regions(ctx)
+    except Exception:  # the report stands without them
+        if debug:
+            traceback.print_exc()
+        return []
 
 
 def step_model(ctx: Context, findings: list[Finding], debug: bool = False) -> S.StepModelBlock:

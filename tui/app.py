@@ -27,6 +27,7 @@ from tui.screens import (
     OpsScreen,
     OverviewScreen,
     RanksScreen,
+    RegionsScreen,
     SqlScreen,
     TimelineScreen,
 )
@@ -43,6 +44,7 @@ class TracekitApp(App[int]):
         "ops": OpsScreen,
         "memory": MemoryScreen,
         "sql": SqlScreen,
+        "regions": RegionsScreen,
     }
     SCREEN_TITLES: ClassVar[dict[str, str]] = {
         "overview": "1 overview",
@@ -52,6 +54,7 @@ class TracekitApp(App[int]):
         "ops": "5 ops & kernels",
         "memory": "6 memory",
         "sql": "7 sql",
+        "regions": "8 regions",
     }
     BINDINGS: ClassVar[list[BindingType]] = [
         *(

@@ -61,6 +61,7 @@ TABLES = (
     "activity_islands",
     "activity_segments",
     "op_flops",
+    "regions",
 )
 
 

@@ -47,6 +47,7 @@ from tracekit.metrics import collectives as C
 from tracekit.metrics import kernels as K
 from tracekit.metrics import windows as W
 from tracekit.metrics.breakdown import host_bound_sql, sweep_sql
+from tracekit.metrics.regions import region_time
 from tracekit.model.collectives import bus_factor
 from tracekit.store.run import Run
 
@@ -93,11 +94,22 @@ class SampleKernel(msgspec.Struct, kw_only=True):
     time_ms: list[float | None]
 
 
+class SampleRegion(msgspec.Struct, kw_only=True):
+    """One of the report's top regions (`regions[]`) per step: the device time it launched
+    (children included), mean over the ranks holding it in that step."""
+
+    path: list[str]
+    kind: str
+    step: list[int]
+    device_ms: list[float | None]
+
+
 class Samples(msgspec.Struct, kw_only=True):
     steps: list[int]
     ranks: list[SampleRank]
     collectives: list[SampleCollective]
     kernels: list[SampleKernel]
+    regions: list[SampleRegion] = []
 
 
 def _r(x: float | None, digits: int = 6) -> float | None:
@@ -111,12 +123,14 @@ def per_step(
     ranks: list[int] | None = None,
     busbw_null: set[C.Key] | None = None,
     kernels: list[str] | None = None,
+    regions: list[tuple[str, list[str]]] | None = None,
 ) -> Samples:
     """The report's `samples`. `steps` selects ProfilerSteps as `--steps` does; `pipeline`
     adds each rank's per-step `bubble_fraction` (1 − compute fraction, the scaling level's
     definition); `ranks` are the report's ranks (the collectives' mean is over them);
     `busbw_null` the collective keys whose bus bandwidth the report leaves null;
-    `kernels` the report's `top_kernels` names."""
+    `kernels` the report's `top_kernels` names; `regions` the (kind, path) of the report's
+    top regions (none: no region series)."""
     windows = W.step_windows(steps)
     by_rank = _ranks(run, windows, pipeline)
     all_steps = sorted({s for d in by_rank for s in d.step})
@@ -126,6 +140,7 @@ def per_step(
         ranks=by_rank,
         collectives=_collectives(run, windows, max(n_ranks, 1), busbw_null or set()),
         kernels=_kernels(run, windows, max(n_ranks, 1), kernels),
+        regions=_regions(run, windows, regions or []),
     )
 
 
@@ -242,4 +257,21 @@ def _kernels(run: Run, windows: str, n_ranks: int, names: list[str] | None) -> l
                 ],
             )
         )
+    return out
+
+
+def _regions(run: Run, windows: str, wanted: list[tuple[str, list[str]]]) -> list[SampleRegion]:
+    """The regions `wanted` per step (`tracekit.metrics.regions`, each step a window)."""
+    if not wanted:
+        return []
+    per = region_time(run, windows)
+    out = []
+    for kind, path in wanted:
+        cells = per.get((kind, tuple(path)), {})
+        steps = sorted({wid for _, wid in cells})
+        ms = []
+        for s in steps:
+            here = [c.device_ns / c.n for (_, w), c in cells.items() if w == s]
+            ms.append(_r(fsum(here) / len(here) / 1e6))
+        out.append(SampleRegion(path=list(path), kind=kind, step=steps, device_ms=ms))
     return out

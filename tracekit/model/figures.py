@@ -271,3 +271,17 @@ PATH_ORIGIN_NS = _f("path_origin_ns", "critical path origin", "ns", None,
     "the windows the step model replayed — each rank's last steps only where the model "
     "covers those (its note says so) — ns since the Unix epoch on the run's aligned clock.")
 # fmt: on
+
+# fmt: off
+# ---------------------------------------------------------------- regions (issue 30)
+CPU_MS_PER_STEP = _f("cpu_ms_per_step", "CPU time / step", "ms", None,
+    "The region's CPU span per step (its instances summed), mean over the ranks holding it.")
+DEVICE_MS_PER_STEP = _f("device_ms_per_step", "device time / step", "ms", LOWER,
+    "Device time of the work the region launched (kernels, copies, sets whose runtime call "
+    "ran inside its span on its thread; children included), per step, mean over the ranks "
+    "holding it.")
+DEVICE_SELF_MS_PER_STEP = _f("device_self_ms_per_step", "device self / step", "ms", LOWER,
+    "The part of device_ms_per_step launched outside every child region.")
+DEVICE_MS_BY_RANK = _f("device_ms_by_rank", "device time by rank", "map", None,
+    "device_ms_per_step on each rank holding the region.", of="ms")
+# fmt: on

@@ -599,6 +599,107 @@ def charts_step_model(rep: dict) -> list[Chart]:
     return out
 
 
+def chart_regions(rep: dict, limit: int = 40) -> Chart | None:
+    """An icicle of device time by region (`regions[]`): each region a bar as wide as its
+    device time per step, its children side by side beneath it, the heaviest first. Only
+    the layout is computed here (where each bar starts), from the report's figures."""
+    regions = [g for g in (rep.get("regions") or []) if _num(g.get("device_ms_per_step"))]
+    if not regions:
+        return None
+    top = regions[:limit]
+    paths = {tuple(g["path"]) for g in top}
+    kids: dict[tuple, list[dict]] = {}
+    for g in top:  # the report's order: the heaviest first
+        up = tuple(g["path"][:-1])
+        while up and up not in paths:
+            up = up[:-1]
+        kids.setdefault(up, []).append(g)
+    rows: list[dict] = []
+
+    def place(up: tuple, x0: float, depth: int) -> None:
+        x = x0
+        for g in kids.get(up, []):
+            ms = g["device_ms_per_step"]
+            rows.append(
+                {
+                    "region": g["path"][-1],
+                    "path": " / ".join(g["path"]),
+                    "kind": g.get("kind"),
+                    "depth": depth,
+                    "x0": x,
+                    "x1": x + ms,
+                    "device_ms": ms,
+                    "self_ms": g.get("device_self_ms_per_step"),
+                    "TFLOPs": g.get("achieved_tflops"),
+                }
+            )
+            place(tuple(g["path"]), x, depth + 1)
+            x += ms
+
+    place((), 0.0, 0)
+    x_end = max(r["x1"] for r in rows)
+    spec = _layered(
+        [
+            {
+                "params": _zoom("x"),
+                "mark": {"type": "rect", "stroke": "#fff", "tooltip": {"content": "data"}},
+                "encoding": {
+                    "x": _q("x0", "device time / step (ms)"),
+                    "x2": {"field": "x1"},
+                    "y": _o("depth", "depth"),
+                    "color": _n("kind", "kind"),
+                },
+            },
+            {  # a name on the bars wide enough to hold one
+                "transform": [{"filter": f"datum.x1 - datum.x0 >= {0.05 * x_end!r}"}],
+                "mark": {"type": "text", "align": "left", "dx": 3, "limit": 120},
+                "encoding": {
+                    "x": {"field": "x0", "type": "quantitative"},
+                    "y": _o("depth", "depth"),
+                    "text": {"field": "region"},
+                },
+            },
+        ],
+        data={"values": rows},
+    )
+    return Chart(
+        "regions",
+        "Regions: device time by region",
+        spec,
+        "Each bar a region (annotated range or nn.Module) as wide as the device time it "
+        "launched per step, its children beneath it; mean over the ranks holding it.",
+    )
+
+
+def chart_region_ranks(rep: dict, limit: int = 12) -> Chart | None:
+    """A rank × region heat map of device time per step for the top regions."""
+    regions = [g for g in (rep.get("regions") or []) if g.get("device_ms_by_rank")][:limit]
+    rows = [
+        {"region": " / ".join(g["path"]), "rank": int(r), "device_ms": v}
+        for g in regions
+        for r, v in g["device_ms_by_rank"].items()
+        if _num(v) is not None
+    ]
+    if len({r["rank"] for r in rows}) < 2:
+        return None
+    spec = _spec(
+        rows,
+        mark={"type": "rect", "tooltip": True},
+        encoding={
+            "x": _o("rank", "rank"),
+            "y": _n("region", None, sort=None, axis={"labelLimit": 320}),
+            "color": _q("device_ms", "device ms / step", scale={"scheme": "blues"}),
+        },
+    )
+    return Chart(
+        "region_ranks",
+        "Regions across ranks",
+        spec,
+        "Device time per step of the top regions on each rank: a rank whose row stands out "
+        "spends that region longer than the others.",
+    )
+
+
 def charts(rep: dict) -> list[Chart]:
     """Every chart the report has data for, in the order of the page."""
     made = [
@@ -611,6 +712,8 @@ def charts(rep: dict) -> list[Chart]:
         chart_ops(rep),
         chart_memory(rep),
         chart_memory_timeline(rep),
+        chart_regions(rep),
+        chart_region_ranks(rep),
     ]
     return [c for c in made if c] + charts_step_model(rep)
 

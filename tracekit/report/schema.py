@@ -343,6 +343,27 @@ class KernelRow(Struct, kw_only=True):
     time_ms_per_step: F.TIME_MS_PER_STEP.type(float)
 
 
+class Region(Struct, kw_only=True):
+    """`regions[]`: one region of the model (an annotated range or an nn.Module), matched
+    across ranks by its path; figures per step over the analysed steps, mean over the ranks
+    holding it (`diagnosers/analyses/regions.py`). On CPU runs the device figures are null."""
+
+    path: list[str]  # names from the root (ProfilerStep left out) to the leaf, the leaf last
+    kind: str  # module or annotation
+    ranks: list[int]  # the ranks holding it
+    count_per_step: F.COUNT_PER_STEP.type(float)
+    cpu_ms_per_step: F.CPU_MS_PER_STEP.type(float)
+    device_ms_per_step: F.DEVICE_MS_PER_STEP.type(float | None)
+    device_self_ms_per_step: F.DEVICE_SELF_MS_PER_STEP.type(float | None)
+    flops_per_step: F.FLOPS_PER_STEP.type(float | None)
+    achieved_tflops: F.ACHIEVED_TFLOPS.type(float | None)
+    device_ms_by_rank: F.DEVICE_MS_BY_RANK.type(dict[int, float]) = {}
+    # the ranks with the least, the median and the most device time (CPU time on CPU runs)
+    min_rank: int | None = None
+    median_rank: int | None = None
+    max_rank: int | None = None
+
+
 class Remedy(Struct, kw_only=True):
     """`findings[].remedies[]`: one candidate change of a finding, replayed."""
 
@@ -442,6 +463,7 @@ class Report(Struct, kw_only=True):
     top_uncounted_ops: list[UncountedOpRow] | UnsetType = UNSET
     top_uncounted_kernels: list[UncountedKernelRow] | UnsetType = UNSET
     step_model: StepModelBlock | UnsetType = UNSET
+    regions: list[Region] | UnsetType = UNSET
 
     @property
     def full(self) -> bool:

@@ -34,6 +34,7 @@ RANK_MODULES = (
     "rank.activity_islands",
     "rank.activity_segments",
     "rank.op_flops",
+    "rank.regions",
 )
 # Cross-rank views, created over the per-rank tables when a run is opened.
 RUN_MODULES = ("run.collectives",)

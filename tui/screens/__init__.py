@@ -1,4 +1,4 @@
-"""The screens: one per digit key (1 overview … 7 sql), plus the pages Enter opens (and
+"""The screens: one per digit key (1 overview … 8 regions), plus the pages Enter opens (and
 the what-if page, `w` on the overview; the critical path's, `c` on the timeline)."""
 
 from tui.screens.collectives import CollectivesScreen, InstancesScreen
@@ -10,6 +10,7 @@ from tui.screens.ops import KernelsScreen, OpsScreen
 from tui.screens.overview import OverviewScreen
 from tui.screens.path import PathScreen
 from tui.screens.ranks import RanksScreen
+from tui.screens.regions import RegionsScreen
 from tui.screens.sql import SqlScreen
 from tui.screens.timeline import TimelineScreen
 from tui.screens.whatif import WhatIfScreen
@@ -29,6 +30,7 @@ __all__ = [
     "PathScreen",
     "PromptScreen",
     "RanksScreen",
+    "RegionsScreen",
     "SqlScreen",
     "TimelineScreen",
     "WhatIfScreen",

@@ -30,6 +30,7 @@ timeline     +/- zoom · ←/→ cursor (pans at the edge) · Shift+←/→ pan 
              / highlight names · m minimum duration · s lanes per stream · 0 fit
              p critical path on/off · c its segments (Enter: the timeline there)
 sql          Enter run · ↑/↓ history · Tab to the results
+regions      8 · Enter/Space expand or collapse · s sort (device time, FLOPs, spread)
 """
 
 

@@ -1,0 +1,83 @@
+"""Regions of the model — annotated ranges and nn.Modules — over each rank's analysed
+window (`tracekit.metrics.regions`), matched across ranks by path: the report's
+`regions[]`.
+
+Per region and rank, each figure is its instances' sum in the rank's window ÷ the steps
+in it; the region's figure is the mean over the ranks holding it (a region that runs on
+some ranks only, a pipeline stage's, is not diluted by the others). Achieved TFLOP/s is
+the FLOPs of the counted ops inside ÷ the device time the region launched (its CPU time
+on CPU runs): a region's time holds work no FLOPs formula counts, so it is a lower bound
+of the speed of its counted ops. Spread: the ranks with the least, the median (lower
+median) and the most device time."""
+
+from __future__ import annotations
+
+from math import fsum
+from statistics import median_low
+from typing import TYPE_CHECKING
+
+from tracekit.metrics.regions import region_time
+from tracekit.report import schema as S
+
+if TYPE_CHECKING:
+    from diagnosers.context import Context
+
+
+def regions(ctx: Context) -> list[S.Region]:
+    """Every region that launched device work in the analysed windows (every region with
+    CPU time on CPU runs), the most device (CPU) time first, then by path."""
+    cpu_run = ctx.cpu
+    rows: list[S.Region] = []
+    for (kind, path), cells in region_time(ctx.run, ctx.windows).items():
+        per: dict[int, dict[str, float | None]] = {}
+        for (rank, _wid), c in cells.items():
+            acc = per.setdefault(
+                rank, {"count": 0.0, "cpu": 0.0, "dev": 0.0, "self": 0.0, "flops": None}
+            )
+            acc["count"] += c.count / c.n
+            acc["cpu"] += c.cpu_ns / c.n / 1e6
+            acc["dev"] += c.device_ns / c.n / 1e6
+            acc["self"] += c.device_self_ns / c.n / 1e6
+            if c.flops is not None:
+                acc["flops"] = (acc["flops"] or 0.0) + c.flops / c.n
+        key = "cpu" if cpu_run else "dev"
+        if not any(v[key] > 0 for v in per.values()):
+            continue
+        ranks = sorted(per)
+        n = len(ranks)
+
+        flops = [per[r]["flops"] for r in ranks if per[r]["flops"] is not None]
+        flops_per_step = fsum(flops) / n if flops else None
+        dev = None if cpu_run else _mean(per, "dev")
+        time_ms = _mean(per, "cpu") if cpu_run else dev
+        by_time = sorted(ranks, key=lambda r: (per[r][key], r))
+        med = median_low([per[r][key] for r in ranks])
+        rows.append(
+            S.Region(
+                path=list(path),
+                kind=kind,
+                ranks=ranks,
+                count_per_step=_mean(per, "count"),
+                cpu_ms_per_step=_mean(per, "cpu"),
+                device_ms_per_step=dev,
+                device_self_ms_per_step=None if cpu_run else _mean(per, "self"),
+                flops_per_step=flops_per_step,
+                achieved_tflops=(
+                    flops_per_step / (time_ms * 1e-3) / 1e12
+                    if flops_per_step is not None and time_ms
+                    else None
+                ),
+                device_ms_by_rank={} if cpu_run else {r: per[r]["dev"] for r in ranks},
+                min_rank=by_time[0],
+                median_rank=next(r for r in by_time if per[r][key] == med),
+                max_rank=by_time[-1],
+            )
+        )
+    key_ms = (lambda g: g.cpu_ms_per_step) if cpu_run else (lambda g: g.device_ms_per_step)
+    rows.sort(key=lambda g: (-(key_ms(g) or 0.0), g.path, g.kind))
+    return rows
+
+
+def _mean(per: dict[int, dict], field: str) -> float:
+    """`field`'s mean over the ranks of `per` (those holding the region)."""
+    return fsum(v[field] or 0.0 for v in per.values()) / len(per)
