@@ -161,10 +161,38 @@ def defaults() -> dict[str, Threshold]:
     return out
 
 
+@dataclass(frozen=True)
+class Prior:
+    """A family's default run-to-run prior and the measurement it rests on: `noise` is
+    the largest, over the reference jobs, of σ's upper 90% bound that `tracekit gate
+    calibrate` printed (its `run_noise` line); `measured` the jobs' sample sds per run
+    (DDP / PP); `runs` the runs per job."""
+
+    noise: str
+    measured: str
+    runs: int
+
+
+# The calibrated defaults: `tracekit gate calibrate` over repeated runs of this project's
+# reference jobs, `tracekit run ddp|pp --world-size 2 --steps 6` (OMP_NUM_THREADS=1,
+# the shared 2-core machine, 2026-11-27; docs/ci-gate.md has the measurement). A family
+# without a row keeps its Metric/Family `run_noise` (not measured). Per-region figures
+# ("region_time") take their row here once the gate judges regions.
+PRIORS: dict[str, Prior] = {
+    "step_time": Prior("4%", "", 6),
+}
+
+# Per-entity metrics (one per rank, collective, kernel; later region): with one run a
+# side they warn rather than fail while no headline metric regressed.
+DRILL_DOWN = ("rank_step_time", "collective_time", "busbw", "kernel_time")
+
+
 def run_noise_defaults() -> dict[str, Threshold]:
-    """The prior run-to-run standard deviation of each metric (one run a side)."""
+    """The prior run-to-run standard deviation of each metric (one run a side): the
+    calibrated `PRIORS` row where there is one, else the metric's own."""
     out = {m.key: Threshold.parse(m.run_noise) for m in RUN_METRICS}
     out.update({k: Threshold.parse(f.run_noise) for k, f in FAMILIES.items()})
+    out.update({k: Threshold.parse(p.noise) for k, p in PRIORS.items()})
     return out
 
 
