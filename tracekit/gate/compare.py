@@ -556,21 +556,23 @@ def run_compare(
     return cmp
 
 
-def _beyond_prior(v: Verdict) -> bool:
-    """A drill-down metric that got worse beyond its threshold, the per-step test agreeing,
-    by more than its family's run-to-run prior sd per run."""
+def _beyond_prior(v: Verdict, alpha: float) -> bool:
+    """A drill-down metric that got worse beyond its threshold and by more than its
+    family's run-to-run prior sd per run, the per-step test agreeing at the comparison's
+    α (not the drill-down's shared α: a warning does not fail the gate, so it needs no
+    protection against thirty chances)."""
     if v.family not in M.DRILL_DOWN or not v.gated or v.change is None:
         return False
     if v.verdict == "regressed":
         return True
-    rt = v.run_test
-    return (
-        v.verdict == "inconclusive"
-        and v.steps_agree
-        and v.change * v.worse > 0
-        and rt is not None
-        and abs(v.new - v.base) > rt.sd
-    )
+    rt, test = v.run_test, v.test
+    if v.verdict != "inconclusive" or rt is None or test is None or v.change * v.worse <= 0:
+        return False
+    if test.method == "mann-whitney":
+        steps = test.p_value is not None and test.p_value < alpha
+    else:
+        steps = v.steps_agree
+    return steps and abs(v.new - v.base) > rt.sd
 
 
 def drill_down_warnings(
@@ -587,16 +589,23 @@ def drill_down_warnings(
            M.DRILL_DOWN):  # fmt: skip
         return
     for v in verdicts:
-        if not _beyond_prior(v):
+        if not _beyond_prior(v, alpha):
             continue
-        sd = v.run_test.sd if v.run_test else 0.0
-        v.runs_to_decide = runs_to_decide(v.new - v.base, sd, 1, alpha) if sd else None
-        was = v.verdict
+        rt, test = v.run_test, v.test
+        sd = rt.sd if rt else 0.0
+        v.runs_to_decide = runs_to_decide(v.new - v.base, sd, 1, v.alpha or alpha) if sd else None
+        steps = (
+            f"Mann–Whitney U p = {test.p_value:.2g}, {test.n_base} vs {test.n_new} steps"
+            if test and test.p_value is not None
+            else "the steps' bootstrap interval"
+        )
+        prior = f"p = {rt.p_value:.2g} against " if rt else ""
         v.verdict, v.confidence = "warning", "low"
         v.evidence = (
-            f"{was} on one run a side ({v.evidence}); a drill-down metric's own noise "
-            f"between runs is not measured by one run a side (prior sd {noise[v.family]} per "
-            "run) and no headline metric regressed: a warning, not a failure"
+            f"beyond {v.threshold} and beyond its family's run-to-run prior sd; noise used: "
+            f"the steps within each run ({steps}) and between runs the prior ({prior}sd "
+            f"{noise[v.family]} per run), which one run a side cannot measure. No headline "
+            "metric regressed: a warning, not a failure"
             + _runs_advice(v.runs_to_decide)
         )
 
