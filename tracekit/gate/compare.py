@@ -45,6 +45,7 @@ from tracekit.gate.stats import (
     against_prior,
     between_runs,
     compare,
+    moderated,
     runs_to_decide,
     steps_to_decide,
 )
@@ -340,7 +341,13 @@ def judge(
         test = compare(base_s, new_s, alpha)
         v.test = test
     if not exact:
-        if several:
+        if several and v.family in M.DRILL_DOWN and _noise_abs(noise, v.base, v.new) > 0:
+            # the family's prior is its noisiest entity's: moderate, not floor (stats)
+            prior_df = M.PRIORS[v.family].runs - 1 if v.family in M.PRIORS else 1
+            v.run_test = moderated(
+                base_runs, new_runs, alpha, _noise_abs(noise, v.base, v.new), prior_df
+            )
+        elif several:
             floor = _noise_abs(noise, v.base, v.new)
             v.run_test = between_runs(base_runs, new_runs, alpha, floor)
         elif _noise_abs(noise, v.base, v.new) > 0:
@@ -387,14 +394,14 @@ def judge(
         if rt.p_value < alpha:
             v.verdict = direction
             v.confidence = "high" if rt.p_value < alpha / 10 else "medium"
-            v.evidence = f"Student's t over run means p = {rt.p_value:.2g} < {a_text}; " + (
+            v.evidence = f"{_method(rt)} p = {rt.p_value:.2g} < {a_text}; " + (
                 _runs_noise(rt, v)
             )
             return v
         v.verdict, v.confidence = "inconclusive", "low"
         v.runs_to_decide = runs_to_decide(v.new - v.base, rt.sd, len(new_runs), alpha)
         v.evidence = (
-            f"beyond {th}, but inside the run-to-run noise (Student's t over run means "
+            f"beyond {th}, but inside the run-to-run noise ({_method(rt)} "
             f"p = {rt.p_value:.2g} ≥ {a_text}; {_runs_noise(rt, v)})"
             + _runs_advice(v.runs_to_decide)
         )
@@ -457,6 +464,11 @@ def judge(
     return v
 
 
+def _method(rt: RunTest) -> str:
+    return "Student's t over run means" if rt.method == "student-t over runs" else (
+        "moderated t over run means")  # fmt: skip
+
+
 def _runs_noise(rt: RunTest, v: Verdict) -> str:
     """The measured noise, named: its sd per run in the threshold's unit and the runs."""
     sd = _in_units(v, rt.sd)
@@ -468,6 +480,11 @@ def _runs_noise(rt: RunTest, v: Verdict) -> str:
     runs = f"{rt.n_base} base + {rt.n_new} new runs"
     if rt.floored:
         return f"noise between runs: sd {sd_text}, the prior, above the spread of {runs}"
+    if rt.method == "moderated t over runs":
+        return (
+            f"noise between runs: sd {sd_text}, the spread of {runs} moderated towards "
+            f"the family's prior (df {rt.df:g})"
+        )
     return f"noise between runs: sd {sd_text} measured over {runs}"
 
 
