@@ -145,12 +145,15 @@ def test_three_runs_against_the_other_three_do_not_fail(job):
 
 
 @pytest.mark.parametrize("job", ["ddp", "pp"])
-def test_a_kernel_30pct_slower_fails_with_several_runs_a_side_naming_it(job):
+def test_loaded_a_kernel_30pct_slower_is_inside_the_noise_of_six_runs_a_side(job):
+    """On the loaded machine aten::mm's own time spreads by about 30% per run: six runs
+    against their twins cannot decide +30% (the quiet runs below can, with three), and
+    the verdict says so, with the noise it measured and the runs that would decide."""
     r, t = runs(job), runs(job, twin=True)
     code, doc = compare(r[0], t[0], more_base=r[1:], more_new=t[1:])
     mm = metric(doc, "kernel_time[aten::mm]")
-    assert code == 1 and mm["verdict"] == "regressed", mm["evidence"]
-    assert "noise between runs" in mm["evidence"]
+    assert code == 0 and mm["verdict"] == "inconclusive", mm["evidence"]
+    assert "noise between runs" in mm["evidence"] and "moderated" in mm["evidence"]
 
 
 def test_a_kernel_30pct_slower_warns_with_one_run_a_side(tmp_path):
@@ -161,10 +164,10 @@ def test_a_kernel_30pct_slower_warns_with_one_run_a_side(tmp_path):
     code, doc = compare(base, new, config=None)
     mm = metric(doc, "kernel_time[aten::mm]")
     assert (code, mm["verdict"]) == (0, "warning"), mm["evidence"]
-    assert "no headline metric regressed" in mm["evidence"]
+    assert "No headline metric regressed" in mm["evidence"]
     assert "steps within each run" in doc["noise"]["text"]
     text = invoke("compare", base, new).output
-    assert "WARNING kernel_time[aten::mm]" in text and "1 warning" in text
+    assert "WARNING kernel_time[aten::mm]" in text and "3 warnings" in text
     md = invoke("compare", base, new, "--format", "markdown").output
     assert "⚠️ | `kernel_time[aten::mm]`" in md
     from junitparser import Failure, JUnitXml
@@ -176,5 +179,59 @@ def test_a_kernel_30pct_slower_warns_with_one_run_a_side(tmp_path):
     assert not any(isinstance(x, Failure) for x in case.result)
     assert "warning: " in (case.system_err or "")
     assert 'name="verdict" value="warning"' in out.read_text()
+    # --strict: no warnings, the verdicts of before (here inconclusive: the steps, at
+    # the drill-down's shared α, do not decide it)
     strict, sdoc = compare(base, new, "--strict", config=None)
-    assert strict == 1 and metric(sdoc, "kernel_time[aten::mm]")["verdict"] == "regressed"
+    assert not any(m["verdict"] == "warning" for m in sdoc["metrics"])
+    assert metric(sdoc, "kernel_time[aten::mm]")["verdict"] == "inconclusive"
+
+
+# ----------------------------------------------------------------- the quiet runs
+
+QUIET = Path(__file__).resolve().parent / "fixtures" / "gate_noise_quiet"
+
+
+def _report_twin(src: Path, out: Path, name: str = "aten::mm", factor: float = 1.3) -> Path:
+    """A one-run baseline with `name`'s per-step time × factor (its samples only: the
+    quiet runs are kept as reports, not traces)."""
+    with gzip.open(src, "rt") as fh:
+        doc = json.load(fh)
+    (run,) = doc["runs"]
+    k = next(k for k in run["samples"]["kernels"] if k["name"] == name)
+    k["time_ms"] = [x * factor for x in k["time_ms"]]
+    with gzip.open(out, "wt") as fh:
+        json.dump(doc, fh)
+    return out
+
+
+@pytest.fixture(scope="module")
+def quiet_twins(tmp_path_factory) -> list[Path]:
+    d = tmp_path_factory.mktemp("quiet-twins")
+    return [_report_twin(QUIET / f"base-{i}.json.gz", d / f"mm-{i}.json.gz") for i in range(1, 7)]
+
+
+def test_quiet_runs_a_kernel_30pct_slower_fails_with_three_runs_a_side(quiet_twins):
+    """The quiet runs with the default priors: aten::mm ×1.3 in runs 4–6 against runs
+    1–3 (and the other way) fails naming it, judged on the run means."""
+    base = [QUIET / f"base-{i}.json.gz" for i in range(1, 7)]
+    for b, t in ((base[:3], quiet_twins[3:]), (base[3:], quiet_twins[:3])):
+        code, doc = compare(b[0], t[0], more_base=b[1:], more_new=t[1:], config=None)
+        mm = metric(doc, "kernel_time[aten::mm]")
+        assert code == 1 and mm["verdict"] == "regressed", mm["evidence"]
+        assert "noise between runs" in mm["evidence"]
+        assert [m["metric"] for m in doc["metrics"] if m["verdict"] == "regressed"] == [
+            "kernel_time[aten::mm]"
+        ]
+    # identical quiet runs, three against three, with the default priors
+    for b, n in ((base[:3], base[3:]), (base[3:], base[:3])):
+        code, doc = compare(b[0], n[0], more_base=b[1:], more_new=n[1:], config=None)
+        assert code == 0
+
+
+def test_quiet_runs_a_kernel_30pct_slower_warns_with_one_run_a_side(quiet_twins):
+    base = [QUIET / f"base-{i}.json.gz" for i in range(1, 7)]
+    verdicts = []
+    for i, j in permutations(range(6), 2):
+        code, doc = compare(base[i], quiet_twins[j], config=None)
+        verdicts.append((code, metric(doc, "kernel_time[aten::mm]")["verdict"]))
+    assert verdicts == [(0, "warning")] * 30
