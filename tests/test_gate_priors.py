@@ -181,7 +181,7 @@ def test_a_kernel_30pct_slower_warns_with_one_run_a_side(tmp_path):
     assert 'name="verdict" value="warning"' in out.read_text()
     # --strict: no warnings, the verdicts of before (here inconclusive: the steps, at
     # the drill-down's shared α, do not decide it)
-    strict, sdoc = compare(base, new, "--strict", config=None)
+    _, sdoc = compare(base, new, "--strict", config=None)
     assert not any(m["verdict"] == "warning" for m in sdoc["metrics"])
     assert metric(sdoc, "kernel_time[aten::mm]")["verdict"] == "inconclusive"
 
