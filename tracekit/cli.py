@@ -673,10 +673,16 @@ def _baseline_said(reports, output):
 @_rule_options
 @_rank_options
 @click.option("--all", "everything", is_flag=True, help="Show every metric, moved or not.")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="One run a side: fail on a drill-down metric (per rank, collective, kernel) that "
+    "regressed, as on a headline one, instead of warning.",
+)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result here.")
 @click.pass_context
 def compare(ctx, base, new, more_base, more_new, max_regression, run_noise, fail_on, alpha,
-            config, fmt, steps, select, ignore, ranks, sample_ranks, everything,
+            config, fmt, steps, select, ignore, ranks, sample_ranks, everything, strict,
             output):  # fmt: skip
     """Gate NEW against BASE (each a run folder, baseline or JSON report; --base/--new add
     runs to a side): exit 1 when a metric regressed beyond its threshold and beyond the
@@ -686,7 +692,7 @@ def compare(ctx, base, new, more_base, more_new, max_regression, run_noise, fail
 
     cmp = gate_compare((base, *more_base), (new, *more_new), max_regression, run_noise,
                        fail_on, alpha, config, steps, select, ignore, ranks,
-                       sample_ranks)  # fmt: skip
+                       sample_ranks, strict)  # fmt: skip
     if fmt == "html":
         from tracekit.gate.html import to_html
 

@@ -84,9 +84,10 @@ def whatif_report(run, opts: OpenOptions, options: AnalysisOptions, changes):
 
 def gate_compare(base_side, new_side, max_regression=None, run_noise=None, fail_on=None,
                  alpha=None, config=None, steps=None, select=(), ignore=(), ranks=None,
-                 sample_ranks=None):  # fmt: skip
+                 sample_ranks=None, strict=False):  # fmt: skip
     """The gate's comparison of two sides (each a sequence of run folders, baselines or
-    reports) — what `tracekit compare` renders (and the MCP door's `compare` returns)."""
+    reports) — what `tracekit compare` renders (and the MCP door's `compare` returns).
+    `strict`: drill-down regressions fail as the headline's do (no warnings)."""
     from tracekit.gate import baseline as gb
     from tracekit.gate import config as gc
     from tracekit.gate.compare import run_compare
@@ -105,5 +106,6 @@ def gate_compare(base_side, new_side, max_regression=None, run_noise=None, fail_
     noise = {**cfg.run_noise, **parse_spec(run_noise, "--run-noise")}
     sides = [gb.join([gb.load_side(p, analyze) for p in side]) for side in (base_side, new_side)]
     return run_compare(
-        *sides, th, alpha or cfg.alpha or 0.05, fail_on or cfg.fail_on or "regression", noise
+        *sides, th, alpha or cfg.alpha or 0.05, fail_on or cfg.fail_on or "regression", noise,
+        strict,
     )

@@ -45,12 +45,13 @@ from tracekit.gate.stats import (
     against_prior,
     between_runs,
     compare,
+    moderated,
     runs_to_decide,
     steps_to_decide,
 )
 from tracekit.ingest.ranksel import ranges_text
 
-VERDICTS = ("regressed", "inconclusive", "improved", "unchanged", "not compared")
+VERDICTS = ("regressed", "warning", "inconclusive", "improved", "unchanged", "not compared")
 
 
 @dataclass
@@ -74,6 +75,7 @@ class Verdict:
     run_test: RunTest | None = None
     runs_to_decide: int | None = None
     alpha: float | None = None  # the level its p-values were compared with
+    steps_agree: bool = False  # one run a side: the per-step test called it, this way
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -112,6 +114,7 @@ class Comparison:
     cause: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     run_noise: dict[str, Threshold] = field(default_factory=dict)
+    strict: bool = False
 
     @property
     def noise(self) -> dict[str, Any]:
@@ -132,8 +135,15 @@ class Comparison:
             "kind": "prior",
             "runs": runs,
             "prior": {k: str(v) for k, v in self.run_noise.items()},
-            "text": "one run a side cannot measure run-to-run noise: the prior sd per run "
-            f"({shown}, …; [tool.tracekit.gate.run_noise]) stands in for it",
+            "text": "one run a side cannot measure run-to-run noise: the noise of the steps "
+            "within each run is tested, and the prior sd per run between runs "
+            f"({shown}, …; [tool.tracekit.gate.run_noise]) stands in for the rest"
+            + (
+                ""
+                if self.strict
+                else "; a drill-down metric (per rank, collective, kernel) that moved "
+                "while no headline metric regressed is a warning"
+            ),
         }
 
     @property
@@ -162,6 +172,7 @@ class Comparison:
             "new": self.new.describe(),
             "thresholds": {k: str(v) for k, v in self.thresholds.items()},
             "noise": self.noise,
+            "strict": self.strict,
             "counts": self.counts(),
             "cause": self.cause,
             "metrics": [v.to_dict() for v in self.verdicts],
@@ -330,7 +341,13 @@ def judge(
         test = compare(base_s, new_s, alpha)
         v.test = test
     if not exact:
-        if several:
+        if several and v.family in M.DRILL_DOWN and _noise_abs(noise, v.base, v.new) > 0:
+            # the family's prior is its noisiest entity's: moderate, not floor (stats)
+            prior_df = M.PRIORS[v.family].runs - 1 if v.family in M.PRIORS else 1
+            v.run_test = moderated(
+                base_runs, new_runs, alpha, _noise_abs(noise, v.base, v.new), prior_df
+            )
+        elif several:
             floor = _noise_abs(noise, v.base, v.new)
             v.run_test = between_runs(base_runs, new_runs, alpha, floor)
         elif _noise_abs(noise, v.base, v.new) > 0:
@@ -377,14 +394,14 @@ def judge(
         if rt.p_value < alpha:
             v.verdict = direction
             v.confidence = "high" if rt.p_value < alpha / 10 else "medium"
-            v.evidence = f"Student's t over run means p = {rt.p_value:.2g} < {a_text}; " + (
+            v.evidence = f"{_method(rt)} p = {rt.p_value:.2g} < {a_text}; " + (
                 _runs_noise(rt, v)
             )
             return v
         v.verdict, v.confidence = "inconclusive", "low"
         v.runs_to_decide = runs_to_decide(v.new - v.base, rt.sd, len(new_runs), alpha)
         v.evidence = (
-            f"beyond {th}, but inside the run-to-run noise (Student's t over run means "
+            f"beyond {th}, but inside the run-to-run noise ({_method(rt)} "
             f"p = {rt.p_value:.2g} ≥ {a_text}; {_runs_noise(rt, v)})"
             + _runs_advice(v.runs_to_decide)
         )
@@ -403,25 +420,30 @@ def judge(
         return v
     moved_up = (fmean(new_s) - fmean(base_s)) > 0
     agrees = test.significant and (moved_up != flip) == (v.change > 0)
+    v.steps_agree = agrees
     if agrees and rt is not None and rt.p_value >= alpha:
         # the steps agree, but one run a side cannot see the noise between runs
         v.verdict, v.confidence = "inconclusive", "low"
         v.runs_to_decide = runs_to_decide(v.new - v.base, rt.sd, 1, alpha)
         v.evidence = (
-            f"beyond {th}, but inside the run-to-run noise one run a side cannot measure "
-            f"(prior sd {noise} per run: p = {rt.p_value:.2g} ≥ {a_text})"
+            f"beyond {th} and the steps agree, but inside the noise between runs, which one "
+            f"run a side cannot measure (prior sd {noise} per run: p = {rt.p_value:.2g} ≥ "
+            f"{a_text})"
             + _runs_advice(v.runs_to_decide)
         )
         return v
     if agrees:
+        used = "; noise used: the steps within each run" + (
+            ", and between runs the prior" if rt else " (no prior between runs)"
+        )
         v.verdict = direction
         if test.method == "mann-whitney":
             v.confidence = "high" if test.p_value < alpha / 10 else "medium"
-            v.evidence = f"Mann–Whitney U p = {test.p_value:.2g} < {a_text}, {n}{prior}"
+            v.evidence = f"Mann–Whitney U p = {test.p_value:.2g} < {a_text}, {n}{prior}{used}"
         else:
             v.confidence = "medium"
             v.evidence = (
-                f"bootstrap {(1 - alpha) * 100:.3g}% interval excludes 0, {n}{prior}"
+                f"bootstrap {(1 - alpha) * 100:.3g}% interval excludes 0, {n}{prior}{used}"
             )
         return v
     v.verdict, v.confidence = "inconclusive", "low"
@@ -431,12 +453,20 @@ def judge(
         if test.p_value is not None
         else f"the {(1 - alpha) * 100:.3g}% bootstrap interval includes 0"
     )
-    v.evidence = f"beyond {th}, but the steps do not agree ({why}, {n})"
+    v.evidence = (
+        f"beyond {th}, but the steps do not agree ({why}, {n}; noise: the steps within "
+        "each run)"
+    )
     if v.steps_to_decide and v.steps_to_decide > 1000:
         v.evidence += "; more than 1000 steps per run would be needed to decide it"
     elif v.steps_to_decide:
         v.evidence += f"; ≈{v.steps_to_decide} steps per run would decide it"
     return v
+
+
+def _method(rt: RunTest) -> str:
+    return "Student's t over run means" if rt.method == "student-t over runs" else (
+        "moderated t over run means")  # fmt: skip
 
 
 def _runs_noise(rt: RunTest, v: Verdict) -> str:
@@ -449,8 +479,13 @@ def _runs_noise(rt: RunTest, v: Verdict) -> str:
     )  # fmt: skip
     runs = f"{rt.n_base} base + {rt.n_new} new runs"
     if rt.floored:
-        return f"run-to-run sd {sd_text}: the prior, above the spread of {runs}"
-    return f"run-to-run sd {sd_text} measured over {runs}"
+        return f"noise between runs: sd {sd_text}, the prior, above the spread of {runs}"
+    if rt.method == "moderated t over runs":
+        return (
+            f"noise between runs: sd {sd_text}, the spread of {runs} moderated towards "
+            f"the family's prior (df {rt.df:g})"
+        )
+    return f"noise between runs: sd {sd_text} measured over {runs}"
 
 
 def _runs_advice(n: int | None) -> str:
@@ -488,13 +523,16 @@ def run_compare(
     alpha: float = ALPHA,
     fail_on: str = "regression",
     run_noise: dict[str, Threshold] | None = None,
+    strict: bool = False,
 ) -> Comparison:
+    """`strict`: with one run a side a drill-down regression fails as a headline one does
+    (no warnings)."""
     check_same_ranks(base, new)
     th = M.defaults()
     th.update(thresholds or {})
     noise = M.run_noise_defaults()
     noise.update(run_noise or {})
-    cmp = Comparison(base, new, th, alpha, fail_on, run_noise=noise)
+    cmp = Comparison(base, new, th, alpha, fail_on, run_noise=noise, strict=strict)
     bs_, ns_ = base.reports, new.reports
     single = base.runs == 1 and new.runs == 1
     for side in (base, new):
@@ -522,6 +560,8 @@ def run_compare(
     # thirty of them do not give thirty chances to call noise a regression
     count = len(_drill_down(bs_, ns_, th, noise, alpha, step_ms, 1))
     cmp.verdicts += _drill_down(bs_, ns_, th, noise, alpha / max(count, 1), step_ms, count)
+    if single and not strict:
+        drill_down_warnings(cmp.verdicts, alpha, noise)
     cmp.cause = explain(bs_, ns_)
     _attach_causes(cmp, bs_, ns_)
     cmp.notes += unknown_levels(bs_, ns_)
@@ -531,6 +571,60 @@ def run_compare(
             "compares those means"
         )
     return cmp
+
+
+def _beyond_prior(v: Verdict, alpha: float) -> bool:
+    """A drill-down metric that got worse beyond its threshold and by more than its
+    family's run-to-run prior sd per run, the per-step test agreeing at the comparison's
+    α (not the drill-down's shared α: a warning does not fail the gate, so it needs no
+    protection against thirty chances)."""
+    if v.family not in M.DRILL_DOWN or not v.gated or v.change is None:
+        return False
+    if v.verdict == "regressed":
+        return True
+    rt, test = v.run_test, v.test
+    if v.verdict != "inconclusive" or rt is None or test is None or v.change * v.worse <= 0:
+        return False
+    if test.method == "mann-whitney":
+        steps = test.p_value is not None and test.p_value < alpha
+    else:
+        steps = v.steps_agree
+    return steps and abs(v.new - v.base) > rt.sd
+
+
+def drill_down_warnings(
+    verdicts: list[Verdict], alpha: float, noise: dict[str, Threshold]
+) -> None:
+    """One run a side: a drill-down metric (per rank, collective, kernel) has run-to-run
+    noise of its own, larger than the headline's — a slow run moves every op at once, and
+    the steps of one run are not samples of the next — which one run a side cannot see.
+    While no headline metric regressed, such a metric that moved beyond its family's
+    prior is a warning that names itself (exit 0), not a failure; with several runs a
+    side it is judged on the run means like the headline (measured noise), and a
+    headline regression keeps its drill-down regressions (they are its cause)."""
+    if any(v.gated and v.verdict == "regressed" for v in verdicts if v.family not in
+           M.DRILL_DOWN):  # fmt: skip
+        return
+    for v in verdicts:
+        if not _beyond_prior(v, alpha):
+            continue
+        rt, test = v.run_test, v.test
+        sd = rt.sd if rt else 0.0
+        v.runs_to_decide = runs_to_decide(v.new - v.base, sd, 1, v.alpha or alpha) if sd else None
+        steps = (
+            f"Mann–Whitney U p = {test.p_value:.2g}, {test.n_base} vs {test.n_new} steps"
+            if test and test.p_value is not None
+            else "the steps' bootstrap interval"
+        )
+        prior = f"p = {rt.p_value:.2g} against " if rt else ""
+        v.verdict, v.confidence = "warning", "low"
+        v.evidence = (
+            f"beyond {v.threshold} and beyond its family's run-to-run prior sd; noise used: "
+            f"the steps within each run ({steps}) and between runs the prior ({prior}sd "
+            f"{noise[v.family]} per run), which one run a side cannot measure. No headline "
+            "metric regressed: a warning, not a failure"
+            + _runs_advice(v.runs_to_decide)
+        )
 
 
 def unknown_levels(bs: list[dict], ns: list[dict]) -> list[str]:

@@ -12,6 +12,7 @@ from tracekit.report.html import Chart, _n, _o, _q, _spec, _table, esc, page
 
 VERDICT_COLOR = {
     "regressed": "#c62828",
+    "warning": "#f9a825",
     "inconclusive": "#ef6c00",
     "improved": "#2e7d32",
     "unchanged": "#888888",

@@ -1,6 +1,8 @@
 """The comparison as text, JSON, Markdown (a table for `$GITHUB_STEP_SUMMARY`) or JUnit
 XML (one test case per gated metric; a regression is a failure carrying its message,
-an inconclusive verdict a skip — or a failure with `--fail-on inconclusive`)."""
+an inconclusive verdict a skip — or a failure with `--fail-on inconclusive`; a warning
+passes, marked by a `verdict=warning` property and its message on system-err: JUnit has
+no warning element)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from tracekit.report import units
 
 MARK = {
     "regressed": "✗",
+    "warning": "!",
     "inconclusive": "?",
     "improved": "↑",
     "unchanged": "·",
@@ -19,7 +22,7 @@ MARK = {
 }
 # the rows a text or Markdown report shows: every run metric, and of the families
 # those that moved
-_FAMILY_SHOWN = ("regressed", "inconclusive", "improved")
+_FAMILY_SHOWN = ("regressed", "warning", "inconclusive", "improved")
 
 
 def _val(v: float | None, unit: str) -> str:
@@ -59,7 +62,7 @@ def _details(cmp: Comparison) -> list[Verdict]:
     return [
         v
         for v in cmp.verdicts
-        if v.verdict in ("regressed", "inconclusive", "improved")
+        if v.verdict in _FAMILY_SHOWN
         and not (v.family == "rank_step_time" and step and step.verdict == v.verdict)
     ]
 
@@ -68,7 +71,11 @@ def headline(cmp: Comparison) -> str:
     c = cmp.counts()
     failed = cmp.failed
     word = "FAIL" if failed else "PASS"
-    parts = [f"{c[k]} {k}" for k in ("regressed", "inconclusive", "improved", "unchanged") if c[k]]
+    parts = [
+        f"{c[k]} {k}" + ("s" if k == "warning" and c[k] > 1 else "")
+        for k in ("regressed", "warning", "inconclusive", "improved", "unchanged")
+        if c[k]
+    ]
     return f"{word}: " + ", ".join(parts) + f" (of {len(cmp.verdicts)} metrics)"
 
 
@@ -116,7 +123,13 @@ def _md(text: str) -> str:
 
 
 def to_markdown(cmp: Comparison, everything: bool = False) -> str:
-    icon = {"regressed": "❌", "inconclusive": "❔", "improved": "✅", "unchanged": "✔️"}
+    icon = {
+        "regressed": "❌",
+        "warning": "⚠️",
+        "inconclusive": "❔",
+        "improved": "✅",
+        "unchanged": "✔️",
+    }
     b, n = cmp.base.describe(), cmp.new.describe()
     lines = [
         f"### tracekit compare: {headline(cmp)}",
@@ -153,6 +166,7 @@ def to_junit(cmp: Comparison, everything: bool = True) -> str:
         for v in cases
     )
     skipped = sum(v.verdict == "inconclusive" and not fail_inconclusive for v in cases)
+    warnings = sum(v.verdict == "warning" for v in cases)
     suites = ET.Element("testsuites", name="tracekit compare")
     suite = ET.SubElement(
         suites,
@@ -170,6 +184,7 @@ def to_junit(cmp: Comparison, everything: bool = True) -> str:
         ("new", cmp.new.path),
         ("alpha", str(cmp.alpha)),
         ("fail_on", cmp.fail_on),
+        ("warnings", str(warnings)),
     ):
         ET.SubElement(props, "property", name=name, value=value)
     for v in cases:
@@ -189,6 +204,11 @@ def to_junit(cmp: Comparison, everything: bool = True) -> str:
             el.text = msg
         elif v.verdict == "inconclusive":
             ET.SubElement(tc, "skipped", message=msg)
+        elif v.verdict == "warning":
+            tp = ET.SubElement(tc, "properties")
+            ET.SubElement(tp, "property", name="verdict", value="warning")
+            err = ET.SubElement(tc, "system-err")
+            err.text = f"warning: {msg}"
         else:
             out = ET.SubElement(tc, "system-out")
             out.text = msg
