@@ -93,46 +93,46 @@ class Change:
         raise NotImplementedError
 
 
-class ComputeSpeed(Change):
+class _SpeedUp(Change):
+    """Some work F× faster: the nodes `target` picks (`missing` says what the run lacks)."""
+
+    missing: ClassVar[str]
+
+    def __init__(self, spec, m):
+        super().__init__(spec, m)
+        self.factor = float(m.group(1))
+        if not self.factor > 0:
+            raise TracekitError(f"--change {spec}: the speed-up F must be > 0")
+
+    def target(self, g: G.Graph, i: int) -> bool:
+        raise NotImplementedError
+
+    def apply(self, g, e):
+        hit = False
+        for i in range(g.n):
+            if self.target(g, i):
+                e.dur[i] = e.dur[i] / self.factor
+                hit = True
+        if not hit:
+            raise NotApplicable(f"--change {self.spec}: the run has no {self.missing}")
+
+
+class ComputeSpeed(_SpeedUp):
     pattern = re.compile(r"compute-speed=([0-9.]+)")
     syntax = "compute-speed=F"
+    missing = "compute work"
 
-    def __init__(self, spec, m):
-        super().__init__(spec, m)
-        self.factor = float(m.group(1))
-        if not self.factor > 0:
-            raise TracekitError(f"--change {spec}: the speed-up F must be > 0")
-
-    def apply(self, g, e):
-        hit = False
-        for i in range(g.n):
-            if is_compute(g, i):
-                e.dur[i] = e.dur[i] / self.factor
-                hit = True
-        if not hit:
-            raise NotApplicable(f"--change {self.spec}: the run has no compute work")
+    def target(self, g, i):
+        return is_compute(g, i)
 
 
-class Fuse(Change):
+class Fuse(_SpeedUp):
     pattern = re.compile(r"fuse=([0-9.]+)")
     syntax = "fuse=F"
+    missing = "unfused memory-bound kernels"
 
-    def __init__(self, spec, m):
-        super().__init__(spec, m)
-        self.factor = float(m.group(1))
-        if not self.factor > 0:
-            raise TracekitError(f"--change {spec}: the speed-up F must be > 0")
-
-    def apply(self, g, e):
-        hit = False
-        for i in range(g.n):
-            if g.kind[i] == G.COMPUTE and not g.cpu and is_unfused_kernel(g.name[i] or ""):
-                e.dur[i] = e.dur[i] / self.factor
-                hit = True
-        if not hit:
-            raise NotApplicable(
-                f"--change {self.spec}: the run has no unfused memory-bound kernels"
-            )
+    def target(self, g, i):
+        return g.kind[i] == G.COMPUTE and not g.cpu and is_unfused_kernel(g.name[i] or "")
 
 
 class Bandwidth(Change):
@@ -502,33 +502,49 @@ class PipelineShape:
     notes: list[str] = field(default_factory=list)
 
 
-class Microbatches(Change):
-    pattern = re.compile(r"microbatches=(\d+)")
-    syntax = "microbatches=M"
+class _PipelineChange(Change):
+    """A change of the pipeline's schedule, simulated outside the graph
+    (`tracekit.stepmodel.pipeline`); its count (M, V) is the spec's number, ≥ 1."""
+
     pipeline: PipelineShape | None = None  # set by the caller that measured the pipeline
+    letter: ClassVar[str]
+    absent: ClassVar[str]  # why there is nothing to change, after "no pipeline to …"
 
     def __init__(self, spec, m):
         super().__init__(spec, m)
-        self.m = int(m.group(1))
-        if self.m < 1:
-            raise TracekitError(f"--change {spec}: M must be ≥ 1")
+        self.count = int(m.group(1))
+        if self.count < 1:
+            raise TracekitError(f"--change {spec}: {self.letter} must be ≥ 1")
+
+    def shape(self) -> PipelineShape:
+        if self.pipeline is None:
+            raise NotApplicable(f"--change {self.spec}: no pipeline to {self.absent}")
+        return self.pipeline
+
+
+class Microbatches(_PipelineChange):
+    pattern = re.compile(r"microbatches=(\d+)")
+    syntax = "microbatches=M"
+    letter = "M"
+    absent = (
+        "change: the run has no 1F1B or GPipe pipeline of one chunk per stage with a known "
+        "microbatch count (an interleaved one is not modeled)"
+    )
+
+    @property
+    def m(self) -> int:
+        return self.count
 
     def apply(self, g, e):
         from tracekit.stepmodel import pipeline
 
-        p = self.pipeline
-        if p is None:
-            raise NotApplicable(
-                f"--change {self.spec}: no pipeline to change: the run has no 1F1B or GPipe "
-                "pipeline of one chunk per stage with a known microbatch count (an "
-                "interleaved one is not modeled)"
-            )
+        p = self.shape()
         before, after = pipeline.span_ms(p, p.microbatches), pipeline.span_ms(p, self.m)
         e.extra_ms += after - before
         e.notes.append(pipeline.explain(p, self.m, before, after))
 
 
-class Interleave(Change):
+class Interleave(_PipelineChange):
     """The pipeline's schedule interleaved: each stage's work per microbatch split into V
     virtual chunks (Megatron-LM's interleaved 1F1B, Narayanan et al. 2021: the bubble
     (P−1)/(V·M+P−1), about V× smaller), a hop between consecutive chunks (V× the
@@ -536,24 +552,20 @@ class Interleave(Change):
 
     pattern = re.compile(r"interleave=(\d+)")
     syntax = "interleave=V"
-    pipeline: PipelineShape | None = None  # set by the caller that measured the pipeline
+    letter = "V"
+    absent = (
+        "interleave: the run has no 1F1B pipeline of one chunk per stage with a known "
+        "microbatch count (an interleaved one is interleaved already)"
+    )
 
-    def __init__(self, spec, m):
-        super().__init__(spec, m)
-        self.v = int(m.group(1))
-        if self.v < 1:
-            raise TracekitError(f"--change {spec}: V must be ≥ 1")
+    @property
+    def v(self) -> int:
+        return self.count
 
     def apply(self, g, e):
         from tracekit.stepmodel import pipeline
 
-        p = self.pipeline
-        if p is None:
-            raise NotApplicable(
-                f"--change {self.spec}: no pipeline to interleave: the run has no 1F1B "
-                "pipeline of one chunk per stage with a known microbatch count (an "
-                "interleaved one is interleaved already)"
-            )
+        p = self.shape()
         if p.schedule != "1f1b":
             raise NotApplicable(f"--change {self.spec}: interleaving is a 1F1B schedule's")
         if p.microbatches % p.stages:
