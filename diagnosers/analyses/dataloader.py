@@ -40,9 +40,10 @@ def loader_idle(ctx: Context) -> dict[int, LoaderIdle]:
     idle = ctx.run.sql(sql.query("levels.dataloader", "loader_idle", spans=spans)).fetchall()
     if not idle:
         return {}
+    host_gaps = sql.query("metrics.host_bound", "device_gaps", windows=ctx.windows)
     hb = dict(
         ctx.run.sql(
-            sql.query("levels.dataloader", "host_bound_in_loader", windows=ctx.windows, spans=spans)
+            sql.query("levels.dataloader", "host_bound_in_loader", gaps=host_gaps, spans=spans)
         ).fetchall()
     )
     out = {}

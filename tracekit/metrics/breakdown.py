@@ -67,7 +67,8 @@ def full_sweep_sql(windows: str, activity: str = "activity_islands") -> str:
 
 def host_bound_sql(windows: str) -> str:
     """Per (rank, wid) of `windows` the host-bound gaps (`metrics.host_bound`)."""
-    return sql.fill("metrics.host_bound", windows=windows)
+    gaps = sql.query("metrics.host_bound", "device_gaps", windows=windows)
+    return sql.query("metrics.host_bound", "host_bound", gaps=gaps)
 
 
 def hidden_by_compute_sql(intervals: str, windows: str) -> str:

@@ -51,30 +51,14 @@ FROM m LEFT JOIN busy USING (rank, s) GROUP BY m.rank ORDER BY m.rank
 -- Per rank, the part of its host-bound gaps that lies inside the loader's spans: the
 -- gaps as `metrics.host_bound` defines them (a device gap ended by work launched only
 -- after the previous work ended; a gap across a ProfilerStep start left out), over
--- {windows} (rank, wid, start_ns, end_ns, …). Placeholder {spans}: `loader_spans`.
+-- {gaps} (`metrics.host_bound:device_gaps` over the analysed windows). Placeholder
+-- {spans}: `loader_spans`.
 -- @column rank: global rank
 -- @column host_bound_ns: host-bound gap time inside the loader's spans
-WITH sw AS ({windows}),
-m AS ({spans}),
-d AS (
-    SELECT a.rank, sw.wid, a.ts_ns, a.end_ns, a.launch_ns
-    FROM device_activity a JOIN sw ON a.rank = sw.rank
-    WHERE a.kind IN ('kernel', 'memcpy', 'memset')
-      AND a.ts_ns >= sw.start_ns AND a.ts_ns < sw.end_ns
-),
-l0 AS (
-    SELECT *, max(end_ns) OVER (PARTITION BY rank, wid ORDER BY ts_ns, end_ns
-              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-    FROM d
-),
-boundary AS (
-    SELECT DISTINCT l0.rank, l0.wid, l0.ts_ns FROM l0 JOIN steps s
-      ON s.rank = l0.rank AND s.ts_ns > l0.prev_end AND s.ts_ns <= l0.launch_ns
-),
+WITH m AS ({spans}),
 gaps AS (
-    SELECT l0.rank, l0.prev_end AS gs, l0.ts_ns AS ge FROM l0 ANTI JOIN boundary b
-    ON b.rank = l0.rank AND b.wid = l0.wid AND b.ts_ns = l0.ts_ns
-    WHERE l0.ts_ns > l0.prev_end AND l0.launch_ns >= l0.prev_end
+    SELECT rank, prev_end AS gs, ts_ns AS ge FROM ({gaps})
+    WHERE ts_ns > prev_end AND launch_ns >= prev_end
 )
 SELECT gaps.rank, sum(least(gaps.ge, m.e) - greatest(gaps.gs, m.s)) AS host_bound_ns
 FROM gaps JOIN m ON m.rank = gaps.rank AND gaps.gs < m.e AND gaps.ge > m.s

@@ -1,15 +1,15 @@
--- @query host_bound
--- Per window of {windows} (rank, wid, start_ns, end_ns) the host-bound time: a device gap
--- (no kernel, memcpy or memset on any stream) that ends with a kernel launched only after
--- the previous work had ended (`device_activity.launch_ns`): the device waited for the
--- host. A gap across the start of a ProfilerStep is left out: that is the previous step's
--- tail (waiting on other ranks, a pipeline's cooldown), not launch overhead. GPU runs.
+-- @query device_gaps
+-- Per window of {windows} (rank, wid, start_ns, end_ns) each device work item (kernel,
+-- memcpy, memset) with the end of the work before it on any stream (`prev_end`): a gap
+-- where it starts after `prev_end`, host-bound where it was also launched only after
+-- `prev_end`. An item whose gap spans the start of a ProfilerStep is left out (the
+-- previous step's tail). `host_bound` and the loader's share of it read these rows.
 -- @column rank: global rank
 -- @column wid: the window's id
--- @column host_bound_ns: host-bound gap time
--- @column host_gaps: host-bound gaps
--- @column gap_ns: all device gaps between kernels
--- @column median_kernel_ns: median kernel duration
+-- @column ts_ns: the work's start
+-- @column end_ns: the work's end
+-- @column launch_ns: its launch call's start
+-- @column prev_end: the end of the work before it, null for the first
 WITH sw AS ({windows}),
 d AS (
     SELECT a.rank, sw.wid, a.ts_ns, a.end_ns, a.launch_ns
@@ -25,11 +25,24 @@ l0 AS (
 boundary AS (
     SELECT DISTINCT l0.rank, l0.wid, l0.ts_ns FROM l0 JOIN steps s
       ON s.rank = l0.rank AND s.ts_ns > l0.prev_end AND s.ts_ns <= l0.launch_ns
-),
-l AS (
-    SELECT l0.* FROM l0 ANTI JOIN boundary b
-    ON b.rank = l0.rank AND b.wid = l0.wid AND b.ts_ns = l0.ts_ns
 )
+SELECT l0.* FROM l0 ANTI JOIN boundary b
+ON b.rank = l0.rank AND b.wid = l0.wid AND b.ts_ns = l0.ts_ns
+
+-- @query host_bound
+-- Per window of `device_gaps`' windows the host-bound time: a device gap
+-- (no kernel, memcpy or memset on any stream) that ends with a kernel launched only after
+-- the previous work had ended (`device_activity.launch_ns`): the device waited for the
+-- host. A gap across the start of a ProfilerStep is left out: that is the previous step's
+-- tail (waiting on other ranks, a pipeline's cooldown), not launch overhead. GPU runs.
+-- @column rank: global rank
+-- @column wid: the window's id
+-- @column host_bound_ns: host-bound gap time
+-- @column host_gaps: host-bound gaps
+-- @column gap_ns: all device gaps between kernels
+-- @column median_kernel_ns: median kernel duration
+-- Placeholder {gaps}: `device_gaps` over the same windows.
+WITH l AS ({gaps})
 SELECT rank, wid,
        coalesce(sum(ts_ns - prev_end) FILTER (ts_ns > prev_end AND launch_ns >= prev_end),
                 0) AS host_bound_ns,
