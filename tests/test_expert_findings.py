@@ -17,7 +17,7 @@ import pytest
 import tracekit
 from diagnosers.analyses.scaling import projection
 from tests.helpers import full_report
-from tests.synth import Scenario, generate
+from tests.synth import Scenario, _merge, generate
 from tests.tracegen import TraceBuilder
 
 # ------------------------------------------------------------------ raw-trace helpers
@@ -38,16 +38,6 @@ def _doc(folder: Path) -> dict:
     op = gzip.open if f.name.endswith(".gz") else open
     with op(f, "rt") as fh:
         return json.load(fh)
-
-
-def _merge(iv):
-    out: list[list[float]] = []
-    for s, e in sorted(iv):
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return out
 
 
 def _covered(s, e, iv) -> float:
