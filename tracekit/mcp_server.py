@@ -35,6 +35,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from tracekit.errors import TracekitError
+from tracekit.stepmodel.changes import CHANGES
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 MAX_RESULT_BYTES = 4_000_000  # a tool's JSON result; over it, the tool says how to narrow
@@ -372,8 +373,9 @@ def build(roots: list[str | Path], bounds=None) -> MCPServer:
             list[str],
             Field(
                 min_length=1,
-                description="Changes replayed together: overlap:NAME, bandwidth:NAME=GBPS, "
-                "no-straggler, no-host-gaps, compute-speed=F, microbatches=M, interleave=V.",
+                description="Changes replayed together: "
+                + ", ".join(c.syntax for c in CHANGES)
+                + ".",
             ),
         ],
         window: Window = "steps",
