@@ -2,7 +2,12 @@
 when a GPU is at hand; on a CPU machine it runs as far as it can.
 
     python benchmarks/gpu_check.py [--jobs ddp,fsdp,pp] [--out DIR] [--device auto]
-                                   [--world N] [--json FILE]
+                                   [--world N] [--json FILE] [--size small|large]
+                                   [--backend auto|nccl|gloo]
+
+`--size large` is a 0.5 B-parameter model (8 blocks of width 2048, 1,024 tokens × 8
+sequences) that keeps a GPU busy; the default is the reference jobs' small model, which
+leaves a fast GPU mostly idle (launch-bound). `--backend gloo` lets ranks share GPUs.
 
 On CUDA (at least `--world` GPUs) the jobs run with NCCL in bf16; on CPU with gloo in
 fp32. Each job is run by `instrument` (what `tracekit run` runs), analysed by
@@ -50,6 +55,19 @@ GEMM_OR_ATTENTION_KERNEL = re.compile(
     r"gemm|gemv|cutlass|xmma|cublas|flash|fmha|attention|sm\d\d_", re.IGNORECASE
 )
 TOLERANCE = {"flops": 0.02, "mfu": 0.15, "memory": 0.05}
+SIZES = {
+    "small": {},
+    "large": {
+        "layers": 8,
+        "hidden": 2048,
+        "heads": 16,
+        "kv_heads": 8,
+        "ffn": 5632,
+        "vocab": 32000,
+        "seq": 1024,
+        "batch": 8,
+    },
+}
 
 
 @dataclass
@@ -112,7 +130,7 @@ def oracle_flops(cfg) -> dict[str, float]:
     }
 
 
-def check_job(job: str, out: Path, device: str, world: int) -> list[Check]:
+def check_job(job: str, out: Path, device: str, world: int, **options) -> list[Check]:
     import tracekit
     from instrument.config import JobConfig
     from instrument.launch import run_job
@@ -121,7 +139,7 @@ def check_job(job: str, out: Path, device: str, world: int) -> list[Check]:
     cuda = device == "cuda"
     cfg = JobConfig(job=job, world_size=world, out=str(out / job), steps=2,
                     dtype="bfloat16" if cuda else "float32", device=device,
-                    calibrate=not cuda)  # fmt: skip
+                    calibrate=not cuda, **options)  # fmt: skip
     run_dir = run_job(cfg, command=f"benchmarks/gpu_check.py {job}")
     manifest = json.loads((run_dir / "job.json").read_text())
     own = manifest["notes"]["measured_by_the_job"]["ranks"]
@@ -191,13 +209,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--world", type=int, default=2, help="ranks per job")
     ap.add_argument("--out", default=None, help="where the runs go (default: a temp folder)")
     ap.add_argument("--json", default=None, help="also write the checks as JSON here")
+    ap.add_argument("--size", default="small", choices=tuple(SIZES), help="model size")
+    ap.add_argument("--backend", default="auto", choices=("auto", "nccl", "gloo"),
+                    help="gloo lets ranks share GPUs (NCCL needs one GPU per rank)")  # fmt: skip
     a = ap.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
     device = a.device
     if device == "auto":
-        device = "cuda" if torch.cuda.device_count() >= a.world else "cpu"
+        enough = 1 if a.backend == "gloo" else a.world
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        device = "cuda" if gpus >= enough else "cpu"
     jobs = (a.jobs or ("ddp,fsdp,pp" if device == "cuda" else "ddp")).split(",")
     unknown = [j for j in jobs if j not in WHOLE_MODEL_RANKS]
     if unknown:
@@ -205,11 +228,13 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)  # fmt: skip
         return 2
     out = Path(a.out) if a.out else Path(tempfile.mkdtemp(prefix="gpu_check-"))
-    print(f"device {device} ({'NCCL, bf16' if device == 'cuda' else 'gloo, fp32'}) · "
-          f"world {a.world} · runs in {out}")  # fmt: skip
+    backend = a.backend if a.backend != "auto" else ("nccl" if device == "cuda" else "gloo")
+    dtype = "bf16" if device == "cuda" else "fp32"
+    print(f"device {device} ({backend}, {dtype}) · world {a.world} · {a.size} model · "
+          f"runs in {out}")  # fmt: skip
     checks: list[Check] = []
     for job in jobs:
-        checks += check_job(job, out, device, a.world)
+        checks += check_job(job, out, device, a.world, backend=a.backend, **SIZES[a.size])
     for c in checks:
         print(c.line())
     if a.json:

@@ -49,6 +49,11 @@ class JobConfig:
     )
     dtype: str = opt("parameter/compute dtype: float32 or bfloat16", "float32")
     device: str = opt("auto (CUDA + NCCL when there are enough GPUs), cpu or cuda", "auto")
+    backend: str = opt(
+        "auto (NCCL on CUDA, gloo on CPU), nccl or gloo; gloo on CUDA lets ranks share "
+        "GPUs (rank r on GPU r mod count) where there are fewer GPUs than ranks",
+        "auto",
+    )
     calibrate: bool = opt("measure peak matmul FLOP/s and collective α-β before profiling", True)
     seed: int = opt("random seed", 0)
 
@@ -67,6 +72,10 @@ class JobConfig:
             err.append(f"hidden {self.hidden} must be divisible by heads {self.heads}")
         if self.heads % self.kv_heads:
             err.append(f"heads {self.heads} must be divisible by kv_heads {self.kv_heads}")
+        if self.backend not in ("auto", "nccl", "gloo"):
+            err.append("backend must be auto, nccl or gloo")
+        if self.backend == "nccl" and self.device == "cpu":
+            err.append("backend nccl needs device cuda")
         if self.dtype not in ("float32", "bfloat16"):
             err.append("dtype must be float32 or bfloat16")
         tp = self.tp_degree

@@ -25,15 +25,20 @@ def free_port() -> int:
 def _device_and_backend(cfg: JobConfig, rank: int):
     import torch
 
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     want_cuda = cfg.device == "cuda" or (
-        cfg.device == "auto"
-        and torch.cuda.is_available()
-        and torch.cuda.device_count() >= cfg.world_size
+        cfg.device == "auto" and gpus >= cfg.world_size and cfg.backend != "gloo"
     )
     if want_cuda:
-        if torch.cuda.device_count() < cfg.world_size:
+        if cfg.backend == "gloo" and gpus:
+            # ranks share GPUs: NCCL refuses two ranks on one device, gloo copies through
+            # the host (DDP's all-reduce and FSDP's collectives on CUDA tensors work)
+            torch.cuda.set_device(rank % gpus)
+            return torch.device("cuda", rank % gpus), "gloo"
+        if gpus < cfg.world_size:
             raise TracekitError(
-                f"--device cuda needs {cfg.world_size} GPUs, found {torch.cuda.device_count()}"
+                f"--device cuda needs {cfg.world_size} GPUs, found {gpus} "
+                "(--backend gloo lets ranks share them)"
             )
         torch.cuda.set_device(rank)
         return torch.device("cuda", rank), "nccl"
