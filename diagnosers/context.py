@@ -87,6 +87,13 @@ class Context:
         return not self._device[2]
 
     @cached_property
+    def gloo_on_gpu(self) -> bool:
+        """A GPU run whose collectives (some of them) ran on a gloo process group."""
+        if self.cpu:
+            return False
+        return bool(self.run.sql(sql.query("levels.run", "gloo_collectives")).fetchall()[0][0])
+
+    @cached_property
     def spec(self) -> DeviceSpec | None:
         """The device's row of the spec table, with the user's overrides applied."""
         name, mem, has_dev, cc, sms = self._device

@@ -151,4 +151,5 @@ def param_counts(cfg: JobConfig) -> dict[str, int]:
     if cfg.job == "moe":
         per_expert = sum(p.numel() for p in MLP(cfg.hidden, cfg.ffn).to("meta").parameters())
         active = total - cfg.layers * (cfg.experts - cfg.top_k) * per_expert
-    return {"params": total, "active_params": active, "embedding_params": emb}
+    # every block's attention is is_causal=True (Attention.forward)
+    return {"params": total, "active_params": active, "embedding_params": emb, "causal": True}

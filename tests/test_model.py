@@ -24,6 +24,49 @@ def test_transformer_flops_per_token_llama2_7b():
     assert per_token == pytest.approx(4.51e10, rel=0.01)
 
 
+@pytest.mark.parametrize(
+    "size",
+    [
+        {},  # the reference jobs' small model
+        # gpu_check --size large: predicted 20.2 of 22.6 TFLOP measured on an H200 before the
+        # logits term (benchmarks/gpu_session.sh, 2026-11-27)
+        dict(layers=8, hidden=2048, heads=16, kv_heads=8, ffn=5632, vocab=32000, seq=1024),
+    ],
+)
+def test_predicted_flops_against_flop_counter(size):
+    """The prediction against torch's FlopCounterMode over one training step of the
+    reference model (on the meta device: shapes only): the GEMMs (mm) are 6N + 6·h·V,
+    attention (bmm: SDPA's math decomposition, counted in full) 12·L·H·Q·T, half of it
+    when causal."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from instrument.config import JobConfig
+    from instrument.model import Transformer, loss_fn, param_counts
+
+    cfg = JobConfig(batch=2, **size)
+    with torch.device("meta"):
+        model = Transformer(cfg)
+        x = torch.randint(0, cfg.vocab, (cfg.batch, cfg.seq))
+    with FlopCounterMode(display=False) as fc:
+        loss_fn(model(x), x).backward()
+    counts = {str(k): float(v) for k, v in fc.get_flop_counts()["Global"].items()}
+    gemm, attention = counts.pop("aten.mm"), counts.pop("aten.bmm")
+    assert not counts  # nothing else counted
+    p = param_counts(cfg)
+    tokens = cfg.batch * cfg.seq
+    args = (p["params"] - p["embedding_params"], cfg.layers, cfg.heads, cfg.hidden // cfg.heads)
+    full = transformer_flops_per_token(*args, cfg.seq, hidden=cfg.hidden, vocab=cfg.vocab)
+    causal = transformer_flops_per_token(
+        *args, cfg.seq, hidden=cfg.hidden, vocab=cfg.vocab, causal=p["causal"]
+    )
+    # N counts the norms' weights too (as PaLM's N does), which multiply no matrix: +0.16%
+    # on the small model, exact once they are taken out
+    norms = sum(q.numel() for q in model.parameters() if q.dim() == 1)
+    assert tokens * (full - 6 * norms) == pytest.approx(gemm + attention, rel=1e-9)
+    assert tokens * (causal - 6 * norms) == pytest.approx(gemm + attention / 2, rel=1e-9)
+
+
 def test_model_state_bytes_zero_stages():
     psi, n = 7.5e9, 64  # the ZeRO paper's figure 1 example
     assert model_state_bytes(psi) == pytest.approx(120e9)

@@ -190,13 +190,14 @@ CASES += [
 ]
 
 
-def _slow(ratio: float, cpu: bool = False, time_ms: float = 5.0):
+def _slow(ratio: float, cpu: bool = False, time_ms: float = 5.0, gloo: bool = False):
     limit = 0.25 if cpu else 0.5
     row = dict(name="all_reduce", bytes=1e8, group_size=8, busbw_GBps=ratio * 400,
                predicted_busbw_GBps=400.0, transfer_ms=2.0, predicted_ms=1.0,
                count_per_step=1.0, time_ms_per_step=time_ms, inter_node=False)  # fmt: skip
     slow = [row] if ratio < limit else []
     return NS(communication=NS(slow=slow, slow_limit=limit, ranks=[NS(rank=0)]), cpu=cpu,
+              gloo_on_gpu=gloo and not cpu,
               key_ms=lambda row, rank, field: 1.0 if field == "exposed_ns" else 0.0)  # fmt: skip
 
 
@@ -205,6 +206,7 @@ CASES += [
     ("TK-N302", _slow(0.2), ["critical"]),
     ("TK-N302", _slow(0.2, cpu=True), ["warning"]),
     ("TK-N302", _slow(0.6), []),
+    ("TK-N302", _slow(0.2, gloo=True), ["critical"]),
 ]
 
 
@@ -257,6 +259,16 @@ def test_a_rule_alone_on_its_facts(code, ctx, expect):
     assert [f.severity for f in found] == expect
     for f in found:
         assert f.code == code and f.title and f.remedy
+
+
+def test_slow_collective_remedy_by_backend():
+    """nccl-tests for NCCL on GPUs; on a GPU run whose collectives run on gloo, the nccl
+    backend (gloo reduces CUDA tensors through host memory); gloo's interface on CPU."""
+    nccl, gloo, cpu = (_run("TK-N302", _slow(0.2, **kw))[0].remedy
+                       for kw in ({}, {"gloo": True}, {"cpu": True}))  # fmt: skip
+    assert "nccl-tests" in nccl and "gloo" not in nccl
+    assert "nccl backend" in gloo and "nccl-tests" not in gloo
+    assert "GLOO_SOCKET_IFNAME" in cpu
 
 
 def test_every_rule_has_cases():

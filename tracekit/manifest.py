@@ -48,6 +48,10 @@ class ModelConfig:
     params: int | None = doc("total parameters Ψ")
     active_params: int | None = doc("parameters a token passes through (MoE: top_k of the experts)")
     embedding_params: int | None = doc("embedding + LM-head parameters (excluded from 6N by some)")
+    causal: bool | None = doc(
+        "causal attention (a decoder): the masked half of the scores is not computed, as "
+        "the measured FLOPs count it; null: counted in full (PaLM's 12·L·H·Q·T)"
+    )
 
 
 @dataclass

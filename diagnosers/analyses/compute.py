@@ -21,7 +21,7 @@
   kernel launched only after the previous work had ended — the device waited for the
   host. A gap across the start of a ProfilerStep is left out: that is the previous
   step's tail (waiting on other ranks, a pipeline's cooldown), not launch overhead.
-- the FLOPs predicted from job.json: tokens per step × (6N + 12·L·H·Q·T), beside the
+- the FLOPs predicted from job.json: tokens per step × (6N + 6hV + 12·L·H·Q·T), beside the
   model FLOPs.
 """
 
@@ -220,7 +220,10 @@ def predicted_flops_per_step(ctx: Context) -> tuple[float | None, str | None]:
     if not (tokens and c.params and c.layers and c.heads and c.hidden and c.seq):
         return None, "job.json lacks the model size or tokens per step"
     n = float(c.active_params or c.params) - float(c.embedding_params or 0)
-    per_token = transformer_flops_per_token(n, c.layers, c.heads, c.hidden // c.heads, c.seq)
+    per_token = transformer_flops_per_token(
+        n, c.layers, c.heads, c.hidden // c.heads, c.seq,
+        hidden=c.hidden, vocab=c.vocab, causal=getattr(c, "causal", None),
+    )  # fmt: skip
     return tokens * per_token, None
 
 
@@ -415,7 +418,7 @@ def facts(ctx: Context) -> ComputeFacts:
         ratio = model_total / pred
         if abs(ratio - 1) > 0.2:
             notes.append(
-                f"model FLOPs counted are {ratio:.2f}× the 6N + 12LHQT model: "
+                f"model FLOPs counted are {ratio:.2f}× the 6N + 6hV + 12LHQT model: "
                 "non-transformer work, or ops without recorded shapes explain the difference"
             )
     return ComputeFacts(

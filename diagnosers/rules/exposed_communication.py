@@ -59,7 +59,11 @@ class ExposedCommunication(Rule):
         slow_ms = self.bare_slow_ms(ctx)
         steps = [r.step_ms for r in per_rank if getattr(r, "step_ms", None)]
         step_ms = mean(steps) if steps else None
-        share = resid + (slow_ms / step_ms if step_ms else 0.0)
+        exposed = mean(r.exposed_comm_fraction for r in ctx.ranks)
+        # collectives in flight together each count their own excess: overlap cannot win
+        # more than the exposed time itself
+        cap = exposed if exposed is not None else 1.0
+        share = min(resid + (slow_ms / step_ms if step_ms else 0.0), cap)
         if share < self.warn:
             return
         flagged = [r for r in per_rank if (r.residual_fraction or 0) >= self.warn] or (
@@ -68,8 +72,10 @@ class ExposedCommunication(Rule):
         tops = [r.top_collective for r in flagged if r.top_collective]
         top = max(tops, key=tops.count) if tops else None
         ms = (mean(r.residual_ms for r in per_rank) or 0.0) + slow_ms
+        if step_ms:
+            slow_ms = min(slow_ms, max(cap * step_ms - (ms - slow_ms), 0.0))
+            ms = min(ms, cap * step_ms)
         wait_ms = mean(r.unexplained_wait_ms for r in per_rank) or 0.0
-        exposed = mean(r.exposed_comm_fraction for r in ctx.ranks)
         blind = min(mean(r.unmatched_ms for r in per_rank) or 0.0, max(ms - wait_ms, 0.0))
         parts = []
         if ms - wait_ms - blind - slow_ms >= 0.05 * ms:

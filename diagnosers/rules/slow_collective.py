@@ -78,14 +78,28 @@ class SlowCollective(Rule):
                     "transfer_ms": r["predicted_ms"],
                 },
                 impact_ms=exposed_excess or 0.0,
-                remedy="run nccl-tests on these nodes; check NCCL_ALGO/NCCL_PROTO, topology "
-                "(nvidia-smi topo -m), link health and fabric contention"
-                if not ctx.cpu
-                else "check the network between hosts and gloo's interface "
-                "(GLOO_SOCKET_IFNAME); on one host, give each rank its own cores "
-                "(OMP_NUM_THREADS, taskset)",
+                remedy=self.advice(ctx),
                 details={"sizes": rows, "excess_ms_per_step": excess_ms},
             )
+
+    @staticmethod
+    def advice(ctx) -> str:
+        if ctx.cpu:
+            return (
+                "check the network between hosts and gloo's interface (GLOO_SOCKET_IFNAME); "
+                "on one host, give each rank its own cores (OMP_NUM_THREADS, taskset)"
+            )
+        if ctx.gloo_on_gpu:
+            # the prediction is what the GPUs' links carry with NCCL; gloo cannot reach it
+            return (
+                "these collectives run on a gloo process group: gloo copies CUDA tensors "
+                "through host memory and reduces on the CPU, far below the GPUs' links; "
+                "use the nccl backend for GPU tensors (gloo for CPU-side groups only)"
+            )
+        return (
+            "run nccl-tests on these nodes; check NCCL_ALGO/NCCL_PROTO, topology "
+            "(nvidia-smi topo -m), link health and fabric contention"
+        )
 
     def candidates(self, ctx, finding):
         """The collective at its predicted bus bandwidth (overlapping it is the exposed

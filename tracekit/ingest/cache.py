@@ -43,7 +43,7 @@ except ImportError:  # Windows: no lock; writes stay atomic, two ingests may bot
 if TYPE_CHECKING:
     import duckdb
 
-SCHEMA_VERSION = 28  # bump when any cached table changes shape or meaning
+SCHEMA_VERSION = 29  # bump when any cached table changes shape or meaning
 
 TABLES = (
     "events",

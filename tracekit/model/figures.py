@@ -122,7 +122,8 @@ FLOPS_PER_STEP = _f("flops_per_step", "executed FLOPs / step", "flops", None,
 MODEL_FLOPS_PER_STEP = _f("model_flops_per_step", "model FLOPs / step", "flops", None,
     "Model FLOPs per step, all ranks: 3 × the forward's (the forward alone without backward).")
 PREDICTED_FLOPS_PER_STEP = _f("predicted_flops_per_step", "predicted model FLOPs / step",
-    "flops", None, "tokens per step × (6N + 12·L·H·Q·T) from job.json (PaLM, app. B).")
+    "flops", None, "tokens per step × (6N + 6·h·V + 12·L·H·Q·T, attention halved when causal) "
+    "from job.json (PaLM app. B; logits: Chinchilla app. F).")
 FLOPS_BY_DTYPE = _f("flops_by_dtype", "FLOPs / step by dtype", "map", None,
     "Executed FLOPs per step by dtype class, all ranks.", of="flops")
 UNCOUNTED_OPS_PER_STEP = _f("uncounted_ops_per_step", "ops not counted / step", "count", LOWER,

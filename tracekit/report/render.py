@@ -347,6 +347,20 @@ def saves_text(saved_ms: float | None, unit: str = "ms") -> str:
     return f"saves {units.fmt(saved_ms, unit)}"
 
 
+def segment_name(seg: Any) -> str:
+    """A path segment's name; a merged one says how many pieces it holds and how much of
+    it the named ones take ("412 pieces, most in MmBackward0: 57×, 8.63 ms")."""
+    get = seg.get if isinstance(seg, dict) else (lambda k, d=None: getattr(seg, k, d))
+    parts, name_ms = get("parts", 1) or 1, get("name_ms")
+    if parts <= 1 or name_ms is None:
+        return str(get("name"))
+    ms = F.MEASURED_STEP_MS.unit
+    return (
+        f"{parts:,} pieces, most in {get('name')}: {get('name_parts', 1) or 1:,}×, "
+        f"{units.fmt(name_ms, ms)}"
+    )
+
+
 def path_lines(cp: Any, longest: int = 3) -> list[str]:
     """A critical path: per step by kind (share of the path) and by rank, its longest
     stretches."""
@@ -364,7 +378,7 @@ def path_lines(cp: Any, longest: int = 3) -> list[str]:
     for seg in sorted(cp.segments, key=lambda x: -x.ms)[:longest]:
         out.append(
             f"  longest: rank {seg.rank} {seg.kind} {units.fmt(seg.ms, ms)} "
-            f"at {units.fmt(seg.start_ms, ms)} — {seg.name}"
+            f"at {units.fmt(seg.start_ms, ms)} — {segment_name(seg)}"
         )
     return out
 

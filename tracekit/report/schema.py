@@ -391,13 +391,16 @@ class FindingRow(Struct, kw_only=True):
 
 class PathSegment(Struct, kw_only=True):
     """`step_model.critical_path.segments[]`: one stretch of the critical path on one rank
-    and of one kind (consecutive pieces merged, named by the longest)."""
+    and of one kind (consecutive pieces merged, named by the name with the most time)."""
 
     rank: int
     kind: str  # compute, communication, waiting, sync, host or idle
     name: str | None  # from the trace: null where its event has none
     start_ms: float  # from the earliest analysed window start of any rank
     ms: float
+    parts: int = 1  # pieces (ops, kernels, gaps) merged into it
+    name_ms: float | None = None  # time of the pieces named `name` (null: one piece)
+    name_parts: int = 1  # how many of its pieces are named `name`
 
 
 class CriticalPath(Struct, kw_only=True):

@@ -16,7 +16,7 @@ SEGMENTS = 100  # the longest segments of the path the report keeps
 class CriticalPath:
     by_kind: dict[str, float]  # ms per step
     by_rank: dict[str, float]  # ms per step
-    segments: list[dict] = field(default_factory=list)  # rank, kind, name, start_ms, ms
+    segments: list[dict] = field(default_factory=list)  # PathSegment's fields
 
 
 @dataclass
@@ -71,6 +71,9 @@ class StepModel:
                 "name": s.name,
                 "start_ms": (s.start_ns - rp.origin_ns) / 1e6,
                 "ms": s.ns / 1e6,
+                "parts": s.parts,
+                "name_ms": None if s.name_ns is None else s.name_ns / 1e6,
+                "name_parts": s.name_parts,
             }
             for s in sorted(longest, key=lambda s: s.start_ns)
         ]

@@ -45,9 +45,12 @@ COLOURS = {
 class Segment:
     rank: int
     kind: str
-    name: str
+    name: str  # merged: the name with the most time in it
     start_ns: float
     ns: float
+    parts: int = 1  # pieces merged into it
+    name_ns: float | None = None  # merged: the time of the pieces so named
+    name_parts: int = 1  # merged: how many pieces are so named
 
 
 @dataclass
@@ -387,18 +390,26 @@ def _gap_name(ek: int) -> str:
 
 
 def _merge(segs: list[Segment]) -> list[Segment]:
-    """Consecutive segments of one rank and kind as one, named by its longest part."""
+    """Consecutive segments of one rank and kind as one, named by the name with the most
+    time in it (a host-bound backward is hundreds of autograd ops and gaps between them:
+    the longest single piece would name it by one gap), with how many pieces it holds."""
     out: list[Segment] = []
-    longest: list[float] = []
+    names: list[dict[str, list[float]]] = []  # per merged segment: name → [ns, pieces]
     for s in segs:
         if out and out[-1].rank == s.rank and out[-1].kind == s.kind:
             o = out[-1]
-            if s.ns > longest[-1]:
-                o.name, longest[-1] = s.name, s.ns
             o.ns = s.start_ns + s.ns - o.start_ns
+            o.parts += 1
         else:
             out.append(Segment(s.rank, s.kind, s.name, s.start_ns, s.ns))
-            longest.append(s.ns)
+            names.append({})
+        acc = names[-1].setdefault(s.name, [0.0, 0])
+        acc[0] += s.ns
+        acc[1] += 1
+    for o, by_name in zip(out, names, strict=True):
+        if o.parts > 1:
+            # the most time; at a tie the first piece's name (dicts keep insertion order)
+            o.name, (o.name_ns, o.name_parts) = max(by_name.items(), key=lambda kv: kv[1][0])
     return out
 
 

@@ -13,6 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Static
 
 from tracekit.report import units
+from tracekit.report.render import segment_name
 from tui.screens.common import TkScreen
 from tui.widgets import SortableTable
 from tui.widgets.timeline import PATH_STYLES
@@ -89,7 +90,7 @@ class PathScreen(TkScreen):
                     "rank": seg["rank"],
                     "kind": seg["kind"],
                     "at": (start - t0) / 1e6 if t0 is not None else None,
-                    "name": seg["name"],
+                    "name": segment_name(seg),
                     "step": step,
                     "start_ns": start,
                     "end_ns": end,

@@ -20,3 +20,9 @@ FROM rank_info GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1
 -- @column host_name: the host it ran on (null when the trace does not say)
 -- @column world_size: the world size in its header
 SELECT rank, host_name, world_size FROM rank_info
+
+-- @query gloo_collectives
+-- How many collective spans ran on gloo (its worker threads), over the run: on a GPU
+-- run, collectives of a gloo process group (CUDA tensors go through host memory).
+-- @column n: gloo collective spans
+SELECT count(*) AS n FROM collectives WHERE backend = 'gloo'

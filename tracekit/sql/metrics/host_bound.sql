@@ -3,7 +3,9 @@
 -- memcpy, memset) with the end of the work before it on any stream (`prev_end`): a gap
 -- where it starts after `prev_end`, host-bound where it was also launched only after
 -- `prev_end`. An item whose gap spans the start of a ProfilerStep is left out (the
--- previous step's tail). `host_bound` and the loader's share of it read these rows.
+-- previous step's tail). A gloo span (a GPU run's gloo collective) is work before an
+-- item too: the host that launched late was waiting for it, not slow to launch.
+-- `host_bound` and the loader's share of it read these rows.
 -- @column rank: global rank
 -- @column wid: the window's id
 -- @column ts_ns: the work's start
@@ -12,9 +14,9 @@
 -- @column prev_end: the end of the work before it, null for the first
 WITH sw AS ({windows}),
 d AS (
-    SELECT a.rank, sw.wid, a.ts_ns, a.end_ns, a.launch_ns
+    SELECT a.rank, sw.wid, a.ts_ns, a.end_ns, a.launch_ns, a.kind = 'comm_thread' AS gloo
     FROM device_activity a JOIN sw ON a.rank = sw.rank
-    WHERE a.kind IN ('kernel', 'memcpy', 'memset')
+    WHERE a.kind IN ('kernel', 'memcpy', 'memset', 'comm_thread')
       AND a.ts_ns >= sw.start_ns AND a.ts_ns < sw.end_ns
 ),
 l0 AS (
@@ -26,8 +28,10 @@ boundary AS (
     SELECT DISTINCT l0.rank, l0.wid, l0.ts_ns FROM l0 JOIN steps s
       ON s.rank = l0.rank AND s.ts_ns > l0.prev_end AND s.ts_ns <= l0.launch_ns
 )
-SELECT l0.* FROM l0 ANTI JOIN boundary b
+SELECT l0.rank, l0.wid, l0.ts_ns, l0.end_ns, l0.launch_ns, l0.prev_end
+FROM l0 ANTI JOIN boundary b
 ON b.rank = l0.rank AND b.wid = l0.wid AND b.ts_ns = l0.ts_ns
+WHERE NOT l0.gloo
 
 -- @query host_bound
 -- Per window of `device_gaps`' windows the host-bound time: a device gap

@@ -12,6 +12,10 @@
 --            _c10d_functional collective ops and record_param_comms are host_wait: the
 --            thread is issuing or waiting for communication, and metrics take that time
 --            out of compute even where an enclosing op (autograd, DTensor dispatch) spans it.
+--   A GPU run's gloo:* spans (a gloo process group, on CUDA tensors or CPU-side groups)
+--            are communication too: the collective is in flight on gloo's threads, and its
+--            result reaches the device only after it (the device idles meanwhile unless
+--            compute overlaps it); without them a GPU run on gloo read 0% communication.
 -- Overlapping events are allowed; metrics take unions of intervals.
 -- @column rank: global rank
 -- @column category: compute, communication, memcpy, memset or host_wait (CPU runs)
@@ -19,7 +23,7 @@
 -- @column name: event name
 -- @column lane: stream (GPU) or thread (CPU) the work ran on
 -- @column correlation: runtime correlation id (GPU)
--- @column family: library of a communication kernel (nccl, deepep, nvshmem, symm_mem, custom_all_reduce, userbuffers, user; gloo on CPU runs); null otherwise
+-- @column family: library of a communication kernel (nccl, deepep, nvshmem, symm_mem, custom_all_reduce, userbuffers, user); gloo for gloo spans; null otherwise
 -- @column ts_ns: start, ns since the epoch
 -- @column dur_ns: duration, ns
 -- @column end_ns: end, ns since the epoch
@@ -48,5 +52,6 @@ SELECT e.rank,
        e.kind::VARCHAR, e.name::VARCHAR, e.tid, e.correlation, e.ts_ns, e.dur_ns,
        e.ts_ns + e.dur_ns, CASE WHEN e.kind = 'comm_thread' THEN 'gloo' END, NULL::BIGINT
 FROM events e
-JOIN rank_info r ON r.rank = e.rank AND NOT r.has_device_events
-WHERE e.kind IN ('comm_thread', 'cpu_op');
+JOIN rank_info r ON r.rank = e.rank
+WHERE (e.kind IN ('comm_thread', 'cpu_op') AND NOT r.has_device_events)
+   OR (e.kind = 'comm_thread' AND r.has_device_events);

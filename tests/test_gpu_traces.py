@@ -1,0 +1,136 @@
+"""The H200 runs of gpu_traces/ (benchmarks/gpu_session.sh on one H200, torch 2.11 + CUDA
+13, NCCL 2.28, bf16) against the truths measured while they ran: FlopCounterMode's GEMM
+FLOPs per step and torch.cuda.max_memory_allocated (gpu_traces/checks.json, job.json's
+`measured_by_the_job`), the job's own step timer, and the NCCL/GEMM kernel names in the
+raw trace. CPU-only: the traces are replayed here, the truths were taken on the GPU."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import tracekit
+
+ROOT = Path(__file__).resolve().parent.parent
+GPU = ROOT / "gpu_traces"
+CHECKS = json.loads((GPU / "checks.json").read_text())
+RUNS = sorted(p.name for p in GPU.iterdir() if p.is_dir())
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    out = {}
+    for name in RUNS:
+        dest = tmp_path_factory.mktemp("gpu") / name
+        shutil.copytree(GPU / name, dest, ignore=shutil.ignore_patterns(".tracekit"))
+        out[name] = (dest, tracekit.analyze(dest, cache=False).report)
+    return out
+
+
+def _truth(run: str, check: str) -> float:
+    (c,) = [c for c in CHECKS[run] if c["name"] == check and c["truth"] is not None][:1]
+    return c["truth"]
+
+
+def _raw(run_dir: Path, rank: int = 0) -> list[dict]:
+    with gzip.open(run_dir / f"rank-{rank}.json.gz") as f:
+        return json.load(f)["traceEvents"]
+
+
+GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_addmm_activation")
+
+
+@pytest.mark.parametrize("run", [r for r in RUNS if r in CHECKS])
+def test_gemm_flops_equal_flop_counter(reports, run):
+    """GEMM FLOPs per step (the GEMM rows of op_flops in the analysed windows) equal
+    FlopCounterMode's over one training step of the same model on the GPU, within 2%
+    (benchmarks/gpu_check.py's check, replayed from the committed trace)."""
+    from tracekit.metrics import windows as W
+
+    run_dir, rep = reports[run]
+    with tracekit.open(run_dir) as r:
+        windows = W.values(r, W.rank_windows(r))
+        names = ", ".join(f"'{n}'" for n in GEMM_OPS)
+        ops = W.starting_in(f"SELECT * FROM op_flops WHERE name IN ({names})", windows)
+        total = r.sql(f"SELECT sum(flops) FROM ({ops})").fetchall()[0][0]
+    steps = max(x.steps for x in rep.ranks)
+    assert total / steps == pytest.approx(_truth(run, "flops"), rel=0.02)
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_peak_memory_equals_max_memory_allocated(reports, run):
+    run_dir, rep = reports[run]
+    own = json.loads((run_dir / "job.json").read_text())["notes"]["measured_by_the_job"]
+    mem = {m["rank"]: m["peak_allocated_bytes"] for m in rep.level("memory").metrics["ranks"]}
+    for rank, r in enumerate(own["ranks"]):
+        assert mem[rank] == pytest.approx(r["max_memory_allocated_bytes"], rel=0.01)
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_step_and_mfu_against_the_jobs_timer(reports, run):
+    """The analysed step (device windows) against the job's own timer (device
+    synchronized), and MFU against model FLOPs over that timer."""
+    run_dir, rep = reports[run]
+    own = json.loads((run_dir / "job.json").read_text())["notes"]["measured_by_the_job"]
+    secs = [s for r in own["ranks"] for s in r["step_seconds"]]
+    timer_ms = 1e3 * sum(secs) / len(secs)
+    # the job's timer includes the profiler's step bookkeeping; windows differ slightly
+    assert rep.summary.step_time_ms == pytest.approx(timer_ms, rel=0.15)
+    assert 0 < rep.summary.mfu < 1
+
+
+def test_predicted_model_flops_large(reports):
+    """The analytic prediction (6N + 6·h·V + 12·L·H·Q·T from job.json; these job.json
+    predate the `causal` field, so attention is counted in full) against FlopCounterMode's
+    GEMMs on the GPU plus attention counted in full by hand from the shapes."""
+    run_dir, rep = reports["h200_ddp_large"]
+    m = json.loads((run_dir / "job.json").read_text())["model"]
+    tokens = 8 * m["seq"]
+    attention_full = 12 * m["layers"] * m["hidden"] * m["seq"] * tokens
+    norms = (2 * m["layers"] + 1) * m["hidden"]  # RMSNorm weights: in N, in no matmul
+    want = _truth("h200_ddp_large", "flops") + attention_full + 6 * norms * tokens
+    assert rep.summary.predicted_flops_per_step == pytest.approx(want, rel=1e-6)
+    # before the logits term: 20.2 of 22.6 TFLOP measured (-11%); now within 4% (the
+    # measured count halves causal attention, the prediction without `causal` does not)
+    assert rep.summary.predicted_flops_per_step == pytest.approx(
+        rep.summary.model_flops_per_step, rel=0.04
+    )
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_kernels_classified(reports, run):
+    """Every nccl* kernel of the raw trace is communication; every GEMM/attention kernel
+    (nvjet, cuBLAS, cuDNN SDPA, flash) is launched by an op with FLOPs."""
+    run_dir, rep = reports[run]
+    names = {e["name"] for e in _raw(run_dir) if e.get("cat") == "kernel"}
+    with tracekit.open(run_dir) as r:
+        classes = dict(r.sql("SELECT name, category FROM kernel_classes").fetchall())
+    nccl = [n for n in names if n.lower().startswith("nccl")]
+    assert all(classes[n] == "communication" for n in nccl)
+    gemm = [n for n in names if n.startswith(("nvjet", "cudnn_generated_fort_native_sdpa"))]
+    assert gemm and all(classes[n] == "compute" for n in gemm)
+    assert rep.summary.uncounted_compute_fraction is None or (
+        rep.summary.uncounted_compute_fraction < 0.01
+    )
+
+
+def test_gloo_on_one_gpu_reads_as_communication(reports):
+    """Two ranks sharing one GPU over gloo (NCCL refuses two ranks on one device): the
+    all-reduces run on gloo's threads through host memory. The device idles while they
+    run: that is exposed communication (it read 0% before gloo spans counted on GPU
+    runs), not launch-bound time, and the slow-collective remedy names gloo."""
+    _, rep = reports["h200_ddp2_gloo_one_gpu"]
+    s = rep.summary
+    assert s.exposed_comm_fraction > 0.5
+    assert s.exposed_comm_fraction <= 1.0
+    comp = rep.level("compute")
+    assert comp.measured.host_bound_fraction < 0.05
+    slow = [f for f in rep.findings if f.code == "TK-N302"]
+    assert slow and "gloo" in slow[0].remedy and "nccl-tests" not in slow[0].remedy
+    n301 = [f for f in rep.findings if f.code == "TK-N301"]
+    for f in n301:  # a share of the step is a fraction
+        assert f.measured["unexplained_exposed_fraction"] <= 1.0
