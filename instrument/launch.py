@@ -154,6 +154,7 @@ def _worker(rank: int, cfg_dict: dict, port: int, command: str) -> None:
                 tokens_per_step=job.global_batch * cfg.seq,
                 dtype=cfg.dtype,
                 optimizer="adamw",
+                master_weights=False,  # the model is cast to cfg.dtype; AdamW keeps it
                 activation_checkpointing=False,
                 allow_tf32=torch.backends.cuda.matmul.allow_tf32 if device.type == "cuda" else None,
                 fsdp_prefetch=cfg.fsdp_prefetch if cfg.job in ("fsdp", "hybrid") else None,

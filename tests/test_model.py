@@ -67,6 +67,33 @@ def test_predicted_flops_against_flop_counter(size):
     assert tokens * (causal - 6 * norms) == pytest.approx(gemm + attention / 2, rel=1e-9)
 
 
+def test_state_bytes_per_param():
+    """Adam's bytes per parameter: fp32 4+4+8, mixed precision 2+2+12 (ZeRO §3.1), 16-bit
+    parameters without master weights 2+2+4 (torch's Adam keeps exp_avg and exp_avg_sq
+    in the parameter's dtype: checked on a real optimizer below)."""
+    from tracekit.model.memory import state_bytes_per_param
+
+    assert state_bytes_per_param("float32", None) == (4, 4, 8)
+    assert state_bytes_per_param("bfloat16", None) == (2, 2, 12)
+    assert state_bytes_per_param("bfloat16", True) == (2, 2, 12)
+    assert state_bytes_per_param("bfloat16", False) == (2, 2, 4)
+    torch = pytest.importorskip("torch")
+    w = torch.nn.Parameter(torch.zeros(64, dtype=torch.bfloat16))
+    opt = torch.optim.AdamW([w])
+    w.grad = torch.ones_like(w)
+    opt.step()
+    state = opt.state[w]
+    held = sum(t.numel() * t.element_size() for t in state.values() if t.dim())
+    assert held / w.numel() == state_bytes_per_param("bfloat16", False)[2]
+
+
+def test_fused_attention_stores_no_scores():
+    kw = dict(seq=2048, micro_batch=1, hidden=12288, heads=96)
+    s, b, h = 2048, 1, 12288
+    assert activation_bytes_per_layer(**kw, fused_attention=True) == pytest.approx(34 * s * b * h)
+    assert activation_bytes_per_layer(**kw) == pytest.approx(s * b * h * (34 + 5 * 96 * s / h))
+
+
 def test_model_state_bytes_zero_stages():
     psi, n = 7.5e9, 64  # the ZeRO paper's figure 1 example
     assert model_state_bytes(psi) == pytest.approx(120e9)

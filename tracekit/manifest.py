@@ -108,6 +108,11 @@ class JobManifest:
     tokens_per_step: int | None = doc("global_batch × seq")
     dtype: str | None = doc("training dtype (float32, bfloat16 …)")
     optimizer: str | None = doc("optimizer (adamw, sgd …)")
+    master_weights: bool | None = doc(
+        "the optimizer keeps fp32 master copies of 16-bit parameters (mixed precision: "
+        "16 bytes per parameter with Adam); false: parameters, gradients and Adam's states "
+        "all in `dtype`; null: mixed precision assumed"
+    )
     activation_checkpointing: bool | None = doc("recompute activations in backward")
     allow_tf32: bool | None = doc(
         "torch.backends.cuda.matmul.allow_tf32 in the job: fp32 GEMMs ran on TF32 tensor cores"

@@ -1,7 +1,8 @@
 """Level 1, memory: does it fit? Peak allocated/reserved per rank from the allocator's
 `[memory]` totals, against the device's capacity and the memory equation
-(`tracekit.model.memory`: model states 16Ψ sharded by ZeRO/FSDP and divided by TP and
-PP, plus activations per Korthikanti et al.)."""
+(`tracekit.model.memory`: model states — 16Ψ mixed precision, 8Ψ for 16-bit parameters
+without master weights — sharded by ZeRO/FSDP and divided by TP and PP, DDP's gradient
+buckets, plus activations per Korthikanti et al. and the fp32 logits)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tracekit import sql
-from tracekit.model.memory import activation_bytes_per_layer, model_state_bytes
+from tracekit.model.memory import (
+    activation_bytes_per_layer,
+    model_state_bytes,
+    state_bytes_per_param,
+)
 
 if TYPE_CHECKING:
     from diagnosers.context import Context
@@ -53,7 +58,13 @@ def predicted_bytes(ctx: Context) -> tuple[dict | None, str | None]:
     zero = 3 if m.strategy == "fsdp" or (m.strategy == "hybrid" and mesh.dp > 1) else 0
     if m.strategy == "hybrid" and (m.notes.get("config") or {}).get("hybrid_dp") == "replicate":
         zero = 0
-    states = model_state_bytes(params, dp=mesh.dp, zero=zero, tp=mesh.tp, pp=mesh.pp)
+    per_param = state_bytes_per_param(m.dtype, getattr(m, "master_weights", None))
+    states = model_state_bytes(params, dp=mesh.dp, zero=zero, tp=mesh.tp, pp=mesh.pp,
+                               per_param=per_param)  # fmt: skip
+    replicate = (m.notes.get("config") or {}).get("hybrid_dp") == "replicate"
+    if m.strategy == "ddp" or (m.strategy == "hybrid" and replicate):
+        states += per_param[1] * params / (mesh.tp * mesh.pp)  # DDP's gradient buckets
+    fused = bool(ctx.run.sql(sql.query("levels.memory", "fused_attention")).fetchall()[0][0])
     acts = None
     if cfg.seq and cfg.hidden and cfg.heads and cfg.layers and m.micro_batch:
         per_layer = activation_bytes_per_layer(
@@ -65,11 +76,15 @@ def predicted_bytes(ctx: Context) -> tuple[dict | None, str | None]:
             recompute="full" if m.activation_checkpointing else "none",
             bytes_per_value=4 if (m.dtype or "float32") == "float32" else 2,
             sequence_parallel=bool(m.sequence_parallel),
+            fused_attention=fused,
         )
         in_flight = 1
         if mesh.pp > 1 and m.microbatches:
             in_flight = m.microbatches if m.schedule == "gpipe" else min(mesh.pp, m.microbatches)
         acts = per_layer * cfg.layers / mesh.pp * in_flight
+        if cfg.vocab:  # the last stage's fp32 logits for the loss (a vocab-parallel head
+            # would hold 1/tp of them: job.json does not say, so the whole)
+            acts += 4 * cfg.seq * m.micro_batch * cfg.vocab
     total = states + (acts or 0)
     return {
         "states_bytes": states,

@@ -196,11 +196,14 @@ PEAK_RESERVED_BYTES = _f("peak_reserved_bytes", "peak reserved", "bytes", LOWER,
 CAPACITY_BYTES = _f("capacity_bytes", "capacity", "bytes", None,
     "Device memory capacity of the worst rank.")
 PREDICTED_MEMORY_BYTES = _f("predicted_memory_bytes", "predicted memory", "bytes", None,
-    "Model states (16Ψ, sharded by ZeRO/FSDP, ÷ tp·pp) + activations (Korthikanti et al.).")
+    "Model states (16Ψ mixed precision, 8Ψ 16-bit without master weights; sharded by "
+    "ZeRO/FSDP, ÷ tp·pp) + activations (Korthikanti et al.) + fp32 logits.")
 STATES_BYTES = _f("states_bytes", "model states", "bytes", None,
-    "Predicted parameter, gradient and optimizer bytes per device.")
+    "Predicted parameter, gradient and optimizer bytes per device (DDP: + its gradient "
+    "buckets).")
 ACTIVATIONS_BYTES = _f("activations_bytes", "activations", "bytes", None,
-    "Predicted activation bytes per device (Korthikanti et al.).")
+    "Predicted activation bytes per device (Korthikanti et al.; no a·s² scores with fused "
+    "attention) + the last stage's fp32 logits (4·s·b·V).")
 ZERO = _f("zero", "ZeRO stage", "count", None, "The sharding stage the prediction assumes.")
 SEQUENCE_PARALLEL = _f("sequence_parallel", "sequence parallelism", "bool", None,
     "Whether the activation equation assumes sequence parallelism (TP runs).")
