@@ -552,6 +552,9 @@ def _event_waits(con, windows: str, g: Graph, dcols, ids: range, o: int) -> dict
             launched.setdefault((rank, tid), []).append((int(lts) - o, i))
     for v in launched.values():
         v.sort()
+    # each thread's launch times, built once (rebuilt per wait call they were a quarter
+    # of a recompute at 8 big ranks: 1.6 of 6.1 s)
+    starts_of = {key: [x for x, _ in v] for key, v in launched.items()}
     out: dict[int, int] = {}
     record: dict[tuple[int, int], int] = {}  # (rank, tid) → its latest record call
     for rank, tid, ts, is_wait in calls:  # in time order
@@ -562,7 +565,7 @@ def _event_waits(con, windows: str, g: Graph, dcols, ids: range, o: int) -> dict
         lst = launched.get((rank, tid))
         if not lst:
             continue
-        starts = [x for x, _ in lst]
+        starts = starts_of[(rank, tid)]
         n = bisect_right(starts, ts)
         if n >= len(lst):
             continue
