@@ -23,13 +23,23 @@ step() {  # name, timeout, command...
   grep -E "^(PASS|FAIL|SKIP)|checks passed|exit |Error|error" "$W/$name.log" | tail -20
 }
 GC="python3 benchmarks/gpu_check.py --device cuda"
-step check_small 150 $GC --world 1 --jobs ddp,fsdp --out "$W/small" --json "$W/check_small.json"
-step check_large 200 $GC --world 1 --jobs ddp,fsdp --size large --out "$W/large" --json "$W/check_large.json"
 LARGE="--layers 8 --hidden 2048 --heads 16 --kv-heads 8 --ffn 5632 --vocab 32000 --seq 1024 --batch 8"
 RUN="python3 -m tracekit run"
-step ddp2_gloo 120 $RUN ddp --world-size 2 --device cuda --backend gloo --dtype bfloat16 --steps 3 --no-calibrate $LARGE --out "$W/share/ddp2_large"
-step pp2_gloo 120 $RUN pp --world-size 2 --device cuda --backend gloo --dtype bfloat16 --steps 3 --no-calibrate --out "$W/share/pp2_small"
-for r in "$W"/small/* "$W"/large/* "$W"/share/*; do
+ONE="--world-size 1 --device cuda --steps 2 --no-calibrate"
+parts=${1:-checks}  # checks: the first session's; memory: the second's
+if [ "$parts" = checks ]; then
+  step check_small 150 $GC --world 1 --jobs ddp,fsdp --out "$W/small" --json "$W/check_small.json"
+  step check_large 200 $GC --world 1 --jobs ddp,fsdp --size large --out "$W/large" --json "$W/check_large.json"
+  step ddp2_gloo 120 $RUN ddp --world-size 2 --device cuda --backend gloo --dtype bfloat16 --steps 3 --no-calibrate $LARGE --out "$W/share/ddp2_large"
+  step pp2_gloo 120 $RUN pp --world-size 2 --device cuda --backend gloo --dtype bfloat16 --steps 3 --no-calibrate --out "$W/share/pp2_small"
+else  # the large model again (job.json with master_weights and causal), and the memory
+  # equation out of sample: fp32, and a longer sequence
+  step check_large 200 $GC --world 1 --jobs ddp,fsdp --size large --out "$W/large" --json "$W/check_large.json"
+  step ddp_fp32 120 $RUN ddp $ONE --dtype float32 $LARGE --out "$W/mem/ddp_fp32"
+  step ddp_seq2048 120 $RUN ddp $ONE --dtype bfloat16 $LARGE --seq 2048 --batch 4 --out "$W/mem/ddp_seq2048"
+  step fsdp_seq2048 120 $RUN fsdp $ONE --dtype bfloat16 $LARGE --seq 2048 --batch 4 --out "$W/mem/fsdp_seq2048"
+fi
+for r in "$W"/small/* "$W"/large/* "$W"/share/* "$W"/mem/*; do
   [ -f "$r/job.json" ] || continue
   n=$(basename "$(dirname "$r")")_$(basename "$r")
   timeout 60 python3 -m tracekit analyze "$r" >"$W/report_$n.txt" 2>&1
