@@ -4,6 +4,7 @@ analyse in it. One bundle each instead of the same ten keywords in five signatur
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -79,6 +80,49 @@ class AnalysisOptions:
             "ignore": list(self.ignore),
             "levels": self.levels,
         }
+
+
+OVERRIDE_KEYS = frozenset(f.name for f in fields(Overrides))
+OPEN_KEYS = frozenset(f.name for f in fields(OpenOptions))
+ANALYSIS_KEYS = frozenset({"window", "steps", "select", "ignore", "levels"}) | OVERRIDE_KEYS
+KEYS = OPEN_KEYS | ANALYSIS_KEYS  # every option a door may name
+
+
+def open_options(values: Mapping[str, Any]) -> OpenOptions:
+    """How to open a run, from named values (a command's options, `tracekit.analyze()`'s
+    keywords): a value of None (an option not given) keeps the field's default; names
+    that are not `OpenOptions` fields are left to `analysis_options`."""
+    given = {k: v for k, v in values.items() if k in OPEN_KEYS and v is not None}
+    if "comm_kernels" in given:
+        given["comm_kernels"] = tuple(given["comm_kernels"])
+    return OpenOptions(**given)
+
+
+def analysis_options(values: Mapping[str, Any], root: Any) -> AnalysisOptions:
+    """What to analyse, from named values as `open_options` takes them, with
+    `[tool.tracekit]` of `root`'s pyproject.toml filling `select` / `ignore` where they
+    are not given (`rule_selection`)."""
+
+    def codes(key: str) -> tuple[str, ...]:
+        v = values.get(key) or ()
+        return (v,) if isinstance(v, str) else tuple(v)
+
+    sel, ign = rule_selection(root, codes("select"), codes("ignore"))
+    given = {k: values[k] for k in ("window", "steps", "levels") if values.get(k) is not None}
+    return AnalysisOptions(**given, overrides=Overrides.of(dict(values)), select=sel, ignore=ign)
+
+
+def resolve(
+    values: Mapping[str, Any], root: Any, where: str = "tracekit"
+) -> tuple[OpenOptions, AnalysisOptions]:
+    """The one resolver of options, for the CLI, `tracekit.analyze()`, the TUI, the gate
+    and the MCP door alike: both bundles from named values, `[tool.tracekit]` filling
+    the rule selection (`comm_kernels` of the file add at opening,
+    `tracekit.model.commkernels.user_patterns`). `root`: the run folder."""
+    unknown = set(values) - KEYS
+    if unknown:
+        raise TypeError(f"{where}: unknown option {sorted(unknown)[0]!r}")
+    return open_options(values), analysis_options(values, root)
 
 
 def rule_selection(
