@@ -16,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from tracekit.options import AnalysisOptions, OpenOptions, resolve
+from tracekit.options import AnalysisOptions, OpenOptions, check_names, resolve
 
 
 def open_run(run, opts: OpenOptions):
@@ -34,6 +34,7 @@ def resolve_options(
     run's root when already known, else found by discovery)."""
     from tracekit.ingest.discover import find_trace_files
 
+    check_names(values, where)  # a typo fails before the folder is walked
     if root is None:
         root = find_trace_files([Path(p) for p in run])[0] if run else None
     return resolve(values, root, where)

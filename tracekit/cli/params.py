@@ -5,7 +5,11 @@ values reach `tracekit.options.resolve` by name."""
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import click
+
+from tracekit.options import OpenOptions, Overrides
 
 run_arg = click.argument("run", nargs=-1, required=True, type=click.Path())
 
@@ -30,93 +34,50 @@ class _Positive(click.ParamType):
 POSITIVE = _Positive()
 
 
-def health_options(func):
-    """--strict and --allow-mixed, for every command that opens a run."""
-    func = click.option(
-        "--allow-mixed",
-        is_flag=True,
-        help="Analyze traces that look like different runs (world sizes, start times, "
-        "one trace twice) together instead of stopping.",
-    )(func)
-    return click.option(
-        "--strict",
-        is_flag=True,
-        help="Exit 2 when a trace is unreadable, a rank is missing or events were skipped, "
-        "instead of warning and analyzing the rest.",
-    )(func)
+def field_option(cls: type, name: str):
+    """The --option of a dataclass field (`tracekit.options.opt`): its doc is the help;
+    `--name-with-dashes` unless it says its flag; a flag when the default is a bool,
+    repeatable when a tuple; an integer with its `min`, a float a finite number > 0."""
+    f = next(f for f in fields(cls) if f.name == name)
+    meta = dict(f.metadata)
+    flag = meta.pop("flag", "--" + name.replace("_", "-"))
+    kw: dict = {
+        "help": meta.pop("doc"),
+        **({"metavar": meta["metavar"]} if "metavar" in meta else {}),
+    }
+    if isinstance(f.default, bool):
+        kw["is_flag"] = True
+    elif isinstance(f.default, tuple):
+        kw["multiple"] = True
+    elif "min" in meta:
+        kw["type"] = click.IntRange(meta["min"])
+    elif str(f.type).startswith("float"):
+        kw["type"] = POSITIVE
+    return click.option(flag, name, **kw)
 
 
-def rank_options(func):
-    """--ranks and --sample-ranks, for every command that opens a run folder: only the
-    traces of those ranks are read (`tracekit.ingest.ranksel`)."""
-    func = click.option(
-        "--sample-ranks",
-        "sample_ranks",
-        type=click.IntRange(1),
-        default=None,
-        metavar="N",
-        help="Analyse N ranks spread evenly over the run (the first, the last, the rest "
-        "evenly spaced); the other traces are not read. A first look at a huge run.",
-    )(func)
-    return click.option(
-        "--ranks",
-        "ranks",
-        default=None,
-        metavar="SPEC",
-        help="Analyse only these global ranks, e.g. 0-7,64,100-103; the other traces are not read.",
-    )(func)
+def _stack(*options):
+    """Options applied so that they show in the order given."""
+
+    def apply(func):
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return apply
 
 
-workers = click.option(
-    "--workers", type=click.IntRange(1), default=None, help="Ingest processes (default: cores)."
+# how to open a run: `OpenOptions`' fields
+health_options = _stack(
+    field_option(OpenOptions, "strict"), field_option(OpenOptions, "allow_mixed")
 )
-cluster = click.option(
-    "--cluster",
-    metavar="ADDRESS",
-    default=None,
-    help="Ingest the ranks on a Dask cluster: a scheduler address (tcp://host:8786) or "
-    "local[:N] for N local worker processes; workers must see the run at the same path "
-    "(pip install 'tracekit-torch[cluster]').",
-)
-comm_kernel = click.option(
-    "--comm-kernel",
-    "comm_kernels",
-    multiple=True,
-    metavar="REGEX",
-    help="Also count kernels matching REGEX (Python re, searched in the name) as "
-    "communication; repeatable; adds to job.json / pyproject.toml comm_kernels.",
-)
-
-
-OVERRIDES = (
-    click.option(
-        "--peak-tflops", "peak_tflops", type=POSITIVE, help="Override the device's peak TFLOP/s."
-    ),
-    click.option(
-        "--busbw-GBps",
-        "busbw_GBps",
-        type=POSITIVE,
-        help="Override the realistic in-node bus bandwidth, GB/s.",
-    ),
-    click.option(
-        "--device-memory-GB",
-        "device_memory_GB",
-        type=POSITIVE,
-        help="Override the device memory capacity, GB.",
-    ),
-    click.option(
-        "--latency-us",
-        "latency_us",
-        type=POSITIVE,
-        help="Override the per-collective latency α, µs.",
-    ),
-    click.option(
-        "--gpus-per-node",
-        "gpus_per_node",
-        type=click.IntRange(min=1),
-        help="Ranks per node (node = rank // N); decides in-node vs inter-node bandwidth.",
-    ),
-)
+rank_options = _stack(field_option(OpenOptions, "ranks"), field_option(OpenOptions, "sample_ranks"))
+workers = field_option(OpenOptions, "workers")
+cluster = field_option(OpenOptions, "cluster")
+comm_kernel = field_option(OpenOptions, "comm_kernels")
+# the figures a user may state instead of the tables: `Overrides`' fields, for every
+# command that builds the report
+override_options = _stack(*(field_option(Overrides, f.name) for f in fields(Overrides)))
 
 
 def window_options(func):
@@ -151,14 +112,6 @@ def rule_options(func):
         help="Run only these rules (codes, prefixes, kinds or names); default: all, or "
         "[tool.tracekit] select.",
     )(func)
-
-
-def override_options(func):
-    """The figures a user may state instead of the tables (diagnosers.Overrides), for every
-    command that builds the report."""
-    for option in reversed(OVERRIDES):
-        func = option(func)
-    return func
 
 
 def sql_bounds(func):
