@@ -95,8 +95,7 @@ def gate_report(
     from diagnosers import assemble
     from tracekit.report.schema import to_dict
 
-    values = {"steps": steps, "select": select, "ignore": ignore, "ranks": ranks,
-              "sample_ranks": sample_ranks}  # fmt: skip
+    values = dict(steps=steps, select=select, ignore=ignore, ranks=ranks, sample_ranks=sample_ranks)
     opts, options = resolve_options([path], values)
     with open_run([path], opts) as r:
         return to_dict(assemble.cached(r, options))
