@@ -25,7 +25,9 @@ def analyze(*inputs, **options):
 
     Options: `window`, `steps`, `select`, `ignore`, `levels` (False: the breakdown alone)
     and the overrides (`peak_tflops`, `busbw_GBps`, `device_memory_GB`, `latency_us`,
-    `gpus_per_node`) of the analysis; any `tracekit.open` option for opening the run.
+    `gpus_per_node`) of the analysis; any `tracekit.open` option for opening the run —
+    read as the command line reads its options (`tracekit.options.resolve`: `select` /
+    `ignore` a code or a list, comma-separated or not, else `[tool.tracekit]`'s).
     Returns an `Analysis`: the report (`.report`, attributes as in the JSON), its tables
     as frames (`.ranks()`, `.collectives()`, `.top_ops()`, `.findings()`,
     `.samples()`; `backend="polars"` or `"pandas"`), `.to_json()`, and an HTML summary

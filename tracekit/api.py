@@ -10,39 +10,20 @@ from __future__ import annotations
 
 import html
 import importlib
-from dataclasses import fields
 from typing import Any
 
-from tracekit.options import AnalysisOptions, OpenOptions, Overrides
 from tracekit.report import units
 from tracekit.report.schema import Report, encode, to_dict
 from tracekit.version import DIST_NAME
 
 
-def analyze(*inputs, **options: Any) -> Analysis:
-    open_keys = {f.name for f in fields(OpenOptions)}
-    override_keys = {f.name for f in fields(Overrides)}
-    analysis_keys = {"window", "steps", "select", "ignore", "levels"}
-    unknown = set(options) - open_keys - override_keys - analysis_keys - {"cache"}
-    if unknown:
-        raise TypeError(f"tracekit.analyze: unknown option {sorted(unknown)[0]!r}")
-    opts = AnalysisOptions(
-        window=options.get("window", "steps"),
-        steps=options.get("steps"),
-        overrides=Overrides.of({k: v for k, v in options.items() if k in override_keys}),
-        select=tuple(options.get("select") or ()),
-        ignore=tuple(options.get("ignore") or ()),
-        levels=options.get("levels", True),
-    )
+def analyze(*inputs, cache: bool = True, **options: Any) -> Analysis:
     from diagnosers import assemble
-    from tracekit.store.open import open_run
+    from tracekit.commands import open_run, resolve_options
 
-    open_opts = OpenOptions(**{k: v for k, v in options.items() if k in open_keys})
-    with open_run(*inputs, options=open_opts) as run:
-        if options.get("cache", True):
-            report = assemble.cached(run, opts)
-        else:
-            report = assemble.analyze(run, opts)
+    open_opts, opts = resolve_options(inputs, options, where="tracekit.analyze")
+    with open_run(inputs, open_opts) as run:
+        report = assemble.cached(run, opts) if cache else assemble.analyze(run, opts)
         warnings = list(run.warnings)
     return Analysis(report, warnings)
 

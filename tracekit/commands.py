@@ -1,14 +1,22 @@
-"""What the doors do, shared by the command line (`tracekit.cli`) and the agent door
-(`tracekit.mcp_server`): the analysis options of a request, a run's report for the gate,
-the what-if replay and the gate's comparison. A door module: it imports the diagnosers
-lazily, and neither door imports the other.
+"""What the doors do, shared by the command line (`tracekit.cli`), the agent door
+(`tracekit.mcp_server`) and the Python door (`tracekit.api`): the options of a request
+(through the one resolver, `tracekit.options.resolve`), `analyze`'s answer (the answer
+cache, the renderers), a run's report for the gate, the what-if replay and its text, the
+gate's comparison, query rows as text. A door module: it imports the diagnosers lazily,
+and neither the CLI nor the MCP door imports the other.
 """
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
-from tracekit.options import AnalysisOptions, OpenOptions, Overrides
+from tracekit.options import AnalysisOptions, OpenOptions, check_names, resolve
 
 
 def open_run(run, opts: OpenOptions):
@@ -18,24 +26,60 @@ def open_run(run, opts: OpenOptions):
     return _open_run(*run, options=opts)
 
 
-def analysis(run, window="steps", steps=None, overrides=None, select=(), ignore=(),
-              levels=True, root=None) -> AnalysisOptions:  # fmt: skip
-    """The analysis options of a command, [tool.tracekit] filled in (`root`: the run's
-    root when already known, else found by discovery)."""
+def resolve_options(
+    run, values: Mapping[str, Any], root=None, where: str = "tracekit"
+) -> tuple[OpenOptions, AnalysisOptions]:
+    """How to open RUN and what to analyse in it, from named values (a command's
+    options, `tracekit.analyze()`'s keywords), [tool.tracekit] filled in (`root`: the
+    run's root when already known, else found by discovery)."""
     from tracekit.ingest.discover import find_trace_files
-    from tracekit.options import rule_selection
 
+    check_names(values, where)  # a typo fails before the folder is walked
     if root is None:
         root = find_trace_files([Path(p) for p in run])[0] if run else None
-    sel, ign = rule_selection(root, tuple(select), tuple(ignore))
-    return AnalysisOptions(
-        window=window,
-        steps=steps,
-        overrides=Overrides.of(overrides),
-        select=sel,
-        ignore=ign,
-        levels=levels,
-    )
+    return resolve(values, root, where)
+
+
+def analyze(run, values: Mapping[str, Any], fmt: str, debug: bool = False):
+    """(the report of RUN as `fmt`, the run's warnings) — what `tracekit analyze` prints.
+    A text answer is read back when nothing it depends on changed since it was given (the
+    answer cache, `tracekit.report.cache.answer_key`): no discovery, no tables; HTML
+    reads the run, and --debug always computes."""
+    from tracekit.report import cache
+    from tracekit.report.render import RENDERERS
+
+    root = cache.answer_root(run) if fmt != "html" and not debug else None
+    opts, options = resolve_options(run, values, root)
+    answer = None
+    if root is not None:
+        answer = cache.answer_key(root, {"open": asdict(opts), "analysis": options.key()})
+    hit = cache.read_answer(answer) if answer else None
+    if hit:
+        return RENDERERS[fmt](hit[0]), hit[1]
+    from diagnosers import assemble
+
+    with open_run(run, opts) as r:
+        rep = assemble.cached(r, options, debug=debug)
+        text = _html_report(r, rep) if fmt == "html" else RENDERERS[fmt](rep)
+    if answer:
+        cache.write_answer(answer, rep, r.warnings)
+    return text, list(r.warnings)
+
+
+def _html_report(r, rep) -> str:
+    """The HTML report, each finding linked to its place in the Perfetto export."""
+    from tracekit.report import export
+    from tracekit.report.html import Link, to_html
+    from tracekit.report.schema import to_dict
+
+    base = export.base_ns(r) if rep.full else 0
+    links = [
+        Link(export.perfetto_url(p, base), p.what) if p else None
+        for p in (export.evidence(r, rep) if rep.full else [])
+    ]
+    data = to_dict(rep)
+    data["memory_timeline"] = export.memory_timeline(r) if rep.full else []
+    return to_html(rep, links, export.how_to_open(), data)
 
 
 def gate_report(
@@ -51,8 +95,9 @@ def gate_report(
     from diagnosers import assemble
     from tracekit.report.schema import to_dict
 
-    options = analysis([path], steps=steps, select=select, ignore=ignore)
-    with open_run([path], OpenOptions(ranks=ranks, sample_ranks=sample_ranks)) as r:
+    values = dict(steps=steps, select=select, ignore=ignore, ranks=ranks, sample_ranks=sample_ranks)
+    opts, options = resolve_options([path], values)
+    with open_run([path], opts) as r:
         return to_dict(assemble.cached(r, options))
 
 
@@ -82,6 +127,17 @@ def whatif_report(run, opts: OpenOptions, options: AnalysisOptions, changes):
     return out, r
 
 
+def whatif_text(out, fmt: str) -> str:
+    """The what-if result as `tracekit whatif --format text|json` prints it."""
+    if fmt == "json":
+        import msgspec
+
+        return msgspec.json.format(msgspec.json.encode(out), indent=2).decode() + "\n"
+    from tracekit.report.render import whatif_lines
+
+    return "\n".join(whatif_lines(out)) + "\n"
+
+
 def gate_compare(base_side, new_side, max_regression=None, run_noise=None, fail_on=None,
                  alpha=None, config=None, steps=None, select=(), ignore=(), ranks=None,
                  sample_ranks=None, strict=False):  # fmt: skip
@@ -109,3 +165,48 @@ def gate_compare(base_side, new_side, max_regression=None, run_noise=None, fail_
         *sides, th, alpha or cfg.alpha or 0.05, fail_on or cfg.fail_on or "regression", noise,
         strict,
     )
+
+
+def gate_reports(run, steps, ranks, sample_ranks, select, ignore):
+    """(a name per run, its report) for each of RUN (run folders, reports, baselines); a
+    baseline given adds all its runs — what `baseline save|add` and `gate calibrate` read."""
+    from tracekit.gate import baseline as gb
+
+    names, reports = [], []
+    for p in run:
+        side = gb.load_side(p, lambda q: gate_report(q, steps, ranks, sample_ranks, select, ignore))
+        for i, rep in enumerate(side.reports):
+            names.append(p if side.runs == 1 else f"{p} run {i + 1}")
+            reports.append(rep)
+    return names, reports
+
+
+def rows_text(names: list[str], rows: list[tuple], fmt: str, limit: int) -> str:
+    """Query rows as `tracekit query --format table|csv|json` prints them."""
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(names)
+        w.writerows(rows)
+        return buf.getvalue()
+    if fmt == "json":
+        records = [dict(zip(names, r, strict=True)) for r in rows]
+        return json.dumps(records, indent=1, default=str) + "\n"
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    # query results are text: no markup, no :emoji:, no highlighting
+    table = Table(box=None, header_style="bold")
+    for n in names:
+        table.add_column(Text(n))
+    for r in rows[:limit]:
+        table.add_row(*(Text("NULL" if v is None else str(v)) for v in r))
+    buf = io.StringIO()
+    Console(
+        file=buf, width=200, color_system=None, markup=False, emoji=False, highlight=False
+    ).print(table)
+    more = ""
+    if len(rows) > limit:
+        more = f"… {len(rows) - limit} more rows (use --format csv for all)\n"
+    return buf.getvalue() + more + f"({len(rows)} rows)\n"

@@ -228,8 +228,9 @@ def build(roots: list[str | Path], bounds=None) -> MCPServer:
         from diagnosers import assemble
 
         path = where.run(run)
-        options = commands.analysis([path], window, steps, None, tuple(select), tuple(ignore))
-        with commands.open_run([path], OpenOptions()) as r:
+        values = {"window": window, "steps": steps, "select": select, "ignore": ignore}
+        opts, options = commands.resolve_options([path], values)
+        with commands.open_run([path], opts) as r:
             rep = assemble.cached(r, options)
             return keep(r, rep) if keep else rep
 
@@ -389,8 +390,9 @@ def build(roots: list[str | Path], bounds=None) -> MCPServer:
 
         def go():
             path = where.run(run)
-            options = commands.analysis([path], window, steps)
-            out, _ = commands.whatif_report([path], OpenOptions(), options, list(changes))
+            values = {"window": window, "steps": steps}
+            opts, options = commands.resolve_options([path], values)
+            out, _ = commands.whatif_report([path], opts, options, list(changes))
             return msgspec.to_builtins(out)
 
         out = await _work(ctx, ["opening the run", "replaying the step model"], go)
