@@ -26,12 +26,14 @@ GC="python3 benchmarks/gpu_check.py --device cuda"
 LARGE="--layers 8 --hidden 2048 --heads 16 --kv-heads 8 --ffn 5632 --vocab 32000 --seq 1024 --batch 8"
 RUN="python3 -m tracekit run"
 ONE="--world-size 1 --device cuda --steps 2 --no-calibrate"
-parts=${1:-checks}  # checks: the first session's; memory: the second's
+parts=${1:-checks}  # checks: the first session's; memory: the second's; tf32: the third's
 if [ "$parts" = checks ]; then
   step check_small 150 $GC --world 1 --jobs ddp,fsdp --out "$W/small" --json "$W/check_small.json"
   step check_large 200 $GC --world 1 --jobs ddp,fsdp --size large --out "$W/large" --json "$W/check_large.json"
   step ddp2_gloo 120 $RUN ddp --world-size 2 --device cuda --backend gloo --dtype bfloat16 --steps 3 --no-calibrate $LARGE --out "$W/share/ddp2_large"
   step pp2_gloo 120 $RUN pp --world-size 2 --device cuda --backend gloo --dtype bfloat16 --steps 3 --no-calibrate --out "$W/share/pp2_small"
+elif [ "$parts" = tf32 ]; then  # TK-C206's remedy, measured: the fp32 job with TF32 on
+  step ddp_fp32_tf32 120 $RUN ddp $ONE --dtype float32 --tf32 $LARGE --out "$W/mem/ddp_fp32_tf32"
 else  # the large model again (job.json with master_weights and causal), and the memory
   # equation out of sample: fp32, and a longer sequence
   step check_large 200 $GC --world 1 --jobs ddp,fsdp --size large --out "$W/large" --json "$W/check_large.json"

@@ -48,6 +48,11 @@ class JobConfig:
         True,
     )
     dtype: str = opt("parameter/compute dtype: float32 or bfloat16", "float32")
+    tf32: bool = opt(
+        "allow TF32 tensor cores for fp32 matmuls (torch.backends.cuda.matmul.allow_tf32; "
+        "CUDA, Ampere and later)",
+        False,
+    )
     device: str = opt("auto (CUDA + NCCL when there are enough GPUs), cpu or cuda", "auto")
     backend: str = opt(
         "auto (NCCL on CUDA, gloo on CPU), nccl or gloo; gloo on CUDA lets ranks share "

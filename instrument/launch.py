@@ -116,6 +116,8 @@ def _worker(rank: int, cfg_dict: dict, port: int, command: str) -> None:
     )
     try:
         torch.manual_seed(cfg.seed)
+        if device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = cfg.tf32  # job.json records it
         cal = calibrate(getattr(torch, cfg.dtype), device) if cfg.calibrate else None
         job = BUILDERS[cfg.job](cfg, device, rank, cfg.world_size)
         wait, warmup = 1, 1

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 import tracekit
 from diagnosers.rules import lookup, markdown_table, registry, selected
 from diagnosers.rules.base import SECTIONS
+from diagnosers.rules.fp32_gemms import Fp32Matmuls
 from tests.conftest import ROOT
 from tests.helpers import full_report
 from tests.synth import SCENARIOS, Scenario, generate
@@ -99,8 +100,29 @@ def _compute(ranks, mfu=0.4, eff=0.7, cpu=False, pipeline=None, step_ms=100.0, u
     )
 
 
+def _fp32(share: float, cpu: bool = False, tf32: bool = True, dtype: str = "fp32"):
+    """One rank with fp32 GEMMs taking `share` of a 100 ms step at 50% efficiency, on an
+    H100-like device (fp32 67, TF32 495 TFLOP/s) or one without TF32."""
+    from tracekit.model.hardware import DeviceSpec
+
+    peaks = {"fp32": 66.9e12, "bf16": 989e12} | ({"tf32": 494.7e12} if tf32 else {})
+    flops = share * 100e-3 * 0.5 * 66.9e12  # ms = flops / peak / eff
+    rank = _compute_rank(0, flops_by_dtype={dtype: flops}, gemm_efficiency=0.5)
+    ctx = _compute([rank], cpu=cpu)
+    ctx.spec = DeviceSpec("gpu", 80e9, 3e12, peaks, None, 400e9)
+    ctx.ranks = [NS(rank=0, step_ms=100.0, compute_fraction=0.9)]
+    return ctx
+
+
 # (code, facts, expected severities) — at, above and below each threshold
 CASES = [
+    ("TK-C206", _fp32(0.10), ["warning"]),
+    ("TK-C206", _fp32(0.5), ["critical"]),
+    ("TK-C206", _fp32(0.09), []),
+    ("TK-C206", _fp32(0.9, tf32=False), []),  # V100: no TF32 to move to
+    ("TK-C206", _fp32(0.9, cpu=True), []),
+    ("TK-C206", _fp32(0.9, dtype="tf32"), []),  # TF32 already
+    ("TK-C206", _fp32(0.9, dtype="bf16"), []),
     ("TK-M101", _mem(_mem_rank(0, 0.95)), ["warning"]),
     ("TK-M101", _mem(_mem_rank(0, 0.89), _mem_rank(1, 0.97)), ["critical"]),
     ("TK-M101", _mem(_mem_rank(0, 0.899)), []),
@@ -269,6 +291,17 @@ def test_slow_collective_remedy_by_backend():
     assert "nccl-tests" in nccl and "gloo" not in nccl
     assert "nccl backend" in gloo and "nccl-tests" not in gloo
     assert "GLOO_SOCKET_IFNAME" in cpu
+
+
+def test_fp32_matmuls_impact():
+    """fp32 GEMMs of 60 ms at the fp32 peak's efficiency take 60 × 66.9/494.7 = 8.1 ms on
+    TF32's: the impact is the difference; the candidate speeds compute up by it."""
+    ctx = _fp32(0.6)
+    (f,) = _run("TK-C206", ctx)
+    assert f.measured["fp32_gemm_ms_per_step"] == pytest.approx(60.0)
+    assert f.impact_ms == pytest.approx(60.0 * (1 - 66.9 / 494.7))
+    (change,) = Fp32Matmuls().candidates(ctx, f)
+    assert change == f"compute-speed={90.0 / (90.0 - f.impact_ms):.3g}"
 
 
 def test_every_rule_has_cases():

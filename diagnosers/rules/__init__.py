@@ -45,6 +45,7 @@ BUILTIN = (
     "memory_near_capacity:MemoryNearCapacity",
     "memory_above_model:MemoryAboveModel",
     "low_mfu:LowMfu",
+    "fp32_gemms:Fp32Matmuls",
     "host_bound:HostBound",
     "device_idle:DeviceIdle",
     "input_bound:InputBound",
