@@ -22,8 +22,17 @@ def trace_path(out_dir: str | Path, rank: int) -> Path:
     return Path(out_dir) / TRACE_PATTERN.format(rank=rank)
 
 
-def make_profiler(out_dir: str | Path, rank: int, active: int, wait: int = 1, warmup: int = 1):
-    """A torch profiler that writes `out_dir/rank-<rank>.json.gz` after `active` steps."""
+def make_profiler(
+    out_dir: str | Path,
+    rank: int,
+    active: int,
+    wait: int = 1,
+    warmup: int = 1,
+    with_modules: bool = False,
+):
+    """A torch profiler that writes `out_dir/rank-<rank>.json.gz` after `active` steps;
+    `with_modules` adds an `nn.Module: X` event per module call (regions; Python tracing
+    makes steps slower and traces larger)."""
     activities = [ProfilerActivity.CPU]
     if torch.cuda.is_available():
         activities.append(ProfilerActivity.CUDA)
@@ -39,6 +48,7 @@ def make_profiler(out_dir: str | Path, rank: int, active: int, wait: int = 1, wa
         on_trace_ready=on_ready,
         record_shapes=True,
         profile_memory=True,
+        with_modules=with_modules,
     )
 
 
