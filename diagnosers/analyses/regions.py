@@ -85,7 +85,7 @@ def _per_rank(cells: dict) -> dict[int, dict[str, float | None]]:
     return per
 
 
-HOLDS = 0.8  # of a region's excess: a child holding this much is where the lag accrues
+HOLDS = 0.5  # of a region's excess: a child holding most of it is where the lag accrues
 
 
 @dataclass(frozen=True)
