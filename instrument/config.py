@@ -55,9 +55,9 @@ class JobConfig:
         "auto",
     )
     profile_modules: bool = opt(
-        "also record nn.Module events (the profiler's with_modules: Python tracing, "
-        "slower steps and larger traces); each block's record_function range is recorded "
-        "either way",
+        "also record nn.Module events (the profiler's with_stack and with_modules: Python "
+        "tracing, slower steps and larger traces); each block's record_function range "
+        "(layers.N) is recorded either way",
         False,
     )
     slow_layer: int = opt(

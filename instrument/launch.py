@@ -126,7 +126,7 @@ def _worker(rank: int, cfg_dict: dict, port: int, command: str) -> None:
             active=cfg.steps,
             wait=wait,
             warmup=warmup,
-            with_modules=cfg.profile_modules,
+            modules=cfg.profile_modules,
         ) as prof:
             for i in range(wait + warmup + cfg.steps):
                 own.before(profiled=i >= wait + warmup)

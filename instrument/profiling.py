@@ -28,11 +28,12 @@ def make_profiler(
     active: int,
     wait: int = 1,
     warmup: int = 1,
-    with_modules: bool = False,
+    modules: bool = False,
 ):
     """A torch profiler that writes `out_dir/rank-<rank>.json.gz` after `active` steps;
-    `with_modules` adds an `nn.Module: X` event per module call (regions; Python tracing
-    makes steps slower and traces larger)."""
+    `modules` adds an `nn.Module: X` event per module call (regions): torch writes them
+    from its Python tracer, which `with_stack` starts (`with_modules` alone does not, torch
+    2.13) — slower steps, larger traces."""
     activities = [ProfilerActivity.CPU]
     if torch.cuda.is_available():
         activities.append(ProfilerActivity.CUDA)
@@ -48,7 +49,8 @@ def make_profiler(
         on_trace_ready=on_ready,
         record_shapes=True,
         profile_memory=True,
-        with_modules=with_modules,
+        with_stack=modules,
+        with_modules=modules,
     )
 
 

@@ -32,10 +32,12 @@ def _job(out: Path, *extra: str) -> Path:
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory) -> dict[str, Path]:
-    """The same ddp job twice (2 ranks, CPU): as is, and with block 2 slowed on rank 1."""
+    """The same ddp job (2 ranks, CPU): as is, with nn.Module events, and with block 2
+    slowed on rank 1."""
     root = tmp_path_factory.mktemp("region_jobs")
     return {
         "normal": _job(root / "normal"),
+        "modules": _job(root / "modules", "--profile-modules"),
         "slow": _job(
             root / "slow",
             *("--slow-layer", str(SLOW_LAYER), "--slow-rank", str(SLOW_RANK)),
@@ -130,11 +132,13 @@ def test_compare_names_the_slowed_layer(jobs):
     assert f"region_time[layers.{SLOW_LAYER} in DistributedDataParallel.forward]" in text
 
 
-def _flop_counter_per_block(cfg_kw: dict) -> dict[str, float]:
-    """FlopCounterMode's forward FLOPs per block (`Transformer.layers.N`) of the job's
-    model at one rank's batch. torch counts no FLOPs for the CPU attention op; we give it
-    torch's own SDPA formula (`flop_counter.sdpa_flop_count`), halved when causal — the
-    convention the masked half of the blocks skipped (tracekit/model/flops.py)."""
+def _flop_counter(cfg_kw: dict) -> tuple[dict[str, float], dict[str, str]]:
+    """FlopCounterMode's forward FLOPs per module of the job's model at one rank's batch
+    (its keys: `Transformer.layers.N.attn` …), and the profiler's name of each module
+    (`Linear_24`: its class and its index among that class's modules in call order — here
+    the order of `named_modules`) → that key. torch counts no FLOPs for the CPU attention
+    op; we give it torch's own SDPA formula (`flop_counter.sdpa_flop_count`), halved when
+    causal — the convention that the masked half is skipped (tracekit/model/flops.py)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
@@ -153,23 +157,41 @@ def _flop_counter_per_block(cfg_kw: dict) -> dict[str, float]:
     mapping = {aten._scaled_dot_product_flash_attention_for_cpu: cpu_sdpa}
     with torch.no_grad(), FlopCounterMode(display=False, custom_mapping=mapping) as fc:
         model(x)
-    counts = fc.get_flop_counts()
-    return {
-        f"layers.{i}": float(sum(counts[f"Transformer.layers.{i}"].values()))
-        for i in range(cfg.layers)
-    }
+    flops = {k: float(sum(v.values())) for k, v in fc.get_flop_counts().items()}
+    names, seen = {}, {}
+    for name, mod in model.named_modules():
+        cls = type(mod).__name__
+        names[f"{cls}_{seen.get(cls, 0)}"] = f"Transformer.{name}" if name else "Transformer"
+        seen[cls] = seen.get(cls, 0) + 1
+    return flops, names
 
 
 @pytest.mark.slow
-def test_block_flops_equal_flop_counter_modes_per_module_counts(jobs):
-    want = _flop_counter_per_block({"layers": LAYERS})
-    with tracekit.open(jobs["normal"]) as r:
+def test_module_and_block_flops_equal_flop_counter_modes_per_module_counts(jobs):
+    """Every nn.Module region (--profile-modules) and every block's `layers.N` range:
+    FLOPs per step (one rank's batch; both ranks alike) within 1% of FlopCounterMode's."""
+    flops, names = _flop_counter({"layers": LAYERS})
+    with tracekit.open(jobs["modules"]) as r:
         rep = full_report(r)
-    got = {g["path"][-1]: g for g in rep["regions"] if g["path"][-1].startswith("layers.")}
-    assert set(got) == set(want)
-    for name, flops in want.items():
-        assert flops > 0
-        assert got[name]["flops_per_step"] == pytest.approx(flops, rel=0.01), name
+    modules = [g for g in rep["regions"] if g["kind"] == "module"]
+    checked = set()
+    for g in modules:
+        key = names.get(g["path"][-1])
+        if key is None:  # DistributedDataParallel_0: the wrapper, not the model
+            continue
+        want = flops.get(key, 0.0)
+        got = g["flops_per_step"] or 0.0
+        assert got == pytest.approx(want, rel=0.01), (g["path"], key)
+        checked.add(key)
+    # every module of the model with FLOPs was a region: the blocks, their attention and
+    # MLP, each Linear, the whole model
+    assert {k for k, v in flops.items() if v and k != "Global"} <= checked
+    blocks = {g["path"][-1]: g for g in rep["regions"] if g["path"][-1].startswith("layers.")}
+    assert len(blocks) == LAYERS
+    for i in range(LAYERS):
+        want = flops[f"Transformer.layers.{i}"]
+        assert want > 0
+        assert blocks[f"layers.{i}"]["flops_per_step"] == pytest.approx(want, rel=0.01)
 
 
 # --- the generator: a straggler slow in one layer, annotated ranges per layer -----------
