@@ -263,3 +263,39 @@ def test_a_straggler_slow_everywhere_names_no_region(tmp_path):
     f = next(f for f in rep["findings"] if f["code"] == "TK-S402")
     assert f["ranks"] == [2] and f["measured"]["lag_region"] is None
     assert "its lag accrues" not in f["title"]
+
+
+# --- the options ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--slow-layer", "4"], "slow_layer 4 must be < layers 4"),
+        (["--slow-layer", "1", "--slow-rank", "2"], "slow_rank 2 must be a rank (< 2)"),
+        (["--slow-factor", "0.5"], "slow_factor must be ≥ 1"),
+    ],
+)
+def test_bad_slow_options_are_one_line_exit_2(tmp_path, args, message):
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+
+    res = CliRunner().invoke(main, ["run", "ddp", "--out", str(tmp_path / "x"), *args])
+    assert res.exit_code == 2 and message in res.output, res.output
+    assert "Traceback" not in res.output and not (tmp_path / "x").exists()
+
+
+def test_a_slowed_block_does_factor_times_its_matmul_work():
+    """`slow_down(F)`: (F − 1) × the block's forward projection and MLP multiply-adds, in
+    [tokens, hidden] × [hidden, ffn] matmuls (4 layers' default sizes: 4.5 per unit)."""
+    pytest.importorskip("torch")
+    from instrument.config import JobConfig
+    from instrument.model import Block
+
+    cfg = JobConfig()
+    b = Block(cfg)
+    b.slow_down(cfg, 8.0)
+    h, f, hd = cfg.hidden, cfg.ffn, cfg.hidden // cfg.heads
+    block = h * (2 * cfg.heads * hd + 2 * cfg.kv_heads * hd) + 3 * h * f
+    assert b.slow_matmuls == round(7 * block / (h * f)) == 32
