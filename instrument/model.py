@@ -115,7 +115,7 @@ class Block(nn.Module):
         need (its projections and MLP; attention scores left out)."""
         h, f, hd = cfg.hidden, cfg.ffn, cfg.hidden // cfg.heads
         block = h * (2 * cfg.heads * hd + 2 * cfg.kv_heads * hd) + 3 * h * f  # MACs/token
-        self.slow_matmuls = max(1, round((factor - 1) * block / (h * f)))
+        self.slow_matmuls = round((factor - 1) * block / (h * f))
         w = next(p for p in self.parameters())
         self.slow_weight = torch.ones(h, f, device=w.device, dtype=w.dtype) / h
 

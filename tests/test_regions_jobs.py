@@ -299,3 +299,5 @@ def test_a_slowed_block_does_factor_times_its_matmul_work():
     h, f, hd = cfg.hidden, cfg.ffn, cfg.hidden // cfg.heads
     block = h * (2 * cfg.heads * hd + 2 * cfg.kv_heads * hd) + 3 * h * f
     assert b.slow_matmuls == round(7 * block / (h * f)) == 32
+    b.slow_down(cfg, 1.0)
+    assert b.slow_matmuls == 0  # factor 1: no extra work

@@ -55,8 +55,8 @@ class Straggler(Rule):
         step_ms = ctx.step_ms or 0
         for f in ctx.stragglers.found:
             cost_ms = f.imposed_ms_per_step
-            why, remedy = self._why(f, cost_ms)
-            lag = self._where(ctx, f.rank, host_side=remedy.startswith("its host"))
+            why, remedy, host_side = self._why(f, cost_ms)
+            lag = self._where(ctx, f.rank, host_side)
             if lag is not None and lag.excess_ms < self.explains * cost_ms:
                 lag = None  # a region explaining little of the wait is not where it accrues
             n, worst = f.steps, f.steps_worst
@@ -99,7 +99,8 @@ class Straggler(Rule):
                 remedy=remedy,
             )
 
-    def _why(self, f, cost_ms: float) -> tuple[str, str]:
+    def _why(self, f, cost_ms: float) -> tuple[str, str, bool]:
+        """(why, the remedy, whether the lag is its host's)."""
         comp_x, host, dev = f.compute_excess_ms, f.host_late_ms, f.device_late_ms
         start = f.step_start_late_ms
         enough = self.explains * cost_ms
@@ -112,6 +113,7 @@ class Straggler(Rule):
                 "its device works longer: check that rank's GPU (clocks, throttling, ECC "
                 "errors) and the work assigned to it (uneven sharding, sequence lengths, "
                 "pipeline stage balance)",
+                False,
             )
         if host is not None and host >= enough:
             return (
@@ -125,6 +127,7 @@ class Straggler(Rule):
                 "its host is late: more data-loader workers or prefetching on that rank, "
                 "look for host syncs, logging or checkpointing on it alone, and give its "
                 "process its own cores",
+                True,
             )
         if self._host_consistently_late(f, enough):
             n, share = f.host_late_instances, f.host_late_share
@@ -142,6 +145,7 @@ class Straggler(Rule):
                 "its host is late: more data-loader workers or prefetching on that rank, "
                 "look for host syncs, logging or checkpointing on it alone, and give its "
                 "process its own cores",
+                True,
             )
         if comp_x is not None and comp_x >= enough:
             return (
@@ -149,11 +153,13 @@ class Straggler(Rule):
                 "its compute is slower: check that rank's GPU (clocks, throttling, ECC "
                 "errors) and the work assigned to it (uneven sharding, sequence lengths, "
                 "pipeline stage balance)",
+                False,
             )
         return (
             "neither its host nor its compute is visibly later: look at a slower link or NIC "
             "on that rank",
             "check that rank's links (nvidia-smi topo -m, NIC counters) and its GPU",
+            False,
         )
 
     @staticmethod
