@@ -113,7 +113,8 @@ def analyze(run: Run, options: AnalysisOptions | None = None, debug: bool = Fals
             (c.name, c.group_size, c.bytes) for c in report.collectives if c.busbw_GBps is None
         },
         kernels=[k.name for k in report.top_kernels],
-        regions=[(g.kind, g.path) for g in report.regions[:10] if g.device_ms_per_step is not None],
+        regions=[(g.kind, g.path) for g in report.regions[:10]],
+        cpu=ctx.cpu,
     )
     return report
 

@@ -154,6 +154,14 @@ class Context:
         return collective_facts(self)
 
     @cached_property
+    def region_cells(self) -> dict:
+        """(kind, path) → (rank, wid) → `RegionCell` over the windows
+        (`tracekit.metrics.regions.region_time`): the regions and TK-S402 read it."""
+        from tracekit.metrics.regions import region_time
+
+        return region_time(self.run, self.windows)
+
+    @cached_property
     def stragglers(self) -> Attribution:
         from diagnosers.analyses.stragglers import attribute
 

@@ -59,6 +59,21 @@ class JobConfig:
         "GPUs (rank r on GPU r mod count) where there are fewer GPUs than ranks",
         "auto",
     )
+    profile_modules: bool = opt(
+        "also record nn.Module events (the profiler's with_stack and with_modules: Python "
+        "tracing, slower steps and larger traces); each block's record_function range "
+        "(layers.N) is recorded either way",
+        False,
+    )
+    slow_layer: int = opt(
+        "slow this transformer block (its index; -1: none) on --slow-rank only: extra "
+        "local matmuls in its forward, no communication (a straggler to find)",
+        -1,
+    )
+    slow_rank: int = opt("the rank whose --slow-layer is slowed", 0)
+    slow_factor: float = opt(
+        "the slowed block's forward does about this many times its matmul work", 8.0
+    )
     calibrate: bool = opt("measure peak matmul FLOP/s and collective α-β before profiling", True)
     seed: int = opt("random seed", 0)
 
@@ -77,6 +92,12 @@ class JobConfig:
             err.append(f"hidden {self.hidden} must be divisible by heads {self.heads}")
         if self.heads % self.kv_heads:
             err.append(f"heads {self.heads} must be divisible by kv_heads {self.kv_heads}")
+        if self.slow_layer >= self.layers:
+            err.append(f"slow_layer {self.slow_layer} must be < layers {self.layers}")
+        if self.slow_layer >= 0 and not 0 <= self.slow_rank < self.world_size:
+            err.append(f"slow_rank {self.slow_rank} must be a rank (< {self.world_size})")
+        if self.slow_factor < 1:
+            err.append("slow_factor must be ≥ 1")
         if self.backend not in ("auto", "nccl", "gloo"):
             err.append("backend must be auto, nccl or gloo")
         if self.backend == "nccl" and self.device == "cpu":

@@ -44,6 +44,14 @@ def _batch(cfg: JobConfig, device, data_rank: int, batch: int | None = None):
     return x, y
 
 
+def _slow(cfg: JobConfig, model: Transformer, rank: int) -> Transformer:
+    """Slow block `cfg.slow_layer` on rank `cfg.slow_rank` (where that rank holds it)."""
+    name = str(cfg.slow_layer)
+    if cfg.slow_layer >= 0 and rank == cfg.slow_rank and name in model.layers:
+        model.layers[name].slow_down(cfg, cfg.slow_factor)
+    return model
+
+
 def _train_step(model, opt, x, y) -> Callable[[], float]:
     def step() -> float:
         opt.zero_grad(set_to_none=True)
@@ -62,7 +70,7 @@ def _adamw(params, foreach: bool = True):
 def build_ddp(cfg: JobConfig, device, rank: int, world: int) -> Job:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    model = Transformer(cfg).to(device=device, dtype=_dtype(cfg))
+    model = _slow(cfg, Transformer(cfg).to(device=device, dtype=_dtype(cfg)), rank)
     x, y = _batch(cfg, device, rank)
     if not cfg.ddp_overlap:
         opt = _adamw(model.parameters())
@@ -119,7 +127,7 @@ def build_fsdp(cfg: JobConfig, device, rank: int, world: int) -> Job:
     from torch.distributed.fsdp import fully_shard
 
     mesh = init_device_mesh(device.type, (world,), mesh_dim_names=("dp",))
-    model = Transformer(cfg).to(device=device, dtype=_dtype(cfg))
+    model = _slow(cfg, Transformer(cfg).to(device=device, dtype=_dtype(cfg)), rank)
     layers = list(model.layers.values())
     for block in layers:
         fully_shard(block, mesh=mesh)
@@ -160,7 +168,7 @@ def build_tp(cfg: JobConfig, device, rank: int, world: int) -> Job:
     from torch.distributed.device_mesh import init_device_mesh
 
     mesh = init_device_mesh(device.type, (world,), mesh_dim_names=("tp",))
-    model = Transformer(cfg).to(device=device, dtype=_dtype(cfg))
+    model = _slow(cfg, Transformer(cfg).to(device=device, dtype=_dtype(cfg)), rank)
     _tensor_parallel(model, mesh)
     x, y = _batch(cfg, device, 0)  # every TP rank sees the same batch
     # foreach=True fails on a mix of Tensor and DTensor parameters
@@ -178,7 +186,7 @@ def build_hybrid(cfg: JobConfig, device, rank: int, world: int) -> Job:
 
     dp = world // cfg.tp
     mesh = init_device_mesh(device.type, (dp, cfg.tp), mesh_dim_names=("dp", "tp"))
-    model = Transformer(cfg).to(device=device, dtype=_dtype(cfg))
+    model = _slow(cfg, Transformer(cfg).to(device=device, dtype=_dtype(cfg)), rank)
     _tensor_parallel(model, mesh["tp"])
     if cfg.hybrid_dp == "fsdp":
         layers = list(model.layers.values())
@@ -207,6 +215,7 @@ def build_moe(cfg: JobConfig, device, rank: int, world: int) -> Job:
     model = Transformer(cfg, moe_factory=lambda: MoE(cfg, ep=world, ep_rank=rank)).to(
         device=device, dtype=_dtype(cfg)
     )
+    _slow(cfg, model, rank)
     # experts are sharded (expert parallel); everything else is replicated data-parallel
     dense = [p for n, p in model.named_parameters() if ".experts." not in n]
     opt = _adamw(model.parameters())
@@ -253,7 +262,7 @@ def build_pp(cfg: JobConfig, device, rank: int, world: int) -> Job:
             first=sid == 0,
             last=sid == n_stages - 1,
         )
-        module.to(device=device, dtype=_dtype(cfg))
+        _slow(cfg, module.to(device=device, dtype=_dtype(cfg)), rank)
         params += list(module.parameters())
         stage = PipelineStage(module, sid, n_stages, device)
         if cfg.schedule == "1f1b":

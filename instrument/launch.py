@@ -122,7 +122,14 @@ def _worker(rank: int, cfg_dict: dict, port: int, command: str) -> None:
         job = BUILDERS[cfg.job](cfg, device, rank, cfg.world_size)
         wait, warmup = 1, 1
         own = _OwnMeasures(device)
-        with make_profiler(cfg.out, rank, active=cfg.steps, wait=wait, warmup=warmup) as prof:
+        with make_profiler(
+            cfg.out,
+            rank,
+            active=cfg.steps,
+            wait=wait,
+            warmup=warmup,
+            modules=cfg.profile_modules,
+        ) as prof:
             for i in range(wait + warmup + cfg.steps):
                 own.before(profiled=i >= wait + warmup)
                 job.step()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.profiler import record_function
 
 from instrument.config import JobConfig
 
@@ -104,8 +105,26 @@ class Block(nn.Module):
         self.attn = Attention(cfg)
         self.mlp_norm = nn.RMSNorm(cfg.hidden)
         self.mlp = moe if moe is not None else MLP(cfg.hidden, cfg.ffn)
+        self.slow_weight: torch.Tensor | None = None  # set by slow_down
+        self.slow_matmuls = 0
+
+    def slow_down(self, cfg: JobConfig, factor: float) -> None:
+        """Make this block's forward do about `factor` times its matmul work: extra
+        local [tokens, hidden] × [hidden, ffn] matmuls outside autograd (no communication,
+        no gradient), as many as (factor − 1) × the block's own forward matmul FLOPs
+        need (its projections and MLP; attention scores left out)."""
+        h, f, hd = cfg.hidden, cfg.ffn, cfg.hidden // cfg.heads
+        block = h * (2 * cfg.heads * hd + 2 * cfg.kv_heads * hd) + 3 * h * f  # MACs/token
+        self.slow_matmuls = round((factor - 1) * block / (h * f))
+        w = next(p for p in self.parameters())
+        self.slow_weight = torch.ones(h, f, device=w.device, dtype=w.dtype) / h
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.slow_matmuls:
+            with torch.no_grad():
+                t = x.detach().reshape(-1, x.shape[-1])
+                for _ in range(self.slow_matmuls):
+                    t.mm(self.slow_weight)
         x = x + self.attn(self.attn_norm(x))
         return x + self.mlp(self.mlp_norm(x))
 
@@ -126,8 +145,10 @@ class Transformer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.tok(x) if self.tok is not None else x
-        for block in self.layers.values():
-            h = block(h)
+        for i, block in self.layers.items():
+            # a region per block, named by its module path (issue 30: where in the model)
+            with record_function(f"layers.{i}"):
+                h = block(h)
         if self.head is not None:
             h = self.head(self.norm(h))
         return h

@@ -22,8 +22,18 @@ def trace_path(out_dir: str | Path, rank: int) -> Path:
     return Path(out_dir) / TRACE_PATTERN.format(rank=rank)
 
 
-def make_profiler(out_dir: str | Path, rank: int, active: int, wait: int = 1, warmup: int = 1):
-    """A torch profiler that writes `out_dir/rank-<rank>.json.gz` after `active` steps."""
+def make_profiler(
+    out_dir: str | Path,
+    rank: int,
+    active: int,
+    wait: int = 1,
+    warmup: int = 1,
+    modules: bool = False,
+):
+    """A torch profiler that writes `out_dir/rank-<rank>.json.gz` after `active` steps;
+    `modules` adds an `nn.Module: X` event per module call (regions): torch writes them
+    from its Python tracer, which `with_stack` starts (`with_modules` alone does not, torch
+    2.13) — slower steps, larger traces."""
     activities = [ProfilerActivity.CPU]
     if torch.cuda.is_available():
         activities.append(ProfilerActivity.CUDA)
@@ -39,6 +49,8 @@ def make_profiler(out_dir: str | Path, rank: int, active: int, wait: int = 1, wa
         on_trace_ready=on_ready,
         record_shapes=True,
         profile_memory=True,
+        with_stack=modules,
+        with_modules=modules,
     )
 
 

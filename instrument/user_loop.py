@@ -82,9 +82,15 @@ def capture(
     active: int = 2,
     wait: int = 1,
     warmup: int = 1,
+    modules: bool = False,
     **known: Any,
 ):
     """Profile `wait + warmup + active` steps of the enclosing loop; see the module doc.
+
+    Regions (where in the model, docs/regions.md): wrap each block's call in
+    `torch.profiler.record_function("layers.3")` (named by its module path, as the
+    reference jobs do), or pass `modules=True` for an `nn.Module: X` event per module call
+    (torch's Python tracer: slower steps, larger traces).
 
     `known` takes any `job.json` key (strategy, schedule, microbatches, global_batch,
     micro_batch, dtype, optimizer …), any model key (layers, hidden, heads, kv_heads,
@@ -97,7 +103,7 @@ def capture(
     dist = _dist()
     rank = dist.get_rank() if dist else 0
     world = dist.get_world_size() if dist else 1
-    prof = make_profiler(out, rank, active=active, wait=wait, warmup=warmup)
+    prof = make_profiler(out, rank, active=active, wait=wait, warmup=warmup, modules=modules)
     cap = Capture(prof, wait + warmup + active)
     prof.start()
     try:

@@ -44,6 +44,8 @@ class Scenario:
     straggler: int | None = None  # injected: this rank computes slower
     straggler_slowdown: float = 1.35
     straggler_host_us: float = 0.0  # injected: the straggler's host stalls this long per step
+    straggler_layer: int | None = None  # the straggler is slower in this forward layer only
+    layer_annotations: bool = False  # a record_function range "layers.{i}" per forward layer
     host_op_us: float = 6.0  # CPU time per launched op (host-bound when > kernel time)
     memory_peak: float = 0.55  # of capacity
     pipeline: tuple[int, int] | None = None  # (P, M): pipeline-parallel run
@@ -79,6 +81,8 @@ class Truth:
     graph_share: dict[int, float] = field(default_factory=dict)  # graph kernels' share
     # per rank: elementwise kernels' device time ÷ all compute kernel time
     elementwise_fraction: dict[int, float] = field(default_factory=dict)
+    # rank → layer → device time its forward launched per step, ms (from the kernels written)
+    layer_device_ms: dict[int, dict[int, float]] = field(default_factory=dict)
 
 
 def _merge(iv):
@@ -110,7 +114,11 @@ class Rank:
         self.comm: list[tuple[float, float]] = []
         self.flops = 0.0
         self.rng = random.Random(sc.seed * 1000 + rank)
-        self.slow = sc.straggler_slowdown if sc.straggler == rank else 1.0
+        self.slow = (
+            sc.straggler_slowdown
+            if sc.straggler == rank and sc.straggler_layer is None
+            else 1.0
+        )
         self.kernel_us = 0.0  # all compute kernels
         self.uncounted_us = 0.0  # compute kernels whose FLOPs a trace reader cannot count
         self.graph_us = 0.0
@@ -218,6 +226,7 @@ def _ddp(sc: Scenario, out: Path) -> Truth:
     windows: dict[int, list[tuple[float, float]]] = {r: [] for r in range(sc.world)}
     transfers = []
     waits: list[tuple[int, int, float, float]] = []  # (waiting rank, last rank, from, to)
+    truth_layers: dict[int, dict[int, float]] = {}
     for step in range(sc.steps):
         starts = {}
         ready: dict[int, list[float]] = {}
@@ -228,7 +237,11 @@ def _ddp(sc: Scenario, out: Path) -> Truth:
                 rk.cpu += sc.straggler_host_us  # e.g. waiting for its data loader
             if sc.graph_replay in ("forward", "all"):
                 rk.graph_launch()
-            for _ in range(sc.layers):  # forward
+            for i in range(sc.layers):  # forward
+                if sc.straggler_layer is not None:
+                    late = rk.rank == sc.straggler and i == sc.straggler_layer
+                    rk.slow = sc.straggler_slowdown if late else 1.0
+                t0, k0 = rk.cpu, rk.kernel_us
                 for m, k, n in _layer_gemms(sc):
                     rk.gemm(m, k, n)
                 if sc.formula_less_op:
@@ -240,6 +253,12 @@ def _ddp(sc: Scenario, out: Path) -> Truth:
                 rk.elementwise()
                 if sc.graph_replay == "elementwise":
                     rk.graph_end()
+                if sc.layer_annotations:
+                    rk.b.x(f"layers.{i}", "user_annotation", t0, rk.cpu - t0 - 0.5, tid=1000)
+                    per = truth_layers.setdefault(rk.rank, {})
+                    per[i] = per.get(i, 0.0) + (rk.kernel_us - k0) / 1e3 / sc.steps
+            if sc.straggler_layer is not None:
+                rk.slow = 1.0  # backward and the optimizer at full speed
             if sc.graph_replay == "forward":
                 rk.graph_end()
             if sc.graph_replay == "backward":
@@ -318,6 +337,7 @@ def _ddp(sc: Scenario, out: Path) -> Truth:
         hidden = _length(_clip(ranks[r].compute, a, b))
         imposed[last] = imposed.get(last, 0.0) + (b - a - hidden) / (sc.world - 1) / 1e3
     truth.imposed_wait_ms = {r: v / sc.steps for r, v in imposed.items()}
+    truth.layer_device_ms = truth_layers
     return truth
 
 

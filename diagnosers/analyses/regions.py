@@ -12,11 +12,11 @@ median) and the most device time."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from math import fsum
-from statistics import median_low
+from statistics import median, median_low
 from typing import TYPE_CHECKING
 
-from tracekit.metrics.regions import region_time
 from tracekit.report import schema as S
 
 if TYPE_CHECKING:
@@ -28,18 +28,8 @@ def regions(ctx: Context) -> list[S.Region]:
     CPU time on CPU runs), the most device (CPU) time first, then by path."""
     cpu_run = ctx.cpu
     rows: list[S.Region] = []
-    for (kind, path), cells in region_time(ctx.run, ctx.windows).items():
-        per: dict[int, dict[str, float | None]] = {}
-        for (rank, _wid), c in cells.items():
-            acc = per.setdefault(
-                rank, {"count": 0.0, "cpu": 0.0, "dev": 0.0, "self": 0.0, "flops": None}
-            )
-            acc["count"] += c.count / c.n
-            acc["cpu"] += c.cpu_ns / c.n / 1e6
-            acc["dev"] += c.device_ns / c.n / 1e6
-            acc["self"] += c.device_self_ns / c.n / 1e6
-            if c.flops is not None:
-                acc["flops"] = (acc["flops"] or 0.0) + c.flops / c.n
+    for (kind, path), cells in ctx.region_cells.items():
+        per = _per_rank(cells)
         key = "cpu" if cpu_run else "dev"
         if not any(v[key] > 0 for v in per.values()):
             continue
@@ -76,6 +66,80 @@ def regions(ctx: Context) -> list[S.Region]:
     key_ms = (lambda g: g.cpu_ms_per_step) if cpu_run else (lambda g: g.device_ms_per_step)
     rows.sort(key=lambda g: (-(key_ms(g) or 0.0), g.path, g.kind))
     return rows
+
+
+def _per_rank(cells: dict) -> dict[int, dict[str, float | None]]:
+    """rank → the region's figures per step in its windows (`RegionCell`s summed, each
+    window's ÷ its steps): count, cpu, dev and self (ms), flops."""
+    per: dict[int, dict[str, float | None]] = {}
+    for (rank, _wid), c in cells.items():
+        acc = per.setdefault(
+            rank, {"count": 0.0, "cpu": 0.0, "dev": 0.0, "self": 0.0, "flops": None}
+        )
+        acc["count"] += c.count / c.n
+        acc["cpu"] += c.cpu_ns / c.n / 1e6
+        acc["dev"] += c.device_ns / c.n / 1e6
+        acc["self"] += c.device_self_ns / c.n / 1e6
+        if c.flops is not None:
+            acc["flops"] = (acc["flops"] or 0.0) + c.flops / c.n
+    return per
+
+
+HOLDS = 0.5  # of a region's excess: a child holding most of it is where the lag accrues
+
+
+@dataclass(frozen=True)
+class Lag:
+    """Where a late rank's extra time accrues: a region, its time per step on that rank
+    and the median other rank's, by device time or CPU time (`basis`)."""
+
+    kind: str
+    path: tuple[str, ...]
+    basis: str  # device or cpu
+    rank_ms: float
+    median_ms: float
+
+    @property
+    def excess_ms(self) -> float:
+        return self.rank_ms - self.median_ms
+
+    @property
+    def name(self) -> str:
+        return " / ".join(self.path)
+
+
+def lag_region(ctx: Context, rank: int, basis: str) -> Lag | None:
+    """The region where `rank`'s lag accrues: of the regions `rank` and at least one other
+    rank hold, the one whose time per step (device time, or CPU time: `basis` "device" /
+    "cpu") on `rank` exceeds the median other rank's the most — narrowed, while one child
+    holds ≥ `HOLDS` of its parent's excess, to that child (a parent's time holds its
+    children's, so the outermost region always exceeds the most; the lag lies in the
+    child). None when no region exceeds the median."""
+    key = "dev" if basis == "device" else "cpu"
+    excess: dict[tuple[str, tuple[str, ...]], tuple[float, float]] = {}
+    for (kind, path), cells in ctx.region_cells.items():
+        per = _per_rank(cells)
+        others = [v[key] or 0.0 for r, v in per.items() if r != rank]
+        if rank not in per or not others:
+            continue
+        excess[(kind, path)] = (per[rank][key] or 0.0, median(others))
+    if not excess:
+        return None
+
+    def gain(k) -> float:
+        return excess[k][0] - excess[k][1]
+
+    best = max(excess, key=lambda k: (gain(k), -len(k[1]), k))
+    if gain(best) <= 0:
+        return None
+    while True:
+        kids = [k for k in excess if len(k[1]) == len(best[1]) + 1 and k[1][:-1] == best[1]]
+        top = max(kids, key=lambda k: (gain(k), k), default=None)
+        if top is None or gain(top) < HOLDS * gain(best):
+            break
+        best = top
+    ms, med = excess[best]
+    return Lag(best[0], best[1], basis, ms, med)
 
 
 def _mean(per: dict[int, dict], field: str) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from diagnosers.analyses import stragglers
+from diagnosers.analyses.regions import lag_region
 from diagnosers.base import pct
 from diagnosers.rules.base import Rule
 
@@ -15,14 +16,20 @@ class Straggler(Rule):
     behind the first, so a rank late once per step is found by the wait it causes, not by
     how often it arrives last. Its cause: a device that starts the collective late once
     issued (compute), a host that issues it late — at the costliest collective, or at
-    (almost) every matched one by a little each —, longer compute, else the link.
+    (almost) every matched one by a little each —, longer compute, else the link. Where
+    the lag accrues: the region (record_function range or nn.Module) whose time on that
+    rank — device time, CPU time where its host is late or the run has no device —
+    exceeds the median other rank's the most, narrowed to the child holding most of it,
+    named where that excess is at least a quarter of the wait it imposes.
 
     Why it matters
     Collectives run at the pace of the slowest rank: one straggler slows the whole job.
 
     Example
     rank 7 makes the others wait 4.9 ms per step (76% of all waiting for peers); it issues
-    its costliest collective 4.7 ms after the median rank (its host is late).
+    its costliest collective 4.7 ms after the median rank (its host is late); its lag
+    accrues in region "## forward ## / layers.3": 9.1 ms of CPU time per step, 4.6 ms more
+    than the median other rank's.
 
     Fix
     Check that rank's GPU (clocks, throttling, ECC), its data (sequence lengths, loader),
@@ -48,7 +55,10 @@ class Straggler(Rule):
         step_ms = ctx.step_ms or 0
         for f in ctx.stragglers.found:
             cost_ms = f.imposed_ms_per_step
-            why, remedy = self._why(f, cost_ms)
+            why, remedy, host_side = self._why(f, cost_ms)
+            lag = self._where(ctx, f.rank, host_side)
+            if lag is not None and lag.excess_ms < self.explains * cost_ms:
+                lag = None  # a region explaining little of the wait is not where it accrues
             n, worst = f.steps, f.steps_worst
             every = (
                 "one step in the window: whether it is late every step is unknown"
@@ -62,7 +72,14 @@ class Straggler(Rule):
             yield self.finding(
                 "critical" if cost_ms >= self.critical * step_ms else "warning",
                 f"rank {f.rank} makes the others wait {cost_ms:.1f} ms per step "
-                f"({pct(f.share)} of all waiting for peers); {why}; {every}",
+                f"({pct(f.share)} of all waiting for peers); {why}; {every}"
+                + (
+                    f'; its lag accrues in region "{lag.name}": {lag.rank_ms:.1f} ms of '
+                    f"{'CPU' if lag.basis == 'cpu' else 'device'} time per step, "
+                    f"{lag.excess_ms:.1f} ms more than the median other rank's"
+                    if lag
+                    else ""
+                ),
                 ranks=[f.rank],
                 measured={
                     "imposed_wait_ms_per_step": cost_ms,
@@ -75,13 +92,15 @@ class Straggler(Rule):
                     "host_late_share": getattr(f, "host_late_share", None),
                     "steps_worst": worst,
                     "steps": n,
+                    **self._lag_facts(lag),
                 },
                 predicted={"imposed_wait_ms_per_step": 0.0},
                 impact_ms=cost_ms,
                 remedy=remedy,
             )
 
-    def _why(self, f, cost_ms: float) -> tuple[str, str]:
+    def _why(self, f, cost_ms: float) -> tuple[str, str, bool]:
+        """(why, the remedy, whether the lag is its host's)."""
         comp_x, host, dev = f.compute_excess_ms, f.host_late_ms, f.device_late_ms
         start = f.step_start_late_ms
         enough = self.explains * cost_ms
@@ -94,6 +113,7 @@ class Straggler(Rule):
                 "its device works longer: check that rank's GPU (clocks, throttling, ECC "
                 "errors) and the work assigned to it (uneven sharding, sequence lengths, "
                 "pipeline stage balance)",
+                False,
             )
         if host is not None and host >= enough:
             return (
@@ -107,6 +127,7 @@ class Straggler(Rule):
                 "its host is late: more data-loader workers or prefetching on that rank, "
                 "look for host syncs, logging or checkpointing on it alone, and give its "
                 "process its own cores",
+                True,
             )
         if self._host_consistently_late(f, enough):
             n, share = f.host_late_instances, f.host_late_share
@@ -124,6 +145,7 @@ class Straggler(Rule):
                 "its host is late: more data-loader workers or prefetching on that rank, "
                 "look for host syncs, logging or checkpointing on it alone, and give its "
                 "process its own cores",
+                True,
             )
         if comp_x is not None and comp_x >= enough:
             return (
@@ -131,12 +153,37 @@ class Straggler(Rule):
                 "its compute is slower: check that rank's GPU (clocks, throttling, ECC "
                 "errors) and the work assigned to it (uneven sharding, sequence lengths, "
                 "pipeline stage balance)",
+                False,
             )
         return (
             "neither its host nor its compute is visibly later: look at a slower link or NIC "
             "on that rank",
             "check that rank's links (nvidia-smi topo -m, NIC counters) and its GPU",
+            False,
         )
+
+    @staticmethod
+    def _where(ctx, rank: int, host_side: bool):
+        """The region where the rank's lag accrues (`analyses.regions.lag_region`): by CPU
+        time where its host is late or the run has no device, else by device time; None
+        when no region exceeds the median or regions cannot be read."""
+        try:
+            return lag_region(ctx, rank, "cpu" if ctx.cpu or host_side else "device")
+        except Exception:  # the finding stands without it
+            return None
+
+    @staticmethod
+    def _lag_facts(lag) -> dict:
+        if lag is None:
+            return {"lag_region": None}
+        return {
+            "lag_region": list(lag.path),
+            "lag_region_kind": lag.kind,
+            "lag_region_basis": lag.basis,
+            "lag_region_ms_per_step": lag.rank_ms,
+            "lag_region_median_ms_per_step": lag.median_ms,
+            "lag_region_excess_ms_per_step": lag.excess_ms,
+        }
 
     def candidates(self, ctx, finding):
         return ["no-straggler"]

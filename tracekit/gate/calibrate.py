@@ -34,7 +34,15 @@ from typing import Any
 
 from tracekit.errors import TracekitError
 from tracekit.gate import metrics as M
-from tracekit.gate.compare import _coll_figure, _collectives, _kernel_figure, point
+from tracekit.gate.compare import (
+    _coll_figure,
+    _collectives,
+    _kernel_figure,
+    _region_samples,
+    _region_series,
+    point,
+    region_label,
+)
 from tracekit.gate.metrics import Threshold
 
 CONFIDENCE = 0.90  # of σ's upper bound
@@ -223,6 +231,9 @@ def _families(reports: list[dict]) -> dict[str, dict[str, list[float]]]:
                                   for r in reports], t)  # fmt: skip
     for k in (reports[0].get("samples") or {}).get("kernels") or []:
         keep("kernel_time", k["name"], [_kernel_figure(r, k["name"]) for r in reports])
+    for key in _region_samples(reports[0]):
+        series = [_region_series(r, key) for r in reports]
+        keep("region_time", region_label(key), [fmean(s) if s else None for s in series])
     return out
 
 

@@ -696,6 +696,8 @@ def _drill_down(
         + _collective_verdicts(bs, ns, th, noise, alpha, step_ms, shared)
         + _kernel_verdicts(bs, ns, th["kernel_time"], noise["kernel_time"], alpha, step_ms,
                            shared)
+        + _region_verdicts(bs, ns, th["region_time"], noise["region_time"], alpha, step_ms,
+                           shared)
     )  # fmt: skip
 
 
@@ -841,6 +843,72 @@ def _kernel_verdicts(
         short = name if len(name) <= 60 else name[:57] + "…"
         v = Verdict(
             f"kernel_time[{short}]", "kernel_time", f"{short} time", "ms",
+            M.HIGHER_IS_WORSE, None, None, th,
+        )  # fmt: skip
+        out.append(judge(v, b_r, n_r, b_s, n_s, alpha, noise, material=material,
+                         shared=shared))  # fmt: skip
+    return out
+
+
+def _region_samples(rep: dict) -> dict[tuple, dict]:
+    """samples.regions by (kind, path)."""
+    return {
+        (g.get("kind"), tuple(g.get("path") or [])): g
+        for g in (rep.get("samples") or {}).get("regions") or []
+    }
+
+
+def _region_series(rep: dict, key: tuple) -> list[float] | None:
+    """A region's time per step over all the run's steps: its device time, its CPU time
+    where the run has no device time (a CPU run); None where the samples lack it."""
+    g = _region_samples(rep).get(key)
+    if g is None:
+        return None
+    col = "device_ms" if any(_num(x) is not None for x in g.get("device_ms") or []) else "cpu_ms"
+    return _full_series(g, col, (rep.get("samples") or {}).get("steps") or [])
+
+
+def region_label(key: tuple) -> str:
+    """A region's name in a metric: its own name first (a table cuts long names at the
+    end), then the regions it is in, innermost first: `layers.2 in DDP.forward`."""
+    *up, leaf = key[1] or [""]
+    text = leaf + (" in " + " / ".join(reversed(up)) if up else "")
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def _region_verdicts(
+    bs: list[dict],
+    ns: list[dict],
+    th: Threshold,
+    noise: Threshold,
+    alpha: float,
+    step_ms: float,
+    shared: int,
+) -> list[Verdict]:
+    """Per region of the samples (the report's top regions, `samples.regions`): its time
+    per step, one metric each, judged as a kernel's."""
+    out = []
+    keys: dict[tuple, None] = {}  # in order, once each
+    for rep in bs:
+        keys.update(dict.fromkeys(_region_samples(rep)))
+    in_new = {k for rep in ns for k in _region_samples(rep)}
+    b1, n1 = _one(bs), _one(ns)
+
+    def figure(rep: dict, key: tuple) -> float | None:
+        series = _region_series(rep, key)
+        return fmean(series) if series else None
+
+    for key in [k for k in keys if k in in_new]:
+        b_r = _values(bs, lambda r, key=key: figure(r, key))
+        n_r = _values(ns, lambda r, key=key: figure(r, key))
+        b_s = _region_series(b1, key) if b1 is not None and n1 is not None else None
+        n_s = _region_series(n1, key) if b1 is not None and n1 is not None else None
+        material = not step_ms or abs(fmean(n_r or [0.0]) - fmean(b_r or [0.0])) >= (
+            M.MATERIAL_SHARE * step_ms
+        )
+        label = region_label(key)
+        v = Verdict(
+            f"region_time[{label}]", "region_time", f"region {label} time", "ms",
             M.HIGHER_IS_WORSE, None, None, th,
         )  # fmt: skip
         out.append(judge(v, b_r, n_r, b_s, n_s, alpha, noise, material=material,

@@ -99,7 +99,7 @@ def to_text(cmp: Comparison, everything: bool = False) -> str:
     hidden = len(cmp.verdicts) - len(rows)
     if hidden:
         lines.append(
-            f"  … {hidden} per-collective/kernel/rank metrics unchanged (--all shows them)"
+            f"  … {hidden} per-collective/kernel/rank/region metrics unchanged (--all shows them)"
         )
     lines.append("")
     said = set()

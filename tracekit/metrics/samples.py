@@ -96,12 +96,14 @@ class SampleKernel(msgspec.Struct, kw_only=True):
 
 class SampleRegion(msgspec.Struct, kw_only=True):
     """One of the report's top regions (`regions[]`) per step: the device time it launched
-    (children included), mean over the ranks holding it in that step."""
+    (children included; null on CPU runs) and its CPU time, each the mean over the ranks
+    holding it in that step."""
 
     path: list[str]
     kind: str
     step: list[int]
     device_ms: list[float | None]
+    cpu_ms: list[float | None] = []
 
 
 class Samples(msgspec.Struct, kw_only=True):
@@ -124,13 +126,15 @@ def per_step(
     busbw_null: set[C.Key] | None = None,
     kernels: list[str] | None = None,
     regions: list[tuple[str, list[str]]] | None = None,
+    cpu: bool = False,
 ) -> Samples:
     """The report's `samples`. `steps` selects ProfilerSteps as `--steps` does; `pipeline`
     adds each rank's per-step `bubble_fraction` (1 − compute fraction, the scaling level's
     definition); `ranks` are the report's ranks (the collectives' mean is over them);
     `busbw_null` the collective keys whose bus bandwidth the report leaves null;
     `kernels` the report's `top_kernels` names; `regions` the (kind, path) of the report's
-    top regions (none: no region series)."""
+    top regions (none: no region series); `cpu`: a run without device events (the regions'
+    device time is null)."""
     windows = W.step_windows(steps)
     by_rank = _ranks(run, windows, pipeline)
     all_steps = sorted({s for d in by_rank for s in d.step})
@@ -140,7 +144,7 @@ def per_step(
         ranks=by_rank,
         collectives=_collectives(run, windows, max(n_ranks, 1), busbw_null or set()),
         kernels=_kernels(run, windows, max(n_ranks, 1), kernels),
-        regions=_regions(run, windows, regions or []),
+        regions=_regions(run, windows, regions or [], cpu),
     )
 
 
@@ -260,7 +264,9 @@ def _kernels(run: Run, windows: str, n_ranks: int, names: list[str] | None) -> l
     return out
 
 
-def _regions(run: Run, windows: str, wanted: list[tuple[str, list[str]]]) -> list[SampleRegion]:
+def _regions(
+    run: Run, windows: str, wanted: list[tuple[str, list[str]]], cpu: bool = False
+) -> list[SampleRegion]:
     """The regions `wanted` per step (`tracekit.metrics.regions`, each step a window)."""
     if not wanted:
         return []
@@ -269,9 +275,10 @@ def _regions(run: Run, windows: str, wanted: list[tuple[str, list[str]]]) -> lis
     for kind, path in wanted:
         cells = per.get((kind, tuple(path)), {})
         steps = sorted({wid for _, wid in cells})
-        ms = []
+        dev, host = [], []
         for s in steps:
-            here = [c.device_ns / c.n for (_, w), c in cells.items() if w == s]
-            ms.append(_r(fsum(here) / len(here) / 1e6))
-        out.append(SampleRegion(path=list(path), kind=kind, step=steps, device_ms=ms))
+            here = [c for (_, w), c in cells.items() if w == s]
+            dev.append(None if cpu else _r(fsum(c.device_ns / c.n for c in here) / len(here) / 1e6))
+            host.append(_r(fsum(c.cpu_ns / c.n for c in here) / len(here) / 1e6))
+        out.append(SampleRegion(path=list(path), kind=kind, step=steps, device_ms=dev, cpu_ms=host))
     return out
