@@ -172,3 +172,72 @@ def test_fp32_matmuls_remedy_against_the_tf32_run(reports):
     assert f.impact_ms == pytest.approx(measured_saving, rel=0.15)
     assert not [f for f in tf32.findings if f.code == "TK-C206"]
     assert not [f for f in fp32.findings if f.code == "TK-C201"]  # MFU 70% of fp32's peak
+
+
+def _annotation_cpu_ms(run_dir: Path, rank: int, name: str) -> float:
+    """Per ProfilerStep, the CPU time of the `name` record_function ranges, from the raw
+    trace: the mean over the profiled steps."""
+    ev = [e for e in _raw(run_dir, rank) if e.get("ph") == "X"]
+    steps = [e for e in ev if str(e.get("name", "")).startswith("ProfilerStep#")
+             and e.get("cat") == "user_annotation"]  # fmt: skip
+    own = [e for e in ev if e.get("name") == name and e.get("cat") == "user_annotation"]
+    per = [sum(e["dur"] for e in own if s["ts"] <= e["ts"] < s["ts"] + s["dur"]) for s in steps]
+    return sum(per) / len(per) / 1e3
+
+
+def test_straggler_names_the_slowed_layer(reports):
+    """Two ranks sharing the H200 over gloo, block 2 slowed on rank 1 (extra matmuls in
+    its forward): TK-S402 names rank 1 and that block; the host is where its lag accrues
+    (a 4 × 128 model's extra matmuls cost launches, not device time), and its figure is
+    the raw trace's CPU time of the block's range on rank 1."""
+    run_dir, rep = reports["h200_ddp2_gloo_slow_layer2_rank1"]
+    (f,) = [f for f in rep.findings if f.code == "TK-S402"]
+    assert f.ranks == [1]
+    m = f.measured
+    assert m["lag_region"][-1] == "layers.2" and m["lag_region_basis"] == "cpu"
+    assert m["lag_region_ms_per_step"] == pytest.approx(
+        _annotation_cpu_ms(run_dir, 1, "layers.2"), rel=0.02
+    )
+    _, normal = reports["h200_ddp2_gloo_layers"]
+    assert not [f for f in normal.findings if f.code == "TK-S402" and f.measured.get("lag_region")]
+
+
+def test_compare_judges_region_cpu_time_on_gpu_runs(reports):
+    """`compare` of the normal and the slowed run judges each region's CPU time on these
+    GPU runs (region_cpu_time), its figures the raw trace's (mean over ranks). On these
+    two runs the whole host ran 25% slower in the normal one: the gate names no region
+    regressed, rightly (one run a side cannot tell a layer from the run's own noise)."""
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+
+    a, _ = reports["h200_ddp2_gloo_layers"]
+    b, _ = reports["h200_ddp2_gloo_slow_layer2_rank1"]
+    res = CliRunner().invoke(main, ["compare", str(a), str(b), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    rows = {m["metric"]: m for m in json.loads(res.output)["metrics"]}
+    v = rows["region_cpu_time[layers.2 in DistributedDataParallel.forward]"]
+    for run_dir, got in ((a, v["base"]), (b, v["new"])):
+        want = sum(_annotation_cpu_ms(run_dir, r, "layers.2") for r in (0, 1)) / 2
+        assert got == pytest.approx(want, rel=0.02)
+    assert not any(m["verdict"] == "regressed" for m in rows.values())
+
+
+def test_module_flops_by_hand_on_the_h200_trace(reports):
+    """With --profile-modules each block is an nn.Module region (Block_i) inside its
+    layers.i range; its forward FLOPs per step are the hand count from the shapes:
+    2·T·(2h² + 2·h·h_kv + 3·h·ffn) for its projections and SwiGLU, plus causal attention's
+    2·b·s²·h (half of 4·b·s²·h). The whole forward adds the logits, 2·T·h·V."""
+    run_dir, rep = reports["h200_ddp_large_modules"]
+    job = json.loads((run_dir / "job.json").read_text())
+    m, b = job["model"], job["micro_batch"]
+    h, ffn, s, v = m["hidden"], m["ffn"], m["seq"], m["vocab"]
+    kv = h * m["kv_heads"] // m["heads"]  # GQA: k and v project to kv_heads heads
+    tokens = b * s
+    block = 2 * tokens * (2 * h * h + 2 * h * kv + 3 * h * ffn) + 2 * b * s * s * h
+    regions = {tuple(g.path): g for g in rep.regions}
+    blocks = [g for p, g in regions.items() if p[-1].startswith("Block_")]
+    assert len(blocks) == m["layers"]
+    assert all(g.kind == "module" and g.flops_per_step == block for g in blocks)
+    fwd = [g for p, g in regions.items() if p[-1] == "DistributedDataParallel.forward"]
+    assert fwd[0].flops_per_step == m["layers"] * block + 2 * tokens * h * v

@@ -698,6 +698,8 @@ def _drill_down(
                            shared)
         + _region_verdicts(bs, ns, th["region_time"], noise["region_time"], alpha, step_ms,
                            shared)
+        + _region_verdicts(bs, ns, th["region_cpu_time"], noise["region_cpu_time"], alpha,
+                           step_ms, shared, cpu=True)
     )  # fmt: skip
 
 
@@ -868,6 +870,15 @@ def _region_series(rep: dict, key: tuple) -> list[float] | None:
     return _full_series(g, col, (rep.get("samples") or {}).get("steps") or [])
 
 
+def _region_cpu_series(rep: dict | None, key: tuple) -> list[float] | None:
+    """A region's CPU time per step over all the run's steps, on a GPU run (one with
+    device time); None on a CPU run (its region_time is the CPU time) or where absent."""
+    g = _region_samples(rep).get(key) if rep is not None else None
+    if g is None or not any(_num(x) is not None for x in g.get("device_ms") or []):
+        return None
+    return _full_series(g, "cpu_ms", (rep.get("samples") or {}).get("steps") or [])
+
+
 def region_label(key: tuple) -> str:
     """A region's name in a metric: its own name first (a table cuts long names at the
     end), then the regions it is in, innermost first: `layers.2 in DDP.forward`."""
@@ -884,9 +895,11 @@ def _region_verdicts(
     alpha: float,
     step_ms: float,
     shared: int,
+    cpu: bool = False,
 ) -> list[Verdict]:
     """Per region of the samples (the report's top regions, `samples.regions`): its time
-    per step, one metric each, judged as a kernel's."""
+    per step, one metric each, judged as a kernel's. `cpu`: its CPU time on a GPU run
+    (`region_cpu_time`; on a CPU run region_time is already CPU time)."""
     out = []
     keys: dict[tuple, None] = {}  # in order, once each
     for rep in bs:
@@ -894,21 +907,28 @@ def _region_verdicts(
     in_new = {k for rep in ns for k in _region_samples(rep)}
     b1, n1 = _one(bs), _one(ns)
 
-    def figure(rep: dict, key: tuple) -> float | None:
-        series = _region_series(rep, key)
-        return fmean(series) if series else None
+    def series(rep: dict | None, key: tuple) -> list[float] | None:
+        return _region_cpu_series(rep, key) if cpu else _region_series(rep, key)
 
+    def figure(rep: dict, key: tuple) -> float | None:
+        s = series(rep, key)
+        return fmean(s) if s else None
+
+    family = "region_cpu_time" if cpu else "region_time"
     for key in [k for k in keys if k in in_new]:
         b_r = _values(bs, lambda r, key=key: figure(r, key))
         n_r = _values(ns, lambda r, key=key: figure(r, key))
-        b_s = _region_series(b1, key) if b1 is not None and n1 is not None else None
-        n_s = _region_series(n1, key) if b1 is not None and n1 is not None else None
+        if cpu and not (b_r and n_r):
+            continue  # CPU runs: region_time holds the CPU time
+        b_s = series(b1, key) if b1 is not None and n1 is not None else None
+        n_s = series(n1, key) if b1 is not None and n1 is not None else None
         material = not step_ms or abs(fmean(n_r or [0.0]) - fmean(b_r or [0.0])) >= (
             M.MATERIAL_SHARE * step_ms
         )
         label = region_label(key)
+        what = "CPU time" if cpu else "time"
         v = Verdict(
-            f"region_time[{label}]", "region_time", f"region {label} time", "ms",
+            f"{family}[{label}]", family, f"region {label} {what}", "ms",
             M.HIGHER_IS_WORSE, None, None, th,
         )  # fmt: skip
         out.append(judge(v, b_r, n_r, b_s, n_s, alpha, noise, material=material,
