@@ -37,6 +37,20 @@ class Rule:
         keeps the impact its rule estimates."""
         return []
 
+    @staticmethod
+    def faster_compute(ctx: Context, saved_ms: float) -> list[str]:
+        """`compute-speed=F` that takes `saved_ms` out of the mean rank's compute time:
+        F = compute ÷ (compute − saved); none where nothing is saved or it exceeds it."""
+        comp = [
+            r.compute_fraction * r.step_ms
+            for r in ctx.ranks
+            if r.compute_fraction and getattr(r, "step_ms", None)
+        ]
+        if saved_ms <= 0 or not comp:
+            return []
+        c = sum(comp) / len(comp)
+        return [f"compute-speed={c / (c - saved_ms):.3g}"] if c > saved_ms else []
+
     @classmethod
     def docs(cls) -> dict[str, str]:
         """The four sections of the docstring, each as one paragraph of text."""

@@ -76,14 +76,5 @@ class Fp32Matmuls(Rule):
         )
 
     def candidates(self, ctx, finding):
-        """Compute faster by what TF32 saves: F = compute ÷ (compute − saved)."""
-        saved = finding.impact_ms or 0.0
-        comp = [
-            r.compute_fraction * r.step_ms
-            for r in ctx.ranks
-            if r.compute_fraction and getattr(r, "step_ms", None)
-        ]
-        if saved <= 0 or not comp:
-            return []
-        c = sum(comp) / len(comp)
-        return [f"compute-speed={c / (c - saved):.3g}"] if c > saved else []
+        """Compute faster by what TF32 saves."""
+        return self.faster_compute(ctx, finding.impact_ms or 0.0)

@@ -91,14 +91,5 @@ class LowMfu(Rule):
 
     def candidates(self, ctx, finding):
         """Compute as much faster as the GEMMs would be at `good_gemm_efficiency`: the
-        rule's lost time taken from each rank's compute, F = compute ÷ (compute − lost)."""
-        lost = finding.impact_ms or 0.0
-        comp = [
-            r.compute_fraction * r.step_ms
-            for r in ctx.ranks
-            if r.compute_fraction and getattr(r, "step_ms", None)
-        ]
-        if lost <= 0 or not comp:
-            return []
-        c = sum(comp) / len(comp)
-        return [f"compute-speed={c / (c - lost):.3g}"] if c > lost else []
+        rule's lost time taken from each rank's compute."""
+        return self.faster_compute(ctx, finding.impact_ms or 0.0)
