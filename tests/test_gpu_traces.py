@@ -241,3 +241,41 @@ def test_module_flops_by_hand_on_the_h200_trace(reports):
     assert all(g.kind == "module" and g.flops_per_step == block for g in blocks)
     fwd = [g for p, g in regions.items() if p[-1] == "DistributedDataParallel.forward"]
     assert fwd[0].flops_per_step == m["layers"] * block + 2 * tokens * h * v
+
+
+@pytest.mark.parametrize("keep_capture", [False, True])
+def test_a_gpu_trace_without_device_activity_is_refused(tmp_path, keep_capture):
+    """The H200 trace with its device events taken out (profiled without
+    ProfilerActivity.CUDA, a common slip): it was read as a CPU run — "peak memory 8 B,
+    ok". Now one line, exit 2, saying what is missing and how to profile; a rank of
+    several without device events is a warning. With every launch after a stream capture
+    (a capture-only trace) the line says so."""
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+
+    device = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "ac2g"}
+    with gzip.open(GPU / "h200_ddp_large" / "rank-0.json.gz") as f:
+        doc = json.load(f)
+    ev = [e for e in doc["traceEvents"] if e.get("cat") not in device]
+    if keep_capture:  # a capture call before every launch
+        t0 = min(e["ts"] for e in ev if "ts" in e)
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamBeginCapture",
+                   "ts": t0, "dur": 1, "pid": ev[0].get("pid"), "tid": 1,
+                   "args": {"correlation": 1}})  # fmt: skip
+    doc["traceEvents"] = ev
+    run = tmp_path / "run"
+    run.mkdir()
+    with gzip.open(run / "rank-0.json.gz", "wt") as f:
+        json.dump(doc, f)
+    res = CliRunner().invoke(main, ["analyze", str(run)])
+    assert res.exit_code == 2
+    line = res.output.strip().splitlines()[-1]
+    assert "kernel launches but no kernel, copy or memset" in line
+    assert ("graph capture" in line) == keep_capture
+    assert ("ProfilerActivity.CUDA" in line) != keep_capture
+    # with a second, whole rank: a warning, the run analysed
+    shutil.copy(GPU / "h200_ddp2_gloo_layers" / "rank-1.json.gz", run / "rank-1.json.gz")
+    res = CliRunner().invoke(main, ["analyze", str(run), "--allow-mixed"])
+    assert res.exit_code == 0, res.output
+    assert "rank 0: " in res.output and "read as CPU ranks" in res.output

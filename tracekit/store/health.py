@@ -22,6 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tracekit import sql
 from tracekit.errors import TracekitError
 from tracekit.model.ranks import ranges
 
@@ -113,6 +114,40 @@ def _clock_warnings(run: Run) -> list[str]:
     ]
 
 
+def launches_without_device(run: Run) -> dict[int, tuple[int, int]]:
+    """Ranks whose trace launched device work (kernel and graph launch calls) but holds
+    no kernel, copy or memset: {rank: (launch calls, of them inside graph captures)}. The
+    profiler ran without its device activity (`ProfilerActivity.CUDA`), or the trace holds
+    only graph captures; read as a CPU run, such a trace's figures are the host's."""
+    rows = run.sql(sql.query("report.run_info", "launches_without_device")).fetchall()
+    return {rank: (n, captured) for rank, n, captured in rows}
+
+
+def _device_missing(run: Run) -> list[str]:
+    """One line where ranks launched device work the trace does not hold; an error where
+    every rank did (nothing of the device could be measured)."""
+    missing = launches_without_device(run)
+    if not missing:
+        return []
+    (n_ranks,) = run.sql("SELECT count(*) FROM rank_info").fetchall()[0]
+    launches = sum(n for n, _ in missing.values())
+    captured = sum(c for _, c in missing.values())
+    ranks = _ranges(sorted(missing))
+    if captured and captured == launches:
+        why = "every launch is inside a CUDA/HIP graph capture and no replay was profiled"
+        fix = "profile steps that replay the graphs"
+    else:
+        why = "the profiler did not record the device's activity"
+        fix = "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]"
+    line = (
+        f"rank{'s' if len(missing) > 1 else ''} {ranks}: {launches:,} kernel launches but no "
+        f"kernel, copy or memset in the trace ({why}); {fix}"
+    )
+    if len(missing) == n_ranks:
+        raise TracekitError(f"{run.root}: {line}")
+    return [line + "; those ranks are read as CPU ranks"]
+
+
 def check(
     run: Run, notes: IngestNotes, allow_mixed: bool = False, strict: bool = False
 ) -> list[str]:
@@ -132,7 +167,8 @@ def check(
             total[reason] += n
     run.skipped_events = dict(sorted(total.items()))
 
-    problems = [f"left out {Path(u['path']).name}: {u['reason']}" for u in run.unreadable]
+    problems = _device_missing(run)
+    problems += [f"left out {Path(u['path']).name}: {u['reason']}" for u in run.unreadable]
     if run.missing_ranks:
         (world,) = run.sql("SELECT max(world_size) FROM rank_info").fetchall()[0]
         many = len(run.missing_ranks) > 1

@@ -56,3 +56,24 @@ GROUP BY rank ORDER BY rank
 -- @column cpu_ns: its CPU span, ns
 SELECT rank, step, cpu_end_ns - cpu_ts_ns AS cpu_ns FROM device_steps
 WHERE NOT analysed ORDER BY rank, step
+
+-- @query launches_without_device
+-- Ranks whose trace launched device work (kernel and graph launch calls) but holds no
+-- kernel, copy or memset (`tracekit.store.health`): the profiler ran without its device
+-- activity, or the trace holds only graph captures.
+-- @column rank: global rank
+-- @column launches: kernel and graph launch calls
+-- @column captured: of them, those at or after the rank's first stream capture
+WITH cap AS (
+    SELECT rank, min(ts_ns) AS first FROM events
+    WHERE kind = 'runtime' AND regexp_matches(name::VARCHAR, 'StreamBeginCapture')
+    GROUP BY rank
+)
+SELECT e.rank, count(*) AS launches,
+       count(*) FILTER (cap.first IS NOT NULL AND e.ts_ns >= cap.first) AS captured
+FROM events e
+JOIN rank_info r ON r.rank = e.rank AND NOT r.has_device_events
+LEFT JOIN cap ON cap.rank = e.rank
+WHERE e.kind = 'runtime'
+  AND regexp_matches(e.name::VARCHAR, 'LaunchKernel|GraphLaunch|LaunchCooperative')
+GROUP BY e.rank ORDER BY e.rank
