@@ -74,10 +74,14 @@ def test_the_report_has_the_predicted_column_filled(run):
     compute = next(lv for lv in rep["levels"] if lv["level"] == "compute")
     job = json.loads((run / "job.json").read_text())
     m = job["model"]
-    # the PaLM count by hand: tokens × (6 N + 12 L H Q T), N without the embeddings
+    # by hand: tokens × (6 N + 6 h V + 12 L H Q T), N without the embeddings (PaLM), the
+    # logits GEMM against the h × V output layer (Chinchilla), attention in full (the
+    # quick start's job.json does not say causal)
     n = m["params"] - m["embedding_params"]
     want = job["tokens_per_step"] * (
-        6 * n + 12 * m["layers"] * m["heads"] * (m["hidden"] // m["heads"]) * m["seq"]
+        6 * n
+        + 6 * m["hidden"] * m["vocab"]
+        + 12 * m["layers"] * m["heads"] * (m["hidden"] // m["heads"]) * m["seq"]
     )
     assert compute["predicted"]["model_flops_per_step"] == pytest.approx(want)
     assert rep["summary"]["predicted_flops_per_step"] == pytest.approx(want)
