@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from textual import work
 from textual.app import App
@@ -221,13 +221,12 @@ class TracekitApp(App[int]):
         mode = target.screen
         if self.current_mode == mode:
             self._back_to(mode)
-            screen = self.screen
-            screen.aim(target)  # type: ignore[attr-defined]
-            screen.on_screen_resume()  # type: ignore[attr-defined]
+            screen = cast(TkScreen, self.screen)
+            screen.aim(target)
+            screen.on_screen_resume()  # the screen shows already: aim now
         else:
             self.switch_mode(mode)
-            base = self.base_screen(mode)
-            base.aim(target)  # type: ignore[union-attr]
+            cast(TkScreen, self.base_screen(mode)).aim(target)  # aims when it resumes
 
     def on_jump_to(self, message: JumpTo) -> None:
         t = message.target
@@ -239,7 +238,8 @@ class TracekitApp(App[int]):
     @work(thread=True, exclusive=True, group="resolve", exit_on_error=False)
     def _resolve_collective(self, t: Target) -> None:
         """The longest instance of the collective on the rank (in the step when given)."""
-        found = self.session.collective_target(t.rank, t.step, t.collective)  # type: ignore[arg-type]
+        assert t.rank is not None and t.collective is not None  # on_jump_to checked
+        found = self.session.collective_target(t.rank, t.step, t.collective)
         self.call_from_thread(lambda: self.jump(Target("timeline", **found)))
 
     def open_finding(self, index: int) -> None:
