@@ -4,7 +4,7 @@ lands where the keys' paths land; the drill-down's SQL (`tracekit/sql/tui/`) ret
 columns its docs name.
 
 Truth for the jumps comes from the generator (tests/tracegen.ddp_like_rank: per 1000 µs
-step an all-reduce 500–800 µs in) and from the report the screens draw."""
+step an all-reduce 500 µs in, 550 on the shifted rank) and from the report the screens draw."""
 
 from __future__ import annotations
 
@@ -175,14 +175,18 @@ def ddp(tmp_path_factory):
     s.close()
 
 
+SHIFT_US = {0: 0.0, 1: 50.0}  # rank 1's all-reduce starts 50 µs later
+
+
 @pytest.fixture(scope="module")
 def gpu(tmp_path_factory):
-    """Two generated GPU ranks, 2 steps of 1000 µs: an all-reduce 500–800 µs into each."""
+    """Two generated GPU ranks, 2 steps of 1000 µs: an all-reduce 500 µs into each step
+    on rank 0, 550 µs on rank 1."""
     from tests.tracegen import ddp_like_rank
 
     d = tmp_path_factory.mktemp("tui-msg-gpu")
-    for r in (0, 1):
-        ddp_like_rank(r).write(d / f"rank-{r}.json")
+    for r, shift in SHIFT_US.items():
+        ddp_like_rank(r, comm_shift=shift).write(d / f"rank-{r}.json")
     s = Session([d], workers=1)
     s.load()
     yield s
@@ -271,7 +275,7 @@ async def test_errors_by_message_and_a_failing_worker(ddp, monkeypatch):
 @sync
 async def test_a_jump_to_a_collective_lands_on_its_longest_instance(gpu):
     """From a finding: rank 1, step 2, all_reduce — the cursor on step 2's all-reduce on
-    rank 1, 500 µs into the step (the generator's schedule), its name highlighted."""
+    rank 1, 550 µs into the step (the generator's schedule), its name highlighted."""
     app = make_app(gpu)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)
@@ -283,7 +287,7 @@ async def test_a_jump_to_a_collective_lands_on_its_longest_instance(gpu):
         assert tl.lane_key[0] == 1
         (start,) = [ts for s, ts, _ in gpu.step_windows()[1] if s == 2]
         ta, tb = tl.cursor_span()
-        assert ta <= start + 500_000 < tb
+        assert ta <= start + 550_000 < tb
         assert "AllReduce" in tl.highlight or "all_reduce" in tl.highlight.lower()
 
 

@@ -189,44 +189,20 @@ class Session:
                 return step, ts
         return None
 
-    def frame(
-        self,
-        lanes: list[tuple[int, Any]],
-        t0: int,
-        t1: int,
-        ncols: int,
-        min_dur_ns: int = 0,
-        highlight: str | None = None,
-    ) -> Frame:
-        """`queries.frame`: the viewport aggregated to columns."""
-        return queries.frame(self.db, lanes, t0, t1, ncols, min_dur_ns, highlight)
+    # each of these is the `tui.queries` function of its name on the session's connection
+    def frame(self, *args: Any, **kw: Any) -> Frame:
+        """`queries.frame(lanes, t0, t1, ncols, min_dur_ns, highlight)`: the viewport
+        aggregated to columns."""
+        return queries.frame(self.db, *args, **kw)
 
-    def event_at(
-        self,
-        rank: int,
-        lane: Any,
-        ta: int,
-        tb: int,
-        min_dur_ns: int = 0,
-        highlight: str | None = None,
-    ) -> dict | None:
-        """`queries.event_at`: the event under the cursor, what launched it."""
-        return queries.event_at(self.db, rank, lane, ta, tb, min_dur_ns, highlight)
+    def event_at(self, *args: Any, **kw: Any) -> dict | None:
+        """`queries.event_at(rank, lane, ta, tb, min_dur_ns, highlight)`: the event under
+        the cursor, what launched it."""
+        return queries.event_at(self.db, *args, **kw)
 
-    def next_event(
-        self,
-        rank: int,
-        lane: Any,
-        after_ns: int,
-        min_dur_ns: int = 0,
-        highlight: str | None = None,
-        backwards: bool = False,
-    ) -> tuple[int, int] | None:
-        """`queries.next_event`: (start, end) of the next (previous) event on the lane."""
-        return queries.next_event(
-            self.db,
-            rank, lane, after_ns, min_dur_ns, highlight, backwards,
-        )  # fmt: skip
+    def next_event(self, *args: Any, **kw: Any) -> tuple[int, int] | None:
+        """`queries.next_event(rank, lane, after_ns, min_dur_ns, highlight, backwards)`."""
+        return queries.next_event(self.db, *args, **kw)
 
     def collective_target(self, rank: int, step: int | None, name: str) -> dict[str, Any]:
         """Where a jump to a collective on a rank puts the timeline: the longest instance
