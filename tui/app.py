@@ -1,42 +1,67 @@
 """`tracekit tui RUN`: the Textual app. Loading runs in a worker; each digit key switches
-to a screen (a Textual mode, with its own stack: Enter pushes a page, Esc pops it). Any
-worker that fails shows its error in a modal; the app stays up."""
+to a screen (a Textual mode, with its own stack: Enter pushes a page, Esc pops it). The
+screens ask for everything else by message (`tui.messages`: `JumpTo`, `OpenFinding`,
+`ShowError` …); the handlers here are the one place navigation happens. Any worker that
+fails shows its error in a modal; the app stays up."""
 
 from __future__ import annotations
 
 import threading
+from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from textual import work
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from tracekit.errors import TracekitError
 from tracekit.options import AnalysisOptions, OpenOptions
 from tui.commands import JumpCommands
-from tui.data import Session
+from tui.messages import (
+    JumpTo,
+    OpenFinding,
+    OpenInstances,
+    OpenKernels,
+    OpenLevels,
+    OpenPath,
+    OpenWhatIf,
+    Painted,
+    ShowError,
+    SwitchTo,
+    Target,
+    error_text,
+)
 from tui.screens import (
     CollectivesScreen,
     ErrorScreen,
+    FindingScreen,
     HelpScreen,
     InstancesScreen,
+    KernelsScreen,
+    LevelsScreen,
     LoadingScreen,
     MemoryScreen,
     OpsScreen,
     OverviewScreen,
+    PathScreen,
     RanksScreen,
     RegionsScreen,
     SqlScreen,
     TimelineScreen,
+    WhatIfScreen,
 )
+from tui.screens.common import TkScreen
+from tui.session import Session
 
 
 class TracekitApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "tracekit"
-    MODES: ClassVar[dict[str, Any]] = {
+    # each digit's screen: a Textual mode, made with the session (`add_mode` below)
+    SCREENS_BY_MODE: ClassVar[dict[str, type[TkScreen]]] = {
         "overview": OverviewScreen,
         "ranks": RanksScreen,
         "timeline": TimelineScreen,
@@ -73,10 +98,10 @@ class TracekitApp(App[int]):
         self.errors: list[str] = []  # every error shown, in order
         self.opened = False  # the store is open: timeline and SQL work
         self.loaded = False  # the report is built: every screen works
-        self.overview: OverviewScreen | None = None
         self.painted = threading.Event()  # the overview's first frame is on screen
         self.load_error: str | None = None
-        self.pending: dict[str, dict] = {}
+        for mode, screen in self.SCREENS_BY_MODE.items():
+            self.add_mode(mode, partial(screen, session))
 
     # loading ----------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -97,8 +122,7 @@ class TracekitApp(App[int]):
             self.painted.wait(timeout=2)
             self.session.diagnose()
         except Exception as exc:
-            msg = str(exc) if isinstance(exc, TracekitError) else f"{type(exc).__name__}: {exc}"
-            self.call_from_thread(self._load_failed, msg)
+            self.call_from_thread(self._load_failed, error_text(exc))
         else:
             self.call_from_thread(self._loaded)
 
@@ -112,8 +136,9 @@ class TracekitApp(App[int]):
 
     def _loaded(self) -> None:
         self.loaded = True
-        if self.overview is not None:
-            self.overview.fill()
+        overview = self.base_screen("overview")
+        if isinstance(overview, OverviewScreen) and overview.is_mounted:
+            overview.fill()
         if self.session.report_error:
             self.show_error(
                 f"the diagnosers failed: {self.session.report_error}\n"
@@ -131,22 +156,23 @@ class TracekitApp(App[int]):
         self.errors.append(msg)
         self.push_screen(ErrorScreen(f"cannot open the run: {msg}", title="error"), done)
 
+    def on_painted(self, _message: Painted) -> None:
+        self.painted.set()
+
     # errors -------------------------------------------------------------------------
     def show_error(self, message: str, title: str = "error") -> None:
         self.errors.append(message)
         self.push_screen(ErrorScreen(message, title=title))
 
+    def on_show_error(self, message: ShowError) -> None:
+        self.show_error(message.message, title=message.title)
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        self.worker_failed(event)
-
-    def worker_failed(self, event: Worker.StateChanged) -> None:
-        """The one place a failed worker is shown: a modal; the app stays up."""
+        """The app's own workers (a screen's post ShowError): a failure in a modal."""
         if event.state == WorkerState.ERROR:
-            err = event.worker.error
-            msg = str(err) if isinstance(err, TracekitError) else f"{type(err).__name__}: {err}"
-            self.show_error(msg)
+            self.show_error(error_text(event.worker.error))
 
-    # navigation ---------------------------------------------------------------------
+    # navigation: the one place screens change ---------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "switch_to":
             return self.may_show(str(parameters[0]))
@@ -156,98 +182,101 @@ class TracekitApp(App[int]):
         """Timeline and SQL need the store only; the rest wait for the report."""
         return self.loaded or (self.opened and mode in ("overview", "timeline", "sql"))
 
+    def base_screen(self, mode: str) -> Screen | None:
+        """The screen of a digit (None: never shown yet)."""
+        try:
+            stack = self.get_screen_stack(mode)
+        except KeyError:
+            return None
+        return stack[0] if stack else None
+
+    def _back_to(self, mode: str) -> None:
+        """Pop the pages pushed on the current mode's screen."""
+        while len(self.screen_stack) > 1 and not isinstance(
+            self.screen, self.SCREENS_BY_MODE[mode]
+        ):
+            self.pop_screen()
+
     def switch_to(self, mode: str) -> None:
         if not self.may_show(mode):
             self.notify("the diagnosers are still running", timeout=2)
             return
         if self.current_mode == mode:
-            # back to the screen's own page (pop pushed pages)
-            while len(self.screen_stack) > 1 and not isinstance(self.screen, self.MODES[mode]):
-                self.pop_screen()
+            self._back_to(mode)  # back to the screen's own page
             return
         self.switch_mode(mode)
 
     def action_switch_to(self, mode: str) -> None:
         self.switch_to(mode)
 
+    def on_switch_to(self, message: SwitchTo) -> None:
+        self.switch_to(message.mode)
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
-    def jump(self, mode: str, **target: Any) -> None:
-        """Switch to a screen and tell it what to show (it reads `pending` on resume)."""
-        self.pending[mode] = target
+    def jump(self, target: Target) -> None:
+        """Switch to the target's screen and hand it the target (the screen puts its
+        cursor there when it shows: `TkScreen.aim`)."""
+        mode = target.screen
         if self.current_mode == mode:
-            while len(self.screen_stack) > 1 and not isinstance(self.screen, self.MODES[mode]):
-                self.pop_screen()
-            self.screen.on_screen_resume()  # type: ignore[attr-defined]
+            self._back_to(mode)
+            screen = cast(TkScreen, self.screen)
+            screen.aim(target)
+            screen.on_screen_resume()  # the screen shows already: aim now
         else:
             self.switch_mode(mode)
+            cast(TkScreen, self.base_screen(mode)).aim(target)  # aims when it resumes
 
-    def jump_timeline(
-        self,
-        rank: int | None = None,
-        step: int | None = None,
-        at_ns: int | None = None,
-        collective: str | None = None,
-    ) -> None:
-        if collective is not None and rank is not None:
-            self._resolve_collective(rank, step, collective)
+    def on_jump_to(self, message: JumpTo) -> None:
+        t = message.target
+        if t.screen == "timeline" and t.collective is not None and t.rank is not None:
+            self._resolve_collective(t)
             return
-        self.jump("timeline", rank=rank, step=step, at_ns=at_ns)
+        self.jump(t)
 
     @work(thread=True, exclusive=True, group="resolve", exit_on_error=False)
-    def _resolve_collective(self, rank: int, step: int | None, name: str) -> None:
+    def _resolve_collective(self, t: Target) -> None:
         """The longest instance of the collective on the rank (in the step when given)."""
-        s = self.session
-        lo, hi = s.step_span(step, [rank]) if step is not None else (None, None)
-        if step is None and s.steps_list:
-            step = next((st for st, _, _ in s.step_windows().get(rank, [])), s.steps_list[0])
-            lo, hi = s.step_span(step, [rank])
-        where = "AND ts_ns >= $lo AND ts_ns < $hi" if lo is not None else ""
-        params: dict[str, Any] = {"rank": rank, "name": name}
-        if lo is not None:
-            params.update(lo=lo, hi=hi)
-        rows = s.rows(
-            f"""SELECT ts_ns, raw_name, lane FROM collectives WHERE rank = $rank AND name = $name
-            {where} ORDER BY dur_ns - coalesce(wait_ns, 0) DESC LIMIT 1""",
-            params,
-        )
-        target: dict[str, Any] = {"rank": rank, "step": step}
-        if rows:
-            target.update(
-                at_ns=rows[0]["ts_ns"], highlight=rows[0]["raw_name"], lane=rows[0]["lane"]
-            )
-        self.call_from_thread(lambda: self.jump("timeline", **target))
+        assert t.rank is not None and t.collective is not None  # on_jump_to checked
+        found = self.session.collective_target(t.rank, t.step, t.collective)
+        self.call_from_thread(lambda: self.jump(Target("timeline", **found)))
 
     def open_finding(self, index: int) -> None:
-        from tui.screens.finding import FindingScreen
-
         findings = self.session.report.get("findings", [])
         if 0 <= index < len(findings):
             self.switch_to("overview")
-            self.push_screen(FindingScreen(findings[index]))
+            self.push_screen(FindingScreen(self.session, findings[index]))
 
-    def open_whatif(self) -> None:
-        from tui.screens.whatif import WhatIfScreen
+    def on_open_finding(self, message: OpenFinding) -> None:
+        self.open_finding(message.index)
 
+    def on_open_levels(self, message: OpenLevels) -> None:
+        if self.session.diagnosed:
+            self.switch_to("overview")
+            self.push_screen(LevelsScreen(self.session, message.level))
+
+    def on_open_what_if(self, _message: OpenWhatIf) -> None:
         if not self.loaded:
             self.notify("the diagnosers are still running", timeout=2)
             return
         self.switch_to("overview")
-        self.push_screen(WhatIfScreen())
+        self.push_screen(WhatIfScreen(self.session))
 
-    def open_path(self) -> None:
-        from tui.screens.path import PathScreen
-
+    def on_open_path(self, _message: OpenPath) -> None:
         if not self.session.path_spans():
             self.notify("the report has no critical path (no step model, or still running)")
             return
         self.switch_to("timeline")
-        self.push_screen(PathScreen())
+        self.push_screen(PathScreen(self.session))
 
-    def open_collective(self, name: str, nbytes: Any) -> None:
+    def on_open_instances(self, message: OpenInstances) -> None:
         self.switch_to("collectives")
-        self.push_screen(InstancesScreen(name, nbytes))
+        self.push_screen(InstancesScreen(self.session, message.name, message.nbytes))
+
+    def on_open_kernels(self, message: OpenKernels) -> None:
+        self.switch_to("ops")
+        self.push_screen(KernelsScreen(self.session, message.op))
 
     def on_unmount(self) -> None:
         if self.close_session:

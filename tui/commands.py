@@ -1,11 +1,16 @@
-"""Ctrl+P: jumps to screens, ranks, steps, findings and collectives."""
+"""Ctrl+P: jumps to screens, ranks, steps, findings and collectives — the messages the
+screens post, routed by the app as theirs are."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.message import Message
+
+from tui.messages import JumpTo, OpenFinding, OpenInstances, OpenPath, OpenWhatIf, SwitchTo, Target
 
 if TYPE_CHECKING:
     from tui.app import TracekitApp
@@ -13,26 +18,31 @@ if TYPE_CHECKING:
 
 class JumpCommands(Provider):
     def _commands(self) -> list[tuple[str, object, str]]:
+        """(text, what choosing it does, help): each posts the message a screen would."""
         app: TracekitApp = self.app  # type: ignore[assignment]
         if not app.loaded:
             return []
+
+        def post(message: Message) -> Callable[[], object]:
+            return partial(app.post_message, message)
+
         out: list[tuple[str, object, str]] = []
         for mode, title in app.SCREEN_TITLES.items():
-            out.append((f"screen: {title}", partial(app.switch_to, mode), "switch screen"))
-        out.append(("what-if: replay the step model with changes", app.open_whatif, ""))
-        out.append(("critical path: its segments", app.open_path, "the step model's path"))
+            out.append((f"screen: {title}", post(SwitchTo(mode)), "switch screen"))
+        out.append(("what-if: replay the step model with changes", post(OpenWhatIf()), ""))
+        out.append(("critical path: its segments", post(OpenPath()), "the step model's path"))
         s = app.session
         for r in s.ranks:
-            out.append((f"go to rank {r}", partial(app.jump_timeline, rank=r), "timeline"))
+            out.append((f"go to rank {r}", post(JumpTo(Target("timeline", rank=r))), "timeline"))
         for st in s.steps_list:
-            out.append((f"step {st}", partial(app.jump_timeline, step=st), "timeline"))
+            out.append((f"step {st}", post(JumpTo(Target("timeline", step=st))), "timeline"))
         for i, f in enumerate(s.report.get("findings", [])):
-            out.append((f"finding {f['code']} {f['title']}", partial(app.open_finding, i), ""))
+            out.append((f"finding {f['code']} {f['title']}", post(OpenFinding(i)), ""))
         for c in s.report.get("collectives", []):
             out.append(
                 (
                     f"collective {c['name']} {c.get('bytes')} B",
-                    partial(app.open_collective, c["name"], c.get("bytes")),
+                    post(OpenInstances(c["name"], c.get("bytes"))),
                     "instances across ranks",
                 )
             )

@@ -1,5 +1,7 @@
 """The screens: one per digit key (1 overview … 8 regions), plus the pages Enter opens (and
-the what-if page, `w` on the overview; the critical path's, `c` on the timeline)."""
+the what-if page, `w` on the overview; the critical path's, `c` on the timeline). A screen
+is made with the session and asks the app for the rest by message (`tui.messages`); the
+table screens share `table.TableScreen`."""
 
 from tui.screens.collectives import CollectivesScreen, InstancesScreen
 from tui.screens.common import ErrorScreen, HelpScreen, LoadingScreen, PromptScreen

@@ -3,17 +3,18 @@ matched instances; Enter shows one collective's instances across ranks."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual import work
-from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import DataTable, Footer, Static
 
 from tui import fmt
-from tui.screens.common import TkScreen
-from tui.widgets import SortableTable
+from tui.messages import JumpTo, OpenInstances, Target
+from tui.screens.table import TableScreen
+
+if TYPE_CHECKING:
+    from tui.session import Session
 
 LABELS = {
     "name": "collective",
@@ -57,18 +58,15 @@ def cell(key: str, v: Any, row: dict) -> Any:
     return Text(fmt.fmt(v), justify="right")
 
 
-class CollectivesScreen(TkScreen):
-    def compose(self) -> ComposeResult:
-        yield from self.compose_chrome()
-        yield Static(id="coll-note", markup=False)
-        yield SortableTable(id="coll-table")
-        yield Footer()
+class CollectivesScreen(TableScreen):
+    NOTE_ID = "coll-note"
+    TABLE_ID = "coll-table"
 
     def on_mount(self) -> None:
         self.sub_title = "collectives"
         self.rows = [dict(c) for c in self.session.report.get("collectives", [])]
         self.fill()
-        self.query_one(SortableTable).focus()
+        self.table.focus()
         self._load_skew()
 
     def fill(self) -> None:
@@ -78,7 +76,7 @@ class CollectivesScreen(TkScreen):
         first = [k for k in FIRST if k in keys]
         keys = first + [k for k in keys if k not in first]
         cols = [(k, LABELS.get(k, k.replace("_", " "))) for k in keys]
-        t = self.query_one(SortableTable)
+        t = self.table
         t.set_data(
             cols,
             self.rows,
@@ -89,7 +87,7 @@ class CollectivesScreen(TkScreen):
         note = "per step, as in the report · skew: mean spread of arrivals across ranks"
         if not self.rows:
             note = "no collectives in this run"
-        self.query_one("#coll-note", Static).update(note + " · Enter: instances · s sorts")
+        self.set_note(note + " · Enter: instances · s sorts")
 
     @work(thread=True, exclusive=True, group="coll-skew", exit_on_error=False)
     def _load_skew(self) -> None:
@@ -103,49 +101,40 @@ class CollectivesScreen(TkScreen):
         self.fill()
 
     def on_screen_resume(self) -> None:
-        self.jump_to_pending("collectives")
+        self.cursor_to_target_names()
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        row = self.query_one(SortableTable).selected
-        if row is not None:
-            self.app.push_screen(InstancesScreen(row["name"], row.get("bytes")))
+    def open_row(self, row: dict) -> None:
+        self.post_message(OpenInstances(row["name"], row.get("bytes")))
 
 
-class InstancesScreen(TkScreen):
+class InstancesScreen(TableScreen):
     """One collective's instances across ranks: arrival, wait, the last rank marked."""
 
+    NOTE_ID = "inst-note"
+    TABLE_ID = "inst-table"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "back"),
         Binding("t", "timeline", "timeline"),
     ]
 
-    def __init__(self, name: str, nbytes: Any) -> None:
-        super().__init__()
+    def __init__(self, session: Session, name: str, nbytes: Any) -> None:
+        super().__init__(session)
         self.coll_name = name
         self.nbytes = nbytes
         self.instances: list[dict] = []
 
-    def compose(self) -> ComposeResult:
-        yield from self.compose_chrome()
-        yield Static(
-            f"{self.coll_name} · {fmt.fmt(self.nbytes, 'bytes')} · loading …",
-            id="inst-note",
-            markup=False,
-        )
-        yield SortableTable(id="inst-table")
-        yield Footer()
+    def first_note(self) -> str:
+        return f"{self.coll_name} · {fmt.fmt(self.nbytes, 'bytes')} · loading …"
 
     def on_mount(self) -> None:
         self.sub_title = f"{self.coll_name} instances"
-        self.query_one(SortableTable).focus()
-        self._load()
+        self.table.focus()
+        self.load_rows()
 
-    @work(thread=True, exclusive=True, group="coll-inst", exit_on_error=False)
-    def _load(self) -> None:
-        rows = self.session.collective_instances(self.coll_name, self.nbytes)
-        self.app.call_from_thread(self._apply, rows)
+    def fetch(self) -> list[dict]:
+        return self.session.collective_instances(self.coll_name, self.nbytes)
 
-    def _apply(self, rows: list[dict]) -> None:
+    def show_rows(self, rows: list[dict]) -> None:
         self.instances = rows
         cols = [
             ("occurrence", "#"),
@@ -164,9 +153,9 @@ class InstancesScreen(TkScreen):
                 return Text("—" if v is None else f"{v / 1e6:,.3f}", justify="right")
             return Text(str(v), justify="right")
 
-        self.query_one(SortableTable).set_data(cols, rows, cell)
+        self.table.set_data(cols, rows, cell)
         n = len({r["occurrence"] for r in rows})
-        self.query_one("#inst-note", Static).update(
+        self.set_note(
             f"{self.coll_name} · {fmt.fmt(self.nbytes, 'bytes')} · {n} instances matched "
             "across ranks · arrival after the first rank · t: timeline"
             if rows
@@ -175,6 +164,6 @@ class InstancesScreen(TkScreen):
         )
 
     def action_timeline(self) -> None:
-        row = self.query_one(SortableTable).selected
+        row = self.table.selected
         if row is not None:
-            self.tk.jump_timeline(rank=row["rank"], at_ns=row["ts_ns"])
+            self.post_message(JumpTo(Target("timeline", rank=row["rank"], at_ns=row["ts_ns"])))

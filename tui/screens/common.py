@@ -3,18 +3,19 @@ key map."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Header, Input, Label, Static
-from textual.worker import Worker
+from textual.worker import Worker, WorkerState
+
+from tui.messages import ShowError, SwitchTo, Target, error_text
 
 if TYPE_CHECKING:
-    from tui.app import TracekitApp
-    from tui.data import Session
+    from tui.session import Session
 
 KEYMAP = """\
 everywhere   1 overview  2 ranks  3 timeline  4 collectives  5 ops  6 memory  7 sql
@@ -35,40 +36,36 @@ regions      8 · Enter/Space expand or collapse · s sort (device time, FLOPs, 
 
 
 class TkScreen(Screen):
-    """A screen of the app, with the session at hand; Esc goes back to the overview
-    (pages pushed on a screen bind Esc to close themselves)."""
+    """A screen of the app, made with the session; it asks the app for the rest by
+    message (`tui.messages`). Esc goes back to the overview (pages pushed on a screen bind
+    Esc to close themselves)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "back", "back", show=False)]
 
+    def __init__(self, session: Session, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.session = session
+        self.target: Target | None = None  # where a jump asked the cursor to go
+
     def action_back(self) -> None:
-        self.tk.switch_to("overview")
+        self.post_message(SwitchTo("overview"))
 
-    @property
-    def tk(self) -> TracekitApp:
-        return self.app  # type: ignore[return-value]
+    def aim(self, target: Target) -> None:
+        """The app's answer to a `JumpTo`: the screen puts its cursor there when it
+        resumes (`take_target`)."""
+        self.target = target
 
-    @property
-    def session(self) -> Session:
-        return self.tk.session
-
-    def jump_to_pending(self, key: str) -> None:
-        """Put the table's cursor on the first row a jump (a finding's evidence) names."""
-        from tui.widgets import SortableTable
-
-        p = self.tk.pending.pop(key, None)
-        if p and p.get("names"):
-            t = self.query_one(SortableTable)
-            for i, r in enumerate(t.shown_rows):
-                if r.get("name") in p["names"]:
-                    t.move_cursor(row=i)
-                    break
+    def take_target(self) -> Target | None:
+        target, self.target = self.target, None
+        return target
 
     def compose_chrome(self) -> ComposeResult:
         yield Header(show_clock=False, icon="◆")
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         # worker messages do not bubble: each owner hands failures to the app's modal
-        self.tk.worker_failed(event)
+        if event.state == WorkerState.ERROR:
+            self.post_message(ShowError(error_text(event.worker.error)))
 
 
 class ErrorScreen(ModalScreen[None]):

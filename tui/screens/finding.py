@@ -7,7 +7,7 @@ names one), a collective to the collectives screen, an op to the ops screen; `t`
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -16,9 +16,13 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Label, Static
 
 from tui import fmt
-from tui.data import evidence
+from tui.evidence import evidence
+from tui.messages import JumpTo, Target
 from tui.screens.common import TkScreen
 from tui.widgets.levelpanel import VERDICT_STYLE
+
+if TYPE_CHECKING:
+    from tui.session import Session
 
 UNIT_SUFFIXES = ("_ms", "_ns", "_us", "_bytes", "_fraction", "_GBps")
 
@@ -167,8 +171,8 @@ class FindingScreen(TkScreen):
         Binding("r", "ranks", "ranks"),
     ]
 
-    def __init__(self, finding: dict) -> None:
-        super().__init__()
+    def __init__(self, session: Session, finding: dict) -> None:
+        super().__init__(session)
         self.finding = finding
         self.evidence = evidence(finding)
         self.jumps: dict[str, list[Jump | None]] = {}  # table id → each row's jump
@@ -255,21 +259,25 @@ class FindingScreen(TkScreen):
         ev = self.evidence
         if screen == "timeline":
             step = ev["steps"][0] if ev["steps"] else None
-            self.tk.jump_timeline(rank=what, step=step, collective=(ev["collectives"] or [None])[0])
+            coll = (ev["collectives"] or [None])[0]
+            self.jump(Target("timeline", rank=what, step=step, collective=coll))
         elif screen in ("collectives", "ops"):
-            self.tk.jump(screen, names=[what])
+            self.jump(Target(screen, names=(what,)))
         elif screen == "ranks":
-            self.tk.jump("ranks", ranks=[what])
+            self.jump(Target("ranks", ranks=(what,)))
+
+    def jump(self, target: Target) -> None:
+        self.post_message(JumpTo(target))
 
     def action_timeline(self) -> None:
         ev = self.evidence
         self.go("timeline", ev["ranks"][0] if ev["ranks"] else None)
 
     def action_collectives(self) -> None:
-        self.tk.jump("collectives", names=self.evidence["collectives"])
+        self.jump(Target("collectives", names=tuple(self.evidence["collectives"])))
 
     def action_ops(self) -> None:
-        self.tk.jump("ops", names=self.evidence["ops"])
+        self.jump(Target("ops", names=tuple(self.evidence["ops"])))
 
     def action_ranks(self) -> None:
-        self.tk.jump("ranks", ranks=self.evidence["ranks"])
+        self.jump(Target("ranks", ranks=tuple(self.evidence["ranks"])))

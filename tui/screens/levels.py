@@ -4,7 +4,7 @@ report's dict, rendered generically: a key the report gains shows up here."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -15,6 +15,9 @@ from tracekit.model import figures as F
 from tui import fmt
 from tui.screens.common import TkScreen
 from tui.widgets.levelpanel import VERDICT_STYLE
+
+if TYPE_CHECKING:
+    from tui.session import Session
 
 
 def grouped(rows: list[dict]) -> list[dict]:
@@ -43,8 +46,8 @@ def _justify(v) -> str:
 class LevelsScreen(TkScreen):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "back")]
 
-    def __init__(self, level: str | None = None) -> None:
-        super().__init__()
+    def __init__(self, session: Session, level: str | None = None) -> None:
+        super().__init__(session)
         self.level = level
         self.level_rows: list[dict] = []
         self.level_notes: list[list[str]] = []

@@ -43,8 +43,7 @@ class MemoryScreen(TkScreen):
     @work(thread=True, exclusive=True, group="mem", exit_on_error=False)
     def _load(self, ncols: int) -> None:
         series = self.session.memory_series(ncols)
-        _, info = self.session.query("SELECT rank, profile_memory FROM rank_info ORDER BY rank")
-        self.app.call_from_thread(self._apply, series, dict(info))
+        self.app.call_from_thread(self._apply, series, self.session.profile_memory())
 
     def _apply(self, series: dict, profile_memory: dict) -> None:
         lv = memory_level(self.session.report)

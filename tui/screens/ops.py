@@ -3,18 +3,18 @@ and the fraction of their dtype's peak — the report's figures; Enter lists the
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
-from textual import work
-from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import DataTable, Footer, Static
 
 from tracekit.report import units
 from tui import fmt
-from tui.screens.common import TkScreen
-from tui.widgets import SortableTable
+from tui.messages import OpenKernels
+from tui.screens.table import TableScreen
+
+if TYPE_CHECKING:
+    from tui.session import Session
 
 
 def cell(key: str, v: Any, row: dict) -> Any:
@@ -33,12 +33,9 @@ def cell(key: str, v: Any, row: dict) -> Any:
 LABELS = {"device_ms": "device ms", "achieved_tflops": "TFLOP/s", "peak_fraction": "% peak"}
 
 
-class OpsScreen(TkScreen):
-    def compose(self) -> ComposeResult:
-        yield from self.compose_chrome()
-        yield Static(id="ops-note", markup=False)
-        yield SortableTable(id="ops-table")
-        yield Footer()
+class OpsScreen(TableScreen):
+    NOTE_ID = "ops-note"
+    TABLE_ID = "ops-table"
 
     def on_mount(self) -> None:
         self.sub_title = "ops & kernels"
@@ -49,7 +46,7 @@ class OpsScreen(TkScreen):
         for r in rows:
             keys += [k for k, v in r.items() if k not in keys and not isinstance(v, dict | list)]
         cols = [(k, LABELS.get(k, k.replace("_", " "))) for k in keys]
-        self.query_one(SortableTable).set_data(cols, rows, cell, sort_key="device_ms")
+        self.table.set_data(cols, rows, cell, sort_key="device_ms")
         peak_txt = ", ".join(f"{c} {fmt.fmt(p, 'flops_per_s')}" for c, p in peaks.items())
         note = (
             f"peak per dtype: {peak_txt} · Enter: the op's kernels · s sorts"
@@ -66,43 +63,38 @@ class OpsScreen(TkScreen):
                 + (f" — most in {names}" if names else "")
                 + " (uncounted column: why)"
             )
-        self.query_one("#ops-note", Static).update(note)
-        self.query_one(SortableTable).focus()
+        self.set_note(note)
+        self.table.focus()
 
     def on_screen_resume(self) -> None:
-        self.jump_to_pending("ops")
+        self.cursor_to_target_names()
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        row = self.query_one(SortableTable).selected
-        if row is not None:
-            self.app.push_screen(KernelsScreen(row["name"]))
+    def open_row(self, row: dict) -> None:
+        self.post_message(OpenKernels(row["name"]))
 
 
-class KernelsScreen(TkScreen):
+class KernelsScreen(TableScreen):
+    NOTE_ID = "kern-note"
+    TABLE_ID = "kern-table"
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "back")]
 
-    def __init__(self, op: str) -> None:
-        super().__init__()
+    def __init__(self, session: Session, op: str) -> None:
+        super().__init__(session)
         self.op = op
         self.kernels: list[dict] | None = None
 
-    def compose(self) -> ComposeResult:
-        yield from self.compose_chrome()
-        yield Static(f"{self.op} · loading …", id="kern-note", markup=False)
-        yield SortableTable(id="kern-table")
-        yield Footer()
+    def first_note(self) -> str:
+        return f"{self.op} · loading …"
 
     def on_mount(self) -> None:
         self.sub_title = f"kernels of {self.op}"
-        self.query_one(SortableTable).focus()
-        self._load()
+        self.table.focus()
+        self.load_rows()
 
-    @work(thread=True, exclusive=True, group="op-kernels", exit_on_error=False)
-    def _load(self) -> None:
-        rows = self.session.op_kernels(self.op)
-        self.app.call_from_thread(self._apply, rows)
+    def fetch(self) -> list[dict]:
+        return self.session.op_kernels(self.op)
 
-    def _apply(self, rows: list[dict]) -> None:
+    def show_rows(self, rows: list[dict]) -> None:
         self.kernels = rows
         cols = [  # the name last: kernel names run long
             ("total_ns", "total ms"),
@@ -119,11 +111,11 @@ class KernelsScreen(TkScreen):
                 return Text(f"{v / 1e3:,.1f}", justify="right")
             return Text(str(v), justify="right" if k != "name" else "left")
 
-        self.query_one(SortableTable).set_data(cols, rows, cell, sort_key="total_ns")
+        self.table.set_data(cols, rows, cell, sort_key="total_ns")
         note = (
             f"{self.op} · {len(rows)} kernels, launched on the op's thread within its span"
             if rows
             else f"{self.op}: no kernels — a CPU run (the op ran on the host), or no "
             "launches recorded inside it"
         )
-        self.query_one("#kern-note", Static).update(note)
+        self.set_note(note)

@@ -14,6 +14,7 @@ from textual.containers import Grid
 from textual.widgets import DataTable, Footer, Label, Static
 
 from tui import fmt
+from tui.messages import OpenFinding, OpenLevels, OpenWhatIf, Painted
 from tui.screens.common import TkScreen
 from tui.widgets import LevelPanel
 
@@ -68,10 +69,9 @@ class OverviewScreen(TkScreen):
 
     def on_mount(self) -> None:
         self.sub_title = "overview"
-        self.tk.overview = self
         self.lay_out()
         self.fill()
-        self.call_after_refresh(self.tk.painted.set)
+        self.call_after_refresh(self.post_message, Painted())
 
     # below this width the two columns of panels would cut the figures' labels
     COMPACT_BELOW = 100
@@ -137,22 +137,13 @@ class OverviewScreen(TkScreen):
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "findings":
-            self.open_finding(event.cursor_row)
-
-    def open_finding(self, index: int) -> None:
-        from tui.screens.finding import FindingScreen
-
-        if 0 <= index < len(self.findings):
-            self.app.push_screen(FindingScreen(self.findings[index]))
+            self.post_message(OpenFinding(event.cursor_row))
 
     def open_levels(self, level: str | None = None) -> None:
-        from tui.screens.levels import LevelsScreen
-
-        if self.session.diagnosed:
-            self.app.push_screen(LevelsScreen(level))
+        self.post_message(OpenLevels(level))
 
     def action_open_whatif(self) -> None:
-        self.tk.open_whatif()
+        self.post_message(OpenWhatIf())
 
     def action_focus_findings(self) -> None:
         self.query_one("#findings", DataTable).focus()

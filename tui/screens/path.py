@@ -10,12 +10,12 @@ from typing import Any, ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import Static
 
 from tracekit.report import units
 from tracekit.report.render import segment_name
-from tui.screens.common import TkScreen
-from tui.widgets import SortableTable
+from tui.messages import JumpTo, Target
+from tui.screens.table import TableScreen
 from tui.widgets.timeline import PATH_STYLES
 
 RANKS_SHOWN = 6  # by rank: the ranks carrying most of the path, then how many more
@@ -62,20 +62,19 @@ def segment_cell(key: str, v: Any, row: dict) -> Any:
     return Text(str(v))
 
 
-class PathScreen(TkScreen):
+class PathScreen(TableScreen):
+    NOTE_ID = "path-note"
+    TABLE_ID = "path-segments"
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "back")]
 
-    def compose(self) -> ComposeResult:
-        yield from self.compose_chrome()
+    def compose_notes(self) -> ComposeResult:
         yield Static(id="path-head", markup=False)
         yield Static(
             "the longest segments (at: from the start of the step that holds it) · "
             "Enter: the timeline there",
-            id="path-note",
+            id=self.NOTE_ID,
             markup=False,
         )
-        yield SortableTable(id="path-segments")
-        yield Footer()
 
     def on_mount(self) -> None:
         self.sub_title = "critical path"
@@ -96,15 +95,14 @@ class PathScreen(TkScreen):
                     "end_ns": end,
                 }
             )
-        t = self.query_one(SortableTable)
+        t = self.table
         t.set_data(COLUMNS, rows, segment_cell, sort_key="ms")
         t.focus()
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        row = self.query_one(SortableTable).selected
-        if row is not None:
-            self.tk.jump_timeline(rank=row["rank"], step=row["step"], at_ns=row["start_ns"])
+    def open_row(self, row: dict) -> None:
+        target = Target("timeline", rank=row["rank"], step=row["step"], at_ns=row["start_ns"])
+        self.post_message(JumpTo(target))
 
     def segments(self) -> list[dict]:
         """The rows as shown (the tests read them)."""
-        return list(self.query_one(SortableTable).shown_rows)
+        return list(self.table.shown_rows)

@@ -6,13 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.widgets import DataTable, Footer, Static
 
 from tracekit.report import units
 from tui import fmt
-from tui.screens.common import TkScreen
-from tui.widgets import SortableTable
+from tui.messages import JumpTo, Target
+from tui.screens.table import TableScreen
 
 SKIP = ("window_start_ns", "straggler")
 # the analyze table's columns first, then every other per-rank key in report order
@@ -56,36 +54,27 @@ def rank_cell(key: str, v: Any, row: dict) -> Any:
     return Text(fmt.fmt(v, unit), justify="right")
 
 
-class RanksScreen(TkScreen):
-    def compose(self) -> ComposeResult:
-        yield from self.compose_chrome()
-        yield Static(id="ranks-note", markup=False)
-        yield SortableTable(id="ranks-table")
-        yield Footer()
+class RanksScreen(TableScreen):
+    NOTE_ID = "ranks-note"
+    TABLE_ID = "ranks-table"
 
     def on_mount(self) -> None:
         self.sub_title = "ranks"
         rep = self.session.report
         stragglers = set((rep.get("summary") or {}).get("straggler_ranks") or [])
         rows = [dict(r, straggler=r["rank"] in stragglers) for r in rep.get("ranks", [])]
-        table = self.query_one(SortableTable)
+        table = self.table
         table.set_data(rank_columns(rows), rows, rank_cell, sort_key="rank", reverse=False)
         note = "fractions in % of the window · Enter opens the rank's timeline · s sorts"
         if stragglers:
             note = f"stragglers: {fmt.fmt(sorted(stragglers))} · " + note
-        self.query_one("#ranks-note", Static).update(note)
+        self.set_note(note)
         table.focus()
 
     def on_screen_resume(self) -> None:
-        pending = self.tk.pending.pop("ranks", None)
-        if pending and pending.get("ranks"):
-            table = self.query_one(SortableTable)
-            for i, r in enumerate(table.shown_rows):
-                if r["rank"] == pending["ranks"][0]:
-                    table.move_cursor(row=i)
-                    break
+        t = self.take_target()
+        if t is not None and t.ranks:
+            self.cursor_to(lambda r: r["rank"] == t.ranks[0])
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        row = self.query_one(SortableTable).selected
-        if row is not None:
-            self.tk.jump_timeline(rank=row["rank"])
+    def open_row(self, row: dict) -> None:
+        self.post_message(JumpTo(Target("timeline", rank=row["rank"])))

@@ -5,7 +5,7 @@ with the per-rank device time of the highlighted region below. The report's figu
 from __future__ import annotations
 
 from statistics import median_low
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -14,6 +14,9 @@ from textual.widgets import Footer, Static, Tree
 
 from tracekit.report import units
 from tui.screens.common import TkScreen
+
+if TYPE_CHECKING:
+    from tui.session import Session
 
 # the sort orders `s` cycles through: (name, key of a region, highest first)
 SORTS: tuple[str, ...] = ("device time", "FLOPs", "spread")
@@ -74,8 +77,8 @@ class RegionsScreen(TkScreen):
     """
     BINDINGS: ClassVar[list[BindingType]] = [Binding("s", "sort", "sort")]
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, session: Session) -> None:
+        super().__init__(session)
         self.sort = SORTS[0]
 
     def compose(self) -> ComposeResult:

@@ -5,7 +5,7 @@ lists its segments (`tui.screens.path`)."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import work
 from textual.app import ComposeResult
@@ -14,8 +14,12 @@ from textual.containers import Horizontal
 from textual.widgets import Footer, Static
 
 from tui import fmt
+from tui.messages import OpenPath, ShowError
 from tui.screens.common import PromptScreen, TkScreen
 from tui.widgets import Timeline
+
+if TYPE_CHECKING:
+    from tui.session import Session
 
 LEGEND = (
     "[green]█[/] compute  [bold red]█[/] exposed comm  [yellow]█[/] comm under "
@@ -40,8 +44,8 @@ class TimelineScreen(TkScreen):
         Binding("c", "path_list", "path list", show=False),
     ]
 
-    def __init__(self, **kw) -> None:
-        super().__init__(**kw)
+    def __init__(self, session: Session, **kw) -> None:
+        super().__init__(session, **kw)
         self.step: int | None = None
         self.per_stream = False
         self.detail: dict | None = None
@@ -85,18 +89,18 @@ class TimelineScreen(TkScreen):
         self.call_after_refresh(self._apply_pending_or_default)
 
     def _apply_pending_or_default(self) -> None:
-        p = self.tk.pending.pop("timeline", None) or {}
-        if p.get("step") is not None:
-            self.step = p["step"]
-        lane_key = (p["rank"], None) if p.get("rank") is not None else None
-        if lane_key is not None and self.per_stream:
-            lanes = self.session.lanes().get(p["rank"]) or [None]
-            lane_key = (p["rank"], p["lane"] if p.get("lane") in lanes else lanes[0])
-        if p.get("highlight"):
-            self.timeline.highlight = p["highlight"]
-        if p or not self.shown:
+        t = self.take_target()
+        if t is not None and t.step is not None:
+            self.step = t.step
+        lane_key = (t.rank, None) if t is not None and t.rank is not None else None
+        if t is not None and lane_key is not None and self.per_stream:
+            lanes = self.session.lanes().get(t.rank) or [None]
+            lane_key = (t.rank, t.lane if t.lane in lanes else lanes[0])
+        if t is not None and t.highlight:
+            self.timeline.highlight = t.highlight
+        if t is not None or not self.shown:
             self.shown = True
-            self.show(lane_key=lane_key, at_ns=p.get("at_ns"))
+            self.show(lane_key=lane_key, at_ns=t.at_ns if t is not None else None)
 
     def lane_keys(self) -> list[tuple[int, Any]]:
         if not self.per_stream:
@@ -185,7 +189,7 @@ class TimelineScreen(TkScreen):
         self.query_one("#tl-side", Static).update(head + "\n".join(lines))
 
     def on_timeline_failed(self, event: Timeline.Failed) -> None:
-        self.tk.show_error(f"timeline: {type(event.error).__name__}: {event.error}")
+        self.post_message(ShowError(f"timeline: {type(event.error).__name__}: {event.error}"))
 
     # actions ----------------------------------------------------------------------
     def action_step(self, delta: int) -> None:
@@ -213,7 +217,7 @@ class TimelineScreen(TkScreen):
         self.update_status()
 
     def action_path_list(self) -> None:
-        self.tk.open_path()
+        self.post_message(OpenPath())
 
     def action_highlight(self) -> None:
         def done(text: str | None) -> None:
@@ -234,7 +238,7 @@ class TimelineScreen(TkScreen):
             try:
                 us = float(text.strip() or 0)
             except ValueError:
-                self.tk.show_error(f"not a number of µs: {text!r}")
+                self.post_message(ShowError(f"not a number of µs: {text!r}"))
                 return
             self.timeline.min_dur_ns = int(us * 1000)
             self.timeline.refresh_frame()

@@ -13,7 +13,7 @@ that is not one, or does not apply, shows the CLI's one line.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual import work
@@ -26,6 +26,9 @@ from tracekit.errors import TracekitError
 from tracekit.report import units
 from tracekit.report.render import saves_text
 from tui.screens.common import TkScreen
+
+if TYPE_CHECKING:
+    from tui.session import Session
 
 KINDS = ("compute", "communication", "waiting", "host", "idle")  # the path's kinds
 P2P = ("send", "recv")  # a pipeline's hops: no gradient to overlap, none offered
@@ -129,8 +132,8 @@ class WhatIfScreen(TkScreen):
         Binding("i", "focus_input", "type a change"),
     ]
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, session: Session) -> None:
+        super().__init__(session)
         self.outcome = None  # tracekit.stepmodel.model.Outcome of the last replay
         self.message: str | None = None  # the last replay's one-line error
         self.specs: list[str] = []  # the changes of the last replay

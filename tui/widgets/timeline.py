@@ -2,7 +2,7 @@
 into the columns on screen by one SQL query per viewport.
 
 Reusable: it needs a `source` with `frame(lanes, t0, t1, ncols, min_dur_ns, highlight)`
-returning a `tui.data.Frame` and `next_event(rank, lane, after_ns, min_dur_ns, highlight,
+returning a `tui.frame.Frame` and `next_event(rank, lane, after_ns, min_dur_ns, highlight,
 backwards)`. It posts `Timeline.CursorMoved` when the cursor lands somewhere new; the
 screen decides what to show about it.
 
@@ -31,7 +31,7 @@ from textual.widget import Widget
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from tracekit.stepmodel.replay import COLOURS as PATH_COLOURS
-from tui.data import Frame
+from tui.frame import Frame
 
 EIGHTHS = " ▁▂▃▄▅▆▇█"
 STYLES = {

@@ -1,0 +1,254 @@
+"""A run opened for the TUI: the store, its report, and what the screens keep for the
+session (lanes, step windows, the what-ifs' step model).
+
+No Textual here: the app loads it from a worker, the screens call it from workers, the
+benchmark and the tests call it directly. Every figure shown as the report's comes from
+`diagnosers.assemble` (what `tracekit analyze --format json` prints); the drill-down's
+questions are `tui.queries` over the screens' own connection (`Db`), which one lock
+serialises — the run's connection has its own, held by the diagnosers and the SQL
+console.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from tracekit.errors import TracekitError
+from tracekit.options import AnalysisOptions, OpenOptions
+from tui import queries
+from tui.frame import Frame
+from tui.queries import Db
+
+
+class Session:
+    """A run opened for the TUI: `load()` ingests and builds the report (slow; call it
+    from a worker), the other methods are what the screens ask."""
+
+    def __init__(
+        self,
+        inputs: list[str | Path],
+        options: AnalysisOptions | None = None,
+        open_options: OpenOptions | None = None,
+        display_path: str | None = None,
+        workers: int | None = None,
+    ):
+        self.inputs = [str(p) for p in inputs]
+        self.options = options or AnalysisOptions()
+        self.window = self.options.window
+        self.steps = self.options.steps
+        self.open_options = open_options or OpenOptions()
+        if workers is not None:
+            self.open_options = replace(self.open_options, workers=workers)
+        self.display_path = display_path or " ".join(self.inputs)
+        self.run = None
+        self.report: dict[str, Any] = {}
+        self.report_error: str | None = None
+        self.lock = threading.RLock()  # the screens' connection
+        self.run_lock = threading.RLock()  # the run's own (diagnosers, SQL console)
+        self.cur = None
+        self._db: Db | None = None
+        self._lanes: dict[int, list] | None = None
+        self._windows: dict[int, list[tuple[int, int, int]]] | None = None
+        self._context = None  # the diagnosers' Context of the what-ifs (its step model)
+
+    # loading ---------------------------------------------------------------------
+    def open(self, progress: Callable[[str], None] = lambda _msg: None) -> None:
+        """Ingest what the cache lacks and open the store; the report so far is the run's
+        facts (`tracekit.report.run_info`), enough for the timeline and the SQL console."""
+        from tracekit.report.runinfo import run_info
+        from tracekit.report.schema import to_dict
+        from tracekit.store.open import open_run
+
+        if self.run is not None:  # opened already (the tests share one session)
+            return
+        # the ingest's own progress bar would draw over the screen; the app shows progress
+        os.environ["TRACEKIT_NO_PROGRESS"] = "1"
+        progress(f"ingesting {self.display_path} …")
+        self.run = open_run(*self.inputs, options=self.open_options)
+        # the screens' queries get their own connection to the same database, so they
+        # run while the diagnosers hold the run's (one lock per connection)
+        self.cur = self.run.con.cursor()
+        self._db = Db(self.cur, self.lock)
+        with self.run_lock:
+            self.report = {"run": to_dict(run_info(self.run)), "window": {"kind": self.window}}
+
+    @property
+    def diagnosed(self) -> bool:
+        return "ranks" in self.report
+
+    def diagnose(self) -> None:
+        """The full report, as `tracekit analyze --format json` builds it."""
+        if self.diagnosed:
+            return
+        from diagnosers import assemble
+        from tracekit.report.schema import to_dict
+
+        with self.run_lock:
+            try:
+                rep = assemble.cached(self.run, self.options)
+            except TracekitError:
+                raise
+            except Exception as exc:  # a diagnoser bug must not stop the drill-down
+                self.report_error = f"{type(exc).__name__}: {exc}"
+                rep = assemble.analyze(self.run, self.options.with_(levels=False))
+        self.report = to_dict(rep)
+
+    def load(self, progress: Callable[[str], None] = lambda _msg: None) -> None:
+        self.open(progress)
+        progress("running the diagnosers …")
+        self.diagnose()
+
+    def close(self) -> None:
+        if self.run is not None:
+            with self.lock, self.run_lock:
+                if self.cur is not None:
+                    self.cur.close()
+                self.run.close()
+
+    @property
+    def db(self) -> Db:
+        """The screens' connection (the run must be open)."""
+        if self._db is None:
+            raise TracekitError("the run is not open yet")
+        return self._db
+
+    # the report ------------------------------------------------------------------
+    @property
+    def ranks(self) -> list[int]:
+        return list(self.report.get("run", {}).get("ranks", []))
+
+    @property
+    def steps_list(self) -> list[int]:
+        return list(self.report.get("run", {}).get("steps", []))
+
+    def path_spans(self) -> list[tuple[dict, int, int]]:
+        """The report's critical path segments with their (start, end) on the store's
+        clock — the Perfetto export's mapping (`critical_path_spans`)."""
+        from tracekit.report.export import critical_path_spans
+
+        return critical_path_spans(self.report)
+
+    # plain queries ---------------------------------------------------------------
+    def query(self, sql: str, params: dict | list | None = None) -> tuple[list[str], list[tuple]]:
+        return self.db.query(sql, params)
+
+    def rows(self, sql: str, params: dict | list | None = None) -> list[dict]:
+        return self.db.rows(sql, params)
+
+    def user_query(self, sql: str, limit: int = 5000) -> tuple[list[str], list[tuple], int]:
+        """The SQL console: the same read-only rule as `tracekit query`."""
+        with self.run_lock:
+            rel = self.run.readonly_sql(sql)
+            cols = list(rel.columns)
+            rows = rel.limit(limit + 1).fetchall()
+        more = len(rows) > limit
+        return cols, rows[:limit], more
+
+    def views(self) -> dict[str, Any]:
+        from tracekit.sql import docs
+
+        return docs()
+
+    # timeline --------------------------------------------------------------------
+    def lanes(self) -> dict[int, list]:
+        """Streams / threads with device activity, per rank (kept for the session)."""
+        if self._lanes is None:
+            self._lanes = queries.lanes(self.db, self.ranks)
+        return self._lanes
+
+    def step_windows(self) -> dict[int, list[tuple[int, int, int]]]:
+        """(step, start, end) per rank (kept for the session)."""
+        if self._windows is None:
+            self._windows = queries.step_windows(self.db)
+        return self._windows
+
+    def step_span(self, step: int | None, ranks: list[int] | None = None) -> tuple[int, int]:
+        """The time span of ProfilerStep `step` over the ranks (the whole trace's device
+        activity when the run has no steps)."""
+        ranks = ranks or self.ranks
+        spans = [
+            (ts, end)
+            for r in ranks
+            for s, ts, end in self.step_windows().get(r, [])
+            if step is None or s == step
+        ]
+        if step is not None and spans:
+            return min(s for s, _ in spans), max(e for _, e in spans)
+        return queries.activity_span(self.db, ranks)
+
+    def step_of(self, rank: int, t_ns: int) -> tuple[int, int] | None:
+        """(step, its start) of the rank's ProfilerStep that holds the instant (None:
+        none does)."""
+        for step, ts, end in self.step_windows().get(rank, []):
+            if ts <= t_ns < end:
+                return step, ts
+        return None
+
+    # each of these is the `tui.queries` function of its name on the session's connection
+    def frame(self, *args: Any, **kw: Any) -> Frame:
+        """`queries.frame(lanes, t0, t1, ncols, min_dur_ns, highlight)`: the viewport
+        aggregated to columns."""
+        return queries.frame(self.db, *args, **kw)
+
+    def event_at(self, *args: Any, **kw: Any) -> dict | None:
+        """`queries.event_at(rank, lane, ta, tb, min_dur_ns, highlight)`: the event under
+        the cursor, what launched it."""
+        return queries.event_at(self.db, *args, **kw)
+
+    def next_event(self, *args: Any, **kw: Any) -> tuple[int, int] | None:
+        """`queries.next_event(rank, lane, after_ns, min_dur_ns, highlight, backwards)`."""
+        return queries.next_event(self.db, *args, **kw)
+
+    def collective_target(self, rank: int, step: int | None, name: str) -> dict[str, Any]:
+        """Where a jump to a collective on a rank puts the timeline: the longest instance
+        of the collective on the rank, in the step when given (else the rank's first),
+        its name highlighted on its lane."""
+        lo, hi = self.step_span(step, [rank]) if step is not None else (None, None)
+        if step is None and self.steps_list:
+            step = next((st for st, _, _ in self.step_windows().get(rank, [])), self.steps_list[0])
+            lo, hi = self.step_span(step, [rank])
+        target: dict[str, Any] = {"rank": rank, "step": step}
+        row = queries.longest_collective(self.db, rank, name, lo, hi)
+        if row is not None:
+            target.update(at_ns=row["ts_ns"], highlight=row["raw_name"], lane=row["lane"])
+        return target
+
+    # the step model --------------------------------------------------------------
+    def what_if(self, specs: list[str]):
+        """The run's step model replayed with the changes `specs` — `tracekit whatif`'s
+        path (`diagnosers.analyses.stepmodel.what_if` over a Context of the run, with the
+        report's options); the Context, and so the step model it builds, is kept for the
+        session. A change that is not one, or does not apply, raises TracekitError (its
+        message is the CLI's line)."""
+        from diagnosers.analyses.stepmodel import what_if
+        from diagnosers.context import Context
+        from tracekit.stepmodel.changes import parse
+
+        for spec in specs:  # a change that is not one fails before the model is built
+            parse(spec)
+        with self.run_lock:
+            if self._context is None:
+                self.run.materialize()
+                self._context = Context(self.run, self.options)
+            return what_if(self._context, list(specs))
+
+    # collectives, ops, memory ----------------------------------------------------
+    def collective_skew(self) -> dict[tuple[str, Any], dict]:
+        return queries.collective_skew(self.db)
+
+    def collective_instances(self, name: str, nbytes: Any, limit: int = 400) -> list[dict]:
+        return queries.collective_instances(self.db, name, nbytes, limit)
+
+    def op_kernels(self, name: str, limit: int = 200) -> list[dict]:
+        return queries.op_kernels(self.db, name, limit)
+
+    def memory_series(self, ncols: int) -> dict[int, dict[str, list]]:
+        return queries.memory_series(self.db, ncols)
+
+    def profile_memory(self) -> dict[int, bool]:
+        return queries.profile_memory(self.db)
