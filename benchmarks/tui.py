@@ -70,7 +70,7 @@ async def pilot(p):
         await p.pause(0.005)
     await p.pause()
     marks["report"] = time.perf_counter()
-    app.exit({"rows": len(app.screen.shown_figures())})
+    app.exit({"rows": sum(len(p["rows"]) for p in app.screen.shown_panels().values())})
 
 app = TracekitApp(Session([sys.argv[1]], display_path="bench"))
 res = app.run(headless=True, size=(120, 40), auto_pilot=pilot)

@@ -288,3 +288,84 @@ def test_html_icicle_and_rank_heat_map(tmp_path):
     got = browser.render(page, tmp_path / "regions.png")
     assert got.console == [], got.console
     assert {"regions", "region_ranks"} <= set(got.charts_drawn())
+
+
+def test_regions_screen_jumps_to_the_timeline_and_the_ops(tmp_path):
+    """On the H200 run with layers (gpu_traces/h200_ddp2_gloo_layers): `t` on `layers.2`
+    shows the timeline on the rank with the most device time in it, at the block's first
+    run in the analysed steps (the raw trace's first `layers.2` range after the first
+    analysed ProfilerStep starts), its name highlighted; `o` shows the ops with the cursor
+    on an op that ran inside the block (by the raw trace)."""
+    import asyncio
+    import gzip
+    import shutil
+
+    from textual.widgets import Tree
+
+    from tui.app import TracekitApp
+    from tui.data import Session
+    from tui.screens import OpsScreen, RegionsScreen, TimelineScreen
+
+    run = shutil.copytree(ROOT / "gpu_traces" / "h200_ddp2_gloo_layers", tmp_path / "run")
+    s = Session([run], workers=1)
+    s.load()
+
+    async def go():
+        app = TracekitApp(s, close_session=False)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await _settle(pilot)
+            await pilot.press("8")
+            await _settle(pilot)
+            scr = app.screen
+            assert isinstance(scr, RegionsScreen)
+            tree = scr.query_one(Tree)
+            nodes, stack = [], list(tree.root.children)
+            while stack:
+                n = stack.pop()
+                nodes.append(n)
+                stack.extend(n.children)
+            node = next(n for n in nodes if n.data and n.data["path"][-1] == "layers.2")
+            node.parent.expand()
+            await _settle(pilot)
+            tree.move_cursor(node)
+            await _settle(pilot)
+            region = node.data
+            await pilot.press("t")
+            await _settle(pilot)
+            tl = app.screen
+            assert isinstance(tl, TimelineScreen) and app.errors == []
+            by = region["device_ms_by_rank"]
+            rank = int(max(by, key=lambda r: by[r]))
+            assert tl.timeline.lane_key[0] == rank
+            assert tl.timeline.highlight == "layers.2"
+            with gzip.open(run / f"rank-{rank}.json.gz") as f:
+                ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+            first_step = s.steps_list[0]
+            (step_ev,) = [e for e in ev if e["name"] == f"ProfilerStep#{first_step}"
+                          and e.get("cat") == "user_annotation"]  # fmt: skip
+            want = min(e["ts"] for e in ev if e["name"] == "layers.2" and e["ts"] >= step_ev["ts"])
+            # the store's clock: ns since the epoch; the step's start there and in the trace
+            _, rows = s.query(
+                "SELECT ts_ns FROM steps WHERE rank = $r AND step = $s",
+                {"r": rank, "s": first_step},
+            )
+            want_ns = rows[0][0] + (want - step_ev["ts"]) * 1e3
+            ta, tb = tl.timeline.cursor_span()
+            assert ta - 1e3 <= want_ns <= tb + 1e3  # the cursor's column holds it
+            await pilot.press("8")
+            await _settle(pilot)
+            await pilot.press("o")
+            await _settle(pilot)
+            ops = app.screen
+            assert isinstance(ops, OpsScreen) and app.errors == []
+            row = ops.query_one("SortableTable").selected
+            spans = [(e["ts"], e["ts"] + e["dur"], e["tid"]) for e in ev
+                     if e["name"] == "layers.2"]  # fmt: skip
+            inside = {e["name"] for e in ev if e.get("cat") == "cpu_op" and any(
+                a <= e["ts"] < b and e["tid"] == tid for a, b, tid in spans)}  # fmt: skip
+            assert row is not None and row["name"] in inside
+
+    try:
+        asyncio.run(go())
+    finally:
+        s.close()

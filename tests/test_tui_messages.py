@@ -313,7 +313,9 @@ def _tui_queries() -> list[tuple[str, str]]:
 
 
 def test_the_tui_modules_are_the_drill_downs():
-    assert TUI_MODULES == ["tui.collectives", "tui.memory", "tui.ops", "tui.timeline"]
+    assert TUI_MODULES == [
+        "tui.collectives", "tui.memory", "tui.ops", "tui.regions", "tui.timeline"
+    ]  # fmt: skip
     assert len(_tui_queries()) >= 18
 
 

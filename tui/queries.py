@@ -1,6 +1,7 @@
 """What the screens ask the store: each question one query of the SQL modules
-`tracekit/sql/tui/` (`tui.timeline`, `tui.collectives`, `tui.ops`, `tui.memory`, their
-columns documented there), run on the screens' connection (`Db`), shaped for the screen.
+`tracekit/sql/tui/` (`tui.timeline`, `tui.collectives`, `tui.ops`, `tui.memory`,
+`tui.regions`, their columns documented there), run on the screens' connection (`Db`),
+shaped for the screen.
 
 No Textual and no session state here: the session (`tui.session`) keeps the run, the
 report and the caches, and hands its `Db` to these functions.
@@ -209,3 +210,17 @@ def memory_series(db: Db, ncols: int) -> dict[int, dict[str, list]]:
 def profile_memory(db: Db) -> dict[int, bool]:
     """Per rank, whether its trace was recorded with profile_memory=True."""
     return dict(db.named("tui.memory:profile_memory"))
+
+
+# regions ---------------------------------------------------------------------------
+def region_first(db: Db, rank: int, path: list[str], from_ns: int) -> dict | None:
+    """The region's first occurrence on the rank at or after `from_ns`: {ts_ns, step}."""
+    rows = db.named_rows(
+        "tui.regions:first", {"rank": rank, "path": list(path), "from_ns": from_ns}
+    )
+    return rows[0] if rows else None
+
+
+def region_ops(db: Db, path: list[str]) -> list[dict]:
+    """The CPU ops that ran inside the region, heaviest first: {name, n, cpu_ns}."""
+    return db.named_rows("tui.regions:ops", {"path": list(path)})

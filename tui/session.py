@@ -219,6 +219,23 @@ class Session:
         return target
 
     # the step model --------------------------------------------------------------
+    def region_target(self, region: dict) -> dict[str, Any] | None:
+        """Where a region first runs in the analysed steps, on the rank with the most
+        device time in it (else the first rank): {rank, step, at_ns}; None where it
+        never runs there."""
+        by = region.get("device_ms_by_rank") or {}
+        rank = int(max(by, key=lambda r: by[r])) if by else (self.ranks or [0])[0]
+        steps = [s for s in self.steps_list if s is not None]
+        start = self.step_span(steps[0], [rank])[0] if steps else 0
+        hit = queries.region_first(self.db, rank, region["path"], start)
+        if hit is None:
+            return None
+        return {"rank": rank, "step": hit["step"], "at_ns": int(hit["ts_ns"])}
+
+    def region_ops(self, region: dict) -> list[str]:
+        """The names of the ops that ran inside the region, heaviest first."""
+        return [r["name"] for r in queries.region_ops(self.db, region["path"])]
+
     def what_if(self, specs: list[str]):
         """The run's step model replayed with the changes `specs` — `tracekit whatif`'s
         path (`diagnosers.analyses.stepmodel.what_if` over a Context of the run, with the

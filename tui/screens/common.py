@@ -32,6 +32,7 @@ timeline     +/- zoom · ←/→ cursor (pans at the edge) · Shift+←/→ pan 
              p critical path on/off · c its segments (Enter: the timeline there)
 sql          Enter run · ↑/↓ history · Tab to the results
 regions      8 · Enter/Space expand or collapse · s sort (device time, FLOPs, spread)
+             t its first run on the timeline · o its ops
 """
 
 

@@ -13,6 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Static, Tree
 
 from tracekit.report import units
+from tui.messages import JumpTo, ShowError, Target
 from tui.screens.common import TkScreen
 
 if TYPE_CHECKING:
@@ -75,7 +76,11 @@ class RegionsScreen(TkScreen):
     #regions-tree { height: 1fr; }
     #regions-ranks { height: auto; max-height: 3; padding: 0 1; color: $text-muted; }
     """
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("s", "sort", "sort")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("s", "sort", "sort"),
+        Binding("t", "timeline", "timeline"),
+        Binding("o", "ops", "ops"),
+    ]
 
     def __init__(self, session: Session) -> None:
         super().__init__(session)
@@ -118,7 +123,8 @@ class RegionsScreen(TkScreen):
         if tree.root.children:  # the heaviest region highlighted, its ranks shown
             tree.move_cursor(tree.root.children[0])
         note = (
-            f"sorted by {self.sort} · s sorts · Enter/Space expand or collapse"
+            f"sorted by {self.sort} · s sorts · Enter/Space expand or collapse · t its "
+            "first run on the timeline · o its ops"
             if regions
             else "no regions: record_function ranges or with_modules=True name the model's"
             " parts (docs/regions.md)"
@@ -128,6 +134,33 @@ class RegionsScreen(TkScreen):
     def action_sort(self) -> None:
         self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
         self._fill()
+
+    def _region(self) -> dict | None:
+        node = self.query_one(Tree).cursor_node
+        return node.data if node is not None and isinstance(node.data, dict) else None
+
+    def action_timeline(self) -> None:
+        """The timeline at the region's first run in the analysed steps, on the rank that
+        spends the most device time in it, its name highlighted."""
+        g = self._region()
+        if g is None:
+            return
+        t = self.session.region_target(g)
+        if t is None:
+            self.post_message(ShowError(f"{' / '.join(g['path'])} does not run in the "
+                                        "analysed steps", "regions"))  # fmt: skip
+            return
+        target = Target(
+            "timeline", rank=t["rank"], step=t["step"], at_ns=t["at_ns"], highlight=g["path"][-1]
+        )
+        self.post_message(JumpTo(target))
+
+    def action_ops(self) -> None:
+        """The ops screen, its cursor on the first of its rows (in its order) that ran
+        inside the region."""
+        g = self._region()
+        if g is not None:
+            self.post_message(JumpTo(Target("ops", names=tuple(self.session.region_ops(g)))))
 
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted) -> None:
         self.query_one("#regions-ranks", Static).update(rank_text(event.node.data))
