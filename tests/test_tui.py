@@ -858,6 +858,11 @@ def test_end_to_end_under_tmux(tmp_path):
         subprocess.run(["tmux", "send-keys", "-t", session, "3"], check=True)
         out = wait_for("per rank")
         assert " r0 " in out and " r1 " in out
+        # the regions screen (issue 30): the report's first region (the pipeline's stage
+        # labels here) in the tree, its keys in the note
+        subprocess.run(["tmux", "send-keys", "-t", session, "8"], check=True)
+        out = wait_for("o its ops")
+        assert rep["regions"][0]["path"][-1] in out
         subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
         end = time.monotonic() + 10
         while time.monotonic() < end and "timeline" in screen():
