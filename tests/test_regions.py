@@ -196,25 +196,33 @@ async def _settle(pilot) -> None:
         await pilot.pause()
 
 
+async def _regions_screen(pilot):
+    """Key 8: the regions screen, and its tree."""
+    from textual.widgets import Tree
+
+    from tui.screens import RegionsScreen
+
+    await _settle(pilot)
+    await pilot.press("8")
+    await _settle(pilot)
+    scr = pilot.app.screen
+    assert isinstance(scr, RegionsScreen)
+    return scr, scr.query_one(Tree)
+
+
 def test_regions_screen_tree_sort_and_rank_spread(tmp_path):
     import asyncio
 
-    from textual.widgets import Static, Tree
+    from textual.widgets import Static
 
     from tui.app import TracekitApp
-    from tui.screens import RegionsScreen
 
     s = _frozen_session(tmp_path)
 
     async def go():
         app = TracekitApp(s, close_session=False)
         async with app.run_test(size=(80, 24)) as pilot:
-            await _settle(pilot)
-            await pilot.press("8")
-            await _settle(pilot)
-            scr = app.screen
-            assert isinstance(scr, RegionsScreen)
-            tree = scr.query_one(Tree)
+            scr, tree = await _regions_screen(pilot)
             top = [n.data["path"] for n in tree.root.children]
             assert top[0] == ["## forward ##"]  # the most device time first
             fwd = tree.root.children[0]
@@ -300,11 +308,9 @@ def test_regions_screen_jumps_to_the_timeline_and_the_ops(tmp_path):
     import gzip
     import shutil
 
-    from textual.widgets import Tree
-
     from tui.app import TracekitApp
     from tui.data import Session
-    from tui.screens import OpsScreen, RegionsScreen, TimelineScreen
+    from tui.screens import OpsScreen, TimelineScreen
 
     run = shutil.copytree(ROOT / "gpu_traces" / "h200_ddp2_gloo_layers", tmp_path / "run")
     s = Session([run], workers=1)
@@ -313,12 +319,7 @@ def test_regions_screen_jumps_to_the_timeline_and_the_ops(tmp_path):
     async def go():
         app = TracekitApp(s, close_session=False)
         async with app.run_test(size=(100, 30)) as pilot:
-            await _settle(pilot)
-            await pilot.press("8")
-            await _settle(pilot)
-            scr = app.screen
-            assert isinstance(scr, RegionsScreen)
-            tree = scr.query_one(Tree)
+            _, tree = await _regions_screen(pilot)
             nodes, stack = [], list(tree.root.children)
             while stack:
                 n = stack.pop()
