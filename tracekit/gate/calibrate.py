@@ -38,7 +38,6 @@ from tracekit.gate.compare import (
     _coll_figure,
     _collectives,
     _kernel_figure,
-    _region_cpu_series,
     _region_samples,
     _region_series,
     point,
@@ -235,7 +234,7 @@ def _families(reports: list[dict]) -> dict[str, dict[str, list[float]]]:
     for key in _region_samples(reports[0]):
         series = [_region_series(r, key) for r in reports]
         keep("region_time", region_label(key), [fmean(s) if s else None for s in series])
-        cpu = [_region_cpu_series(r, key) for r in reports]
+        cpu = [_region_series(r, key, cpu=True) for r in reports]
         if all(cpu):  # GPU runs: the region's CPU time too
             keep("region_cpu_time", region_label(key), [fmean(s) for s in cpu])
     return out

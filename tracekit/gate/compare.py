@@ -860,23 +860,19 @@ def _region_samples(rep: dict) -> dict[tuple, dict]:
     }
 
 
-def _region_series(rep: dict, key: tuple) -> list[float] | None:
+def _region_series(rep: dict | None, key: tuple, cpu: bool = False) -> list[float] | None:
     """A region's time per step over all the run's steps: its device time, its CPU time
-    where the run has no device time (a CPU run); None where the samples lack it."""
-    g = _region_samples(rep).get(key)
+    where the run has no device time (a CPU run); None where the samples lack it. `cpu`:
+    its CPU time on a GPU run (region_cpu_time), None on a CPU run (its region_time is
+    already the CPU time)."""
+    g = _region_samples(rep).get(key) if rep is not None else None
     if g is None:
         return None
-    col = "device_ms" if any(_num(x) is not None for x in g.get("device_ms") or []) else "cpu_ms"
-    return _full_series(g, col, (rep.get("samples") or {}).get("steps") or [])
-
-
-def _region_cpu_series(rep: dict | None, key: tuple) -> list[float] | None:
-    """A region's CPU time per step over all the run's steps, on a GPU run (one with
-    device time); None on a CPU run (its region_time is the CPU time) or where absent."""
-    g = _region_samples(rep).get(key) if rep is not None else None
-    if g is None or not any(_num(x) is not None for x in g.get("device_ms") or []):
+    on_device = any(_num(x) is not None for x in g.get("device_ms") or [])
+    if cpu and not on_device:
         return None
-    return _full_series(g, "cpu_ms", (rep.get("samples") or {}).get("steps") or [])
+    col = "device_ms" if on_device and not cpu else "cpu_ms"
+    return _full_series(g, col, (rep.get("samples") or {}).get("steps") or [])
 
 
 def region_label(key: tuple) -> str:
@@ -907,11 +903,8 @@ def _region_verdicts(
     in_new = {k for rep in ns for k in _region_samples(rep)}
     b1, n1 = _one(bs), _one(ns)
 
-    def series(rep: dict | None, key: tuple) -> list[float] | None:
-        return _region_cpu_series(rep, key) if cpu else _region_series(rep, key)
-
     def figure(rep: dict, key: tuple) -> float | None:
-        s = series(rep, key)
+        s = _region_series(rep, key, cpu)
         return fmean(s) if s else None
 
     family = "region_cpu_time" if cpu else "region_time"
@@ -920,8 +913,8 @@ def _region_verdicts(
         n_r = _values(ns, lambda r, key=key: figure(r, key))
         if cpu and not (b_r and n_r):
             continue  # CPU runs: region_time holds the CPU time
-        b_s = series(b1, key) if b1 is not None and n1 is not None else None
-        n_s = series(n1, key) if b1 is not None and n1 is not None else None
+        b_s = _region_series(b1, key, cpu) if b1 is not None and n1 is not None else None
+        n_s = _region_series(n1, key, cpu) if b1 is not None and n1 is not None else None
         material = not step_ms or abs(fmean(n_r or [0.0]) - fmean(b_r or [0.0])) >= (
             M.MATERIAL_SHARE * step_ms
         )
