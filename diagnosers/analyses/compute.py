@@ -222,7 +222,7 @@ def predicted_flops_per_step(ctx: Context) -> tuple[float | None, str | None]:
     n = float(c.active_params or c.params) - float(c.embedding_params or 0)
     per_token = transformer_flops_per_token(
         n, c.layers, c.heads, c.hidden // c.heads, c.seq,
-        hidden=c.hidden, vocab=c.vocab, causal=getattr(c, "causal", None),
+        hidden=c.hidden, vocab=c.vocab, causal=c.causal,
     )  # fmt: skip
     return tokens * per_token, None
 

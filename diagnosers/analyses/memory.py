@@ -55,18 +55,22 @@ def predicted_bytes(ctx: Context) -> tuple[dict | None, str | None]:
     if m.strategy == "moe" and cfg.experts and cfg.top_k and cfg.active_params:
         experts = (params - cfg.active_params) * cfg.experts / (cfg.experts - cfg.top_k)
         params = params - experts + experts / max(mesh.ep, 1)
+    # the hybrid job's data parallelism: FSDP (ZeRO-3) or DDP-style replicate
+    replicate = (
+        m.strategy == "hybrid" and (m.notes.get("config") or {}).get("hybrid_dp") == "replicate"
+    )
     zero = 3 if m.strategy == "fsdp" or (m.strategy == "hybrid" and mesh.dp > 1) else 0
-    if m.strategy == "hybrid" and (m.notes.get("config") or {}).get("hybrid_dp") == "replicate":
+    if replicate:
         zero = 0
-    per_param = state_bytes_per_param(m.dtype, getattr(m, "master_weights", None))
+    per_param = state_bytes_per_param(m.dtype, m.master_weights)
     states = model_state_bytes(params, dp=mesh.dp, zero=zero, tp=mesh.tp, pp=mesh.pp,
                                per_param=per_param)  # fmt: skip
-    replicate = (m.notes.get("config") or {}).get("hybrid_dp") == "replicate"
-    if m.strategy == "ddp" or (m.strategy == "hybrid" and replicate):
+    if m.strategy == "ddp" or replicate:
         states += per_param[1] * params / (mesh.tp * mesh.pp)  # DDP's gradient buckets
-    fused = bool(ctx.run.sql(sql.query("levels.memory", "fused_attention")).fetchall()[0][0])
     acts = None
     if cfg.seq and cfg.hidden and cfg.heads and cfg.layers and m.micro_batch:
+        q = sql.query("levels.memory", "fused_attention")
+        fused = bool(ctx.run.sql(q).fetchall()[0][0])
         per_layer = activation_bytes_per_layer(
             cfg.seq,
             m.micro_batch,
