@@ -119,6 +119,11 @@ def launches_without_device(run: Run) -> dict[int, tuple[int, int]]:
     no kernel, copy or memset: {rank: (launch calls, of them inside graph captures)}. The
     profiler ran without its device activity (`ProfilerActivity.CUDA`), or the trace holds
     only graph captures; read as a CPU run, such a trace's figures are the host's."""
+    # a run whose every rank has device events (every GPU run) needs no scan of its
+    # runtime calls: this runs at every open
+    (hosts,) = run.sql("SELECT count(*) FROM rank_info WHERE NOT has_device_events").fetchall()[0]
+    if not hosts:
+        return {}
     rows = run.sql(sql.query("report.run_info", "launches_without_device")).fetchall()
     return {rank: (n, captured) for rank, n, captured in rows}
 
