@@ -120,7 +120,8 @@ def scaling(ctx: Context) -> S.ScalingLevel:
     level = S.ScalingLevel(
         measured=S.ScalingMeasured(
             bubble_fraction=b.measured if b else None,
-            straggler_ranks=[f.rank for f in ctx.stragglers.found],
+            # a straggler is measured against its peers: with one rank, unknown, not "none"
+            straggler_ranks=[f.rank for f in ctx.stragglers.found] if len(ctx.ranks) > 1 else None,
         ),
         predicted=S.ScalingPredicted(
             predicted_bubble_fraction=b.predicted if b else None,

@@ -176,7 +176,7 @@ MODELED_BUBBLE_FRACTION = _f("modeled_bubble_fraction", "modeled bubble", "fract
     "The schedule run with the measured per-stage times, hops and host time, plus the time "
     "outside the pipeline.")
 STRAGGLER_RANKS = _f("straggler_ranks", "stragglers", "ranks", LOWER,
-    "Ranks raised as stragglers (scaling.straggler).")
+    "Ranks raised as stragglers (scaling.straggler); null with one rank analysed.")
 PROJECTED_EFFICIENCY_2X = _f("projected_efficiency_2x", "efficiency at 2× ranks", "fraction",
     HIGHER, "Weak-scaling efficiency projected at twice the world size (α-β model).")
 PROJECTED_EFFICIENCY_8X = _f("projected_efficiency_8x", "efficiency at 8× ranks", "fraction",

@@ -112,7 +112,8 @@ class Summary(Struct, kw_only=True):
     bubble_fraction: F.BUBBLE_FRACTION.type(float | None)
     predicted_bubble_fraction: F.PREDICTED_BUBBLE_FRACTION.type(float | None)
     modeled_bubble_fraction: F.MODELED_BUBBLE_FRACTION.type(float | None)
-    straggler_ranks: F.STRAGGLER_RANKS.type(list[int])
+    # null where no straggler can be measured (one rank analysed)
+    straggler_ranks: F.STRAGGLER_RANKS.type(list[int] | None)
     peak_memory_fraction: F.PEAK_MEMORY_FRACTION.type(float | None)
     max_peak_memory_fraction: F.MAX_PEAK_MEMORY_FRACTION.type(float | None)
     peak_memory_bytes: F.PEAK_MEMORY_BYTES.type(int | float | None)
@@ -201,7 +202,7 @@ class CommunicationPredicted(Struct, kw_only=True):
 
 class ScalingMeasured(Struct, kw_only=True):
     bubble_fraction: F.BUBBLE_FRACTION.type(float | None) = None
-    straggler_ranks: F.STRAGGLER_RANKS.type(list[int]) = field(default_factory=list)
+    straggler_ranks: F.STRAGGLER_RANKS.type(list[int] | None) = field(default_factory=list)
 
 
 class ScalingPredicted(Struct, kw_only=True):
