@@ -1,9 +1,9 @@
 """How often does the gate cry wolf, and how often does it catch a regression?
 
-    python benchmarks/gate_noise.py record DIR [--base 6] [--variant 3] [--steps 6]
+    python benchmarks/gate_noise.py record DIR [--job ddp|pp] [--base 6] [--variant 3] [--steps 6]
     python benchmarks/gate_noise.py measure DIR [--run-noise step_time=12%,…] [--json]
 
-`record` runs `tracekit run ddp --world-size 2 --steps S` BASE times and the same job
+`record` runs `tracekit run JOB --world-size 2 --steps S` BASE times and the same job
 with one more transformer block (`--layers 5`) VARIANT times, interleaved (b b v b b v …)
 so the machine's load falls on both alike, logs /proc/loadavg before and after each job
 (DIR/load.tsv), and keeps each run as a gzipped one-run baseline (DIR/base-N.json.gz,
@@ -37,7 +37,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 
-def record(out: Path, base: int, variant: int, steps: int) -> None:
+def record(out: Path, base: int, variant: int, steps: int, job: str = "ddp") -> None:
     out.mkdir(parents=True, exist_ok=True)
     order = []
     b = v = 0
@@ -54,7 +54,7 @@ def record(out: Path, base: int, variant: int, steps: int) -> None:
         for kind, i in order:
             name = f"{kind}-{i}"
             run = out / "runs" / name
-            cmd = [sys.executable, "-m", "tracekit.cli", "run", "ddp", "--world-size", "2",
+            cmd = [sys.executable, "-m", "tracekit.cli", "run", job, "--world-size", "2",
                    "--steps", str(steps), "--out", str(run)]  # fmt: skip
             if kind == "variant":
                 cmd += ["--layers", "5"]
@@ -153,13 +153,14 @@ def main() -> None:
     r.add_argument("--base", type=int, default=6)
     r.add_argument("--variant", type=int, default=3)
     r.add_argument("--steps", type=int, default=6)
+    r.add_argument("--job", choices=("ddp", "pp"), default="ddp")
     m = sub.add_parser("measure")
     m.add_argument("dir", type=Path)
     m.add_argument("--run-noise", default=None)
     m.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if a.cmd == "record":
-        record(a.dir, a.base, a.variant, a.steps)
+        record(a.dir, a.base, a.variant, a.steps, a.job)
         return
     res = measure(a.dir, a.run_noise)
     if a.json:
