@@ -120,8 +120,8 @@ def analyze(run: Run, options: AnalysisOptions | None = None, debug: bool = Fals
 
 
 def _regions(ctx: Context, debug: bool = False) -> list[S.Region]:
-    """The regions (diagnosers/analyses/regions.py); none when computing them fails."""
-    from diagnosers.analyses.regions import regions
+    """The regions (tracekit/analysis/regions.py); none when computing them fails."""
+    from tracekit.analysis.regions import regions
 
     try:
         return regions(ctx)
@@ -135,7 +135,7 @@ def step_model(ctx: Context, findings: list[Finding], debug: bool = False) -> S.
     """The step model block (tracekit.stepmodel): the replay, its error, the critical path,
     and each finding's candidate changes replayed (`what_if`, one row per change) — which
     set that finding's `remedies` and `impact_ms` (its best saving)."""
-    from diagnosers.analyses import stepmodel as SM
+    from tracekit.analysis import whatif_plan as SM
 
     block = S.StepModelBlock()
     try:

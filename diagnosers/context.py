@@ -2,7 +2,7 @@
 them — each a typed, cached property computed on first use, so no fact depends on which
 rule asked first and nothing passes through a dict of string keys.
 
-Facts (each in `diagnosers/analyses/`):
+Facts (each in `tracekit/analysis/`):
 
 | property        | what                                                              |
 |-----------------|-------------------------------------------------------------------|
@@ -41,14 +41,14 @@ from tracekit.options import AnalysisOptions, Overrides
 from tracekit.store.run import Run
 
 if TYPE_CHECKING:
-    from diagnosers.analyses.communication import CollectiveFacts, CommunicationFacts
-    from diagnosers.analyses.compute import ComputeFacts
-    from diagnosers.analyses.memory import MemoryFacts
-    from diagnosers.analyses.pipeline import Pipeline
-    from diagnosers.analyses.scaling import BubbleFacts
-    from diagnosers.analyses.stragglers import Attribution
-    from diagnosers.analyses.topology import Topology
     from diagnosers.findings import Finding
+    from tracekit.analysis.communication import CollectiveFacts, CommunicationFacts
+    from tracekit.analysis.compute import ComputeFacts
+    from tracekit.analysis.memory import MemoryFacts
+    from tracekit.analysis.pipeline import Pipeline
+    from tracekit.analysis.scaling import BubbleFacts
+    from tracekit.analysis.stragglers import Attribution
+    from tracekit.analysis.topology import Topology
     from tracekit.stepmodel.model import StepModel
 
 
@@ -125,31 +125,31 @@ class Context:
     # ------------------------------------------------------------ facts
     @cached_property
     def topology(self) -> Topology:
-        from diagnosers.analyses.topology import topology
+        from tracekit.analysis.topology import topology
 
         return topology(self)
 
     @cached_property
     def pipeline(self) -> Pipeline | None:
-        from diagnosers.analyses.pipeline import detect
+        from tracekit.analysis.pipeline import detect
 
         return detect(self)
 
     @cached_property
     def memory(self) -> MemoryFacts:
-        from diagnosers.analyses.memory import facts
+        from tracekit.analysis.memory import facts
 
         return facts(self)
 
     @cached_property
     def compute(self) -> ComputeFacts:
-        from diagnosers.analyses.compute import facts
+        from tracekit.analysis.compute import facts
 
         return facts(self)
 
     @cached_property
     def collectives(self) -> CollectiveFacts:
-        from diagnosers.analyses.communication import collective_facts
+        from tracekit.analysis.communication import collective_facts
 
         return collective_facts(self)
 
@@ -163,53 +163,54 @@ class Context:
 
     @cached_property
     def stragglers(self) -> Attribution:
-        from diagnosers.analyses.stragglers import attribute
+        from tracekit.analysis.stragglers import attribute
 
         return attribute(self)
 
     @cached_property
     def communication(self) -> CommunicationFacts:
-        from diagnosers.analyses.communication import facts
+        from tracekit.analysis.communication import facts
 
         return facts(self)
 
     @cached_property
     def bubble(self) -> BubbleFacts | None:
-        from diagnosers.analyses.scaling import bubble
+        from tracekit.analysis.scaling import bubble
 
         return bubble(self)
 
     @cached_property
     def projection(self) -> dict | None:
-        from diagnosers.analyses.scaling import projection
+        from tracekit.analysis.scaling import projection
 
         return projection(self)
 
     @cached_property
     def input_wait(self) -> dict:
-        """rank → the device idle inside the data loader's spans (`analyses.dataloader`)."""
-        from diagnosers.analyses.dataloader import loader_idle
+        """rank → the device idle inside the data loader's spans
+        (`tracekit.analysis.dataloader`)."""
+        from tracekit.analysis.dataloader import loader_idle
 
         return loader_idle(self)
 
     @cached_property
     def fusion(self) -> dict:
-        """rank → its compute kernel time, GEMM-class and the rest (`analyses.fusion`)."""
-        from diagnosers.analyses.fusion import fusion
+        """rank → its compute kernel time, GEMM-class and the rest (`tracekit.analysis.fusion`)."""
+        from tracekit.analysis.fusion import fusion
 
         return fusion(self)
 
     @cached_property
     def step_model(self) -> StepModel | None:
-        from diagnosers.analyses.stepmodel import model
+        from tracekit.analysis.whatif_plan import model
 
         return model(self)
 
     @cached_property
     def step_model_plan(self) -> tuple[str | None, str | None]:
         """(the windows the step model covers, a note on them); windows None: the model
-        is not built and the note says why (`diagnosers.analyses.stepmodel.plan`)."""
-        from diagnosers.analyses.stepmodel import plan
+        is not built and the note says why (`tracekit.analysis.whatif_plan.plan`)."""
+        from tracekit.analysis.whatif_plan import plan
 
         return plan(self)
 

@@ -1,15 +1,15 @@
 """The four levels of the report — memory → compute → communication → scaling — each
 figure measured beside predicted, from the context's facts. No figure is computed here:
-a level only lays out facts (`diagnosers/analyses/`) in the report's typed blocks
+a level only lays out facts (`tracekit/analysis/`) in the report's typed blocks
 (`tracekit.report.schema`) and gathers their notes."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from diagnosers.analyses.scaling import NOT_A_PIPELINE
 from diagnosers.base import mean
 from diagnosers.context import Context
+from tracekit.analysis.scaling import NOT_A_PIPELINE
 from tracekit.report import schema as S
 from tracekit.report import units
 

@@ -15,10 +15,10 @@ from types import SimpleNamespace as NS
 import pytest
 
 import tracekit
-from diagnosers.analyses.scaling import projection
 from tests.helpers import full_report
 from tests.synth import Scenario, _merge, generate
 from tests.tracegen import TraceBuilder
+from tracekit.analysis.scaling import projection
 
 # ------------------------------------------------------------------ raw-trace helpers
 

@@ -20,10 +20,10 @@ import pytest
 
 import tracekit
 from diagnosers import assemble
-from diagnosers.analyses.stepmodel import what_if
 from diagnosers.context import Context
 from tests.snapshot_reports import SYNTH as SNAPSHOT_SYNTH
 from tests.synth import Scenario, generate
+from tracekit.analysis.whatif_plan import what_if
 from tracekit.errors import TracekitError
 from tracekit.model.pipeline import bubble_fraction, simulate
 from tracekit.options import AnalysisOptions
@@ -261,9 +261,9 @@ def test_whatif_cli_takes_interleave(tmp_path):
 def test_a_finding_whose_remedies_win_nothing_is_not_critical(tmp_path):
     """A synthetic run where a rule fires but its candidate cannot win: the finding says
     so, is at most a warning and sorts after findings with a winning remedy."""
-    from diagnosers.analyses import stepmodel as SM
     from diagnosers.findings import Finding
     from diagnosers.rules.pipeline_bubble import PipelineBubble
+    from tracekit.analysis import whatif_plan as SM
 
     shutil.copytree(SAMPLES / "pp_1f1b", tmp_path / "pp")
     with tracekit.open(tmp_path / "pp") as run:

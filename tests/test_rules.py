@@ -81,7 +81,7 @@ def _compute_rank(rank, **kw):
 
 
 def _compute(ranks, mfu=0.4, eff=0.7, cpu=False, pipeline=None, step_ms=100.0, unc=None):
-    from diagnosers.analyses.uncounted import UncountedFacts
+    from tracekit.analysis.uncounted import UncountedFacts
 
     graph = {"graph_replay": unc * 10.0} if unc else {}
     return NS(
@@ -165,7 +165,7 @@ CASES = [
 
 
 def _input(idle_ms: float, step_idle_ms: float | None = 50.0):
-    from diagnosers.analyses.dataloader import LoaderIdle
+    from tracekit.analysis.dataloader import LoaderIdle
 
     r = LoaderIdle(rank=0, spans_per_step=1.0, loader_ms=idle_ms + 5, idle_ms=idle_ms,
                    host_bound_ms=idle_ms / 2, step_idle_ms=step_idle_ms)  # fmt: skip
@@ -173,7 +173,7 @@ def _input(idle_ms: float, step_idle_ms: float | None = 50.0):
 
 
 def _fusion(share: float, other_ms: float):
-    from diagnosers.analyses.fusion import RankFusion
+    from tracekit.analysis.fusion import RankFusion
 
     f = RankFusion(rank=0, compute_ms=other_ms / share, other_ms=other_ms, top=[("k", other_ms)])
     return NS(fusion={0: f}, step_ms=100.0, compute=NS(mfu=0.12, gemm_efficiency=0.6))

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from diagnosers.analyses.communication import P2P, bare_counts, bucket_sizes, most_exposed
 from diagnosers.base import mean, pct
 from diagnosers.findings import severity
 from diagnosers.rules.base import Rule
+from tracekit.analysis.communication import P2P, bare_counts, bucket_sizes, most_exposed
 
 
 class ExposedCommunication(Rule):

@@ -2,7 +2,7 @@
 
 `model(ctx)` builds the graph of each rank's analysed window once (`ctx.step_model`);
 `what_if(ctx, specs)` replays it with changes — `microbatches=M` and `interleave=V` get the
-pipeline's measured operations from `diagnosers.analyses.pipeline`; `impacts(ctx,
+pipeline's measured operations from `tracekit.analysis.pipeline`; `impacts(ctx,
 findings)` replays each finding's candidate changes — its rule names them
 (`Rule.candidates`: overlap for exposed communication, the predicted bus bandwidth for a
 slow collective, no straggler, no host gaps, more microbatches or an interleaved schedule
@@ -102,7 +102,7 @@ def pipeline_shape(ctx: Context) -> C.PipelineShape | None:
     microbatch's size (GPU runs: compute kernels with counted FLOPs; CPU runs: the ops'
     work beyond their dispatch, `_cpu_work`) and the per-operation rest (host work,
     launches), with the measured hop (`tracekit.stepmodel.pipeline`)."""
-    from diagnosers.analyses.pipeline import measure
+    from tracekit.analysis.pipeline import measure
 
     pipe = ctx.pipeline
     if pipe is None or not pipe.microbatches or pipe.virtual != 1:
@@ -164,8 +164,8 @@ def _cpu_work(ctx: Context, meas) -> dict[tuple[str, int], float]:
     """(F|B, stage) → the mean work (ms) of a CPU run's operations of that kind
     (`tracekit.stepmodel.pipeline.operation_work`), for the kinds whose labels have ops
     on their own thread (the others' split is the FLOP share)."""
-    from diagnosers.analyses.pipeline import operation_key
     from tracekit import sql
+    from tracekit.analysis.pipeline import operation_key
     from tracekit.model.opclass import VIEW_OPS
     from tracekit.sql.text import sql_str
     from tracekit.stepmodel.pipeline import operation_work

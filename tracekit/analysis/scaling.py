@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from diagnosers.analyses.communication import predict_seconds
-from diagnosers.analyses.pipeline import Pipeline, measure
 from diagnosers.base import mean, pct
+from tracekit.analysis.communication import predict_seconds
+from tracekit.analysis.pipeline import Pipeline, measure
 from tracekit.model.pipeline import bubble_fraction, simulate
 
 if TYPE_CHECKING:

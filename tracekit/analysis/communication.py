@@ -4,7 +4,7 @@ Per collective (name, group size, bytes): count, transfer time — the shortest 
 across the ranks of a matched instance, which leaves out waiting for late peers — and
 bus bandwidth as nccl-tests defines it, beside the α-β prediction: t = α + S·f/B with
 f the bus factor, B the device's realistic bus bandwidth in a node, or the NIC's when
-the group spans nodes (`analyses.topology`) — or, on a CPU run, t = α + S/algbw from
+the group spans nodes (`tracekit.analysis.topology`) — or, on a CPU run, t = α + S/algbw from
 the calibration measured in job.json. Time, exposure and transfer come from
 `tracekit.metrics.collectives`, the same functions the per-step samples call.
 
@@ -13,7 +13,7 @@ communication (and, on CPU runs, host waits for it) that no compute hides, ÷ th
 (tracekit.metrics.breakdown). It is split into causes, each charged once:
 
 - waiting for a late peer (`comm_wait_fraction`): the straggler's, when one rank
-  imposes most of it (`analyses.stragglers`);
+  imposes most of it (`tracekit.analysis.stragglers`);
 - the excess of a slow collective over its prediction, where it is exposed
   (`exposed_slow_fraction`): communication.slow_collective's;
 - send/recv in a pipeline: the bubble's (scaling.pipeline_bubble);

@@ -30,9 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from diagnosers.analyses import uncounted as U
 from diagnosers.base import mean
 from tracekit import sql
+from tracekit.analysis import uncounted as U
 from tracekit.metrics import windows as W
 from tracekit.metrics.breakdown import host_bound_sql
 from tracekit.model.flops import transformer_flops_per_token
