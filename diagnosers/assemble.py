@@ -135,13 +135,14 @@ def step_model(ctx: Context, findings: list[Finding], debug: bool = False) -> S.
     """The step model block (tracekit.stepmodel): the replay, its error, the critical path,
     and each finding's candidate changes replayed (`what_if`, one row per change) — which
     set that finding's `remedies` and `impact_ms` (its best saving)."""
-    from tracekit.analysis import whatif_plan as SM
+    from diagnosers.impact import impacts
+    from tracekit.analysis.whatif_plan import not_built
 
     block = S.StepModelBlock()
     try:
         sm = ctx.step_model
         if sm is None:
-            block.notes.append(SM.not_built(ctx, "no rank has an analysed window to replay"))
+            block.notes.append(not_built(ctx, "no rank has an analysed window to replay"))
             return block
         base = sm.base
         block.measured_step_ms = base.measured_step_ms
@@ -150,7 +151,7 @@ def step_model(ctx: Context, findings: list[Finding], debug: bool = False) -> S.
         block.critical_path = critical_path(sm.critical_path())
         block.path_origin_ns = sm.graph.origin + round(base.origin_ns)
         block.collective_slack_ms = sm.collective_slack_ms()
-        for f, o in SM.impacts(ctx, findings):
+        for f, o in impacts(ctx, findings):
             block.what_if.append(
                 S.WhatIf(
                     finding=f.code,

@@ -262,8 +262,8 @@ def test_a_finding_whose_remedies_win_nothing_is_not_critical(tmp_path):
     """A synthetic run where a rule fires but its candidate cannot win: the finding says
     so, is at most a warning and sorts after findings with a winning remedy."""
     from diagnosers.findings import Finding
+    from diagnosers.impact import impacts
     from diagnosers.rules.pipeline_bubble import PipelineBubble
-    from tracekit.analysis import whatif_plan as SM
 
     shutil.copytree(SAMPLES / "pp_1f1b", tmp_path / "pp")
     with tracekit.open(tmp_path / "pp") as run:
@@ -275,7 +275,7 @@ def test_a_finding_whose_remedies_win_nothing_is_not_critical(tmp_path):
                 return ["microbatches=8", "overlap:no_such"]
 
         f = Finding(OnlyMore, "critical", "t", ranks=[0], remedy="advice")
-        SM.impacts(ctx, [f])
+        impacts(ctx, [f])
     assert f.severity == "warning" and f.impact_ms == 0.0
     assert f.remedy.startswith("replayed, none of the candidate changes saves time: ")
     assert "microbatches=8 makes the step" in f.remedy

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from diagnosers.base import mean, pct
 from diagnosers.rules.base import Rule
+from tracekit.analysis.communication import SLOW_MIN_STEP_SHARE, SLOW_SHARE
 
 
 class SlowCollective(Rule):
@@ -30,8 +31,9 @@ class SlowCollective(Rule):
     kind = "communication.slow_collective"
     name = "slow-collective"
     level = "communication"
-    share = 0.5  # measured bus bandwidth under this share of the prediction (CPU: half)
-    min_step_share = 0.01  # of the step, for a slow collective to matter
+    # the facts' thresholds (`communication.slow` is the rows under them)
+    share = SLOW_SHARE
+    min_step_share = SLOW_MIN_STEP_SHARE
     raised_when = (
         "measured bus bandwidth < {share:g}× the α-β prediction (CPU runs: < {share_cpu:g}×), "
         "taking ≥ {min_step_share:.0%} of the step; impact: the exposed excess over the "

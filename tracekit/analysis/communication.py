@@ -31,16 +31,17 @@ from dataclasses import dataclass, field
 from math import fsum
 from typing import TYPE_CHECKING, Any
 
-from diagnosers.base import mean, pct
 from tracekit import sql
+from tracekit.analysis.base import mean
 from tracekit.ingest.collectives import parse_ranks
 from tracekit.metrics import collectives as C
 from tracekit.metrics import windows as W
 from tracekit.metrics.breakdown import hidden_by_compute_sql
 from tracekit.model.collectives import bus_factor
+from tracekit.report.units import percent
 
 if TYPE_CHECKING:
-    from diagnosers.context import Context
+    from tracekit.analysis.facts import Facts
 
 P2P = ("send", "recv", "send_recv")
 CAL_NAME = {
@@ -53,7 +54,7 @@ CAL_NAME = {
 
 
 def predict_seconds(
-    ctx: Context,
+    ctx: Facts,
     name: str,
     group: int | None,
     nbytes: float,
@@ -88,7 +89,7 @@ class CollectiveFacts:
     exposure: dict[C.Key, dict[int, C.Exposure]]  # key → rank → over its window
 
 
-def collective_facts(ctx: Context) -> CollectiveFacts:
+def collective_facts(ctx: Facts) -> CollectiveFacts:
     """The collectives table (`ctx.collectives` caches it)."""
     inst = C.instances(ctx.run, ctx.windows).get(0, {})
     exp = {
@@ -151,7 +152,7 @@ def collective_facts(ctx: Context) -> CollectiveFacts:
     return CollectiveFacts(out, exp)
 
 
-def bare_counts(ctx: Context, name: str) -> tuple[float, float]:
+def bare_counts(ctx: Facts, name: str) -> tuple[float, float]:
     """Per rank-step: instances of `name` with (almost) no compute beside them, and all."""
     rows = W.overlapping(
         "SELECT *, ts_ns + least(coalesce(wait_ns, 0), dur_ns) AS after_wait_ns "
@@ -171,7 +172,7 @@ def bare_counts(ctx: Context, name: str) -> tuple[float, float]:
     return (bare or 0) / rank_steps, (total or 0) / rank_steps
 
 
-def bucket_sizes(ctx: Context, name: str) -> tuple[float | None, float | None]:
+def bucket_sizes(ctx: Facts, name: str) -> tuple[float | None, float | None]:
     """The median instance of `name` in the analysed windows: its duration (ms) and its
     payload (bytes, None where no size is known)."""
     query = sql.query(
@@ -219,7 +220,14 @@ class CommunicationFacts:
         return [{k: getattr(r, k) for k in keys} for r in self.ranks]
 
 
-def slow_collectives(ctx: Context, share: float, min_share: float) -> tuple[list[dict], float]:
+# a slow collective, the figure `exposed_slow_fraction` charges (TK-N302 judges by it):
+SLOW_SHARE = 0.5  # measured bus bandwidth under this share of the prediction (CPU: half)
+SLOW_MIN_STEP_SHARE = 0.01  # of the step, for a slow collective to matter
+
+
+def slow_collectives(
+    ctx: Facts, share: float = SLOW_SHARE, min_share: float = SLOW_MIN_STEP_SHARE
+) -> tuple[list[dict], float]:
     """Matched collectives whose bus bandwidth is under `share` of the prediction (on a CPU
     run half that: gloo's threads share the cores with the ranks' compute, which the
     calibration on idle cores did not) and that take ≥ `min_share` of the step."""
@@ -237,13 +245,11 @@ def slow_collectives(ctx: Context, share: float, min_share: float) -> tuple[list
     return slow, limit
 
 
-def facts(ctx: Context) -> CommunicationFacts:
+def facts(ctx: Facts) -> CommunicationFacts:
     """Exposure per rank split by cause (`ctx.communication` caches it)."""
-    from diagnosers.rules.slow_collective import SlowCollective
-
     table = ctx.collectives.table
     pipe = ctx.pipeline
-    slow, limit = slow_collectives(ctx, SlowCollective.share, SlowCollective.min_step_share)
+    slow, limit = slow_collectives(ctx)
     per_rank = []
     for r in ctx.ranks:
         rank, n = r.rank, max(r.steps, 1)
@@ -326,7 +332,7 @@ _GROUP_SOURCES = {
 }
 
 
-def group_source_notes(ctx: Context) -> list[str]:
+def group_source_notes(ctx: Facts) -> list[str]:
     """Where the group sizes the trace does not state came from: shapes, then the
     process-group table, then the world size — said where a size came from the shapes or
     the world (the rank's only process group is what a reader assumes)."""
@@ -359,7 +365,7 @@ def most_exposed(table: list[dict], n: int = 3) -> list[dict]:
     return [{k: c.get(k) for k in keys} for c in rows[:n]]
 
 
-def _calibration_notes(ctx: Context, table: list[dict]) -> list[str]:
+def _calibration_notes(ctx: Facts, table: list[dict]) -> list[str]:
     notes = []
     cal = ctx.manifest.calibration.collectives if ctx.manifest else {}
     off = [
@@ -375,9 +381,9 @@ def _calibration_notes(ctx: Context, table: list[dict]) -> list[str]:
         notes.append(
             f"{len(off)} of {sum(r['matched'] for r in table)} matched collectives are off the "
             f"calibrated α-β prediction by more than 1.5× (worst: {worst['name']} at "
-            f"{pct(worst['busbw_GBps'] / worst['predicted_busbw_GBps'])}): the calibration ran "
-            "on idle cores before training, while during the step gloo's threads share the "
-            "cores with every rank's compute"
+            f"{percent(worst['busbw_GBps'] / worst['predicted_busbw_GBps'], 0)}): the "
+            "calibration ran on idle cores before training, while during the step gloo's "
+            "threads share the cores with every rank's compute"
         )
     groups = {f.group_size for f in cal.values() if f.group_size}
     odd = sorted({str(r["group_size"] or "?") for r in table if r["group_size"] not in groups})

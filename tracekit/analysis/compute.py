@@ -30,9 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from diagnosers.base import mean
 from tracekit import sql
 from tracekit.analysis import uncounted as U
+from tracekit.analysis.base import mean
 from tracekit.metrics import windows as W
 from tracekit.metrics.breakdown import host_bound_sql
 from tracekit.model.flops import transformer_flops_per_token
@@ -41,10 +41,10 @@ from tracekit.model.ranks import ranges
 from tracekit.sql.text import sql_str
 
 if TYPE_CHECKING:
-    from diagnosers.context import Context
+    from tracekit.analysis.facts import Facts
 
 
-def _op_class(ctx: Context, dtype: str | None, tf32: bool) -> str | None:
+def _op_class(ctx: Facts, dtype: str | None, tf32: bool) -> str | None:
     """The peak-table class of an op: its dtype's, fp32 → tf32 when TF32 ran it."""
     cls = dtype_class(dtype)
     if cls == "fp32" and (tf32 or (ctx.manifest and ctx.manifest.allow_tf32)):
@@ -52,7 +52,7 @@ def _op_class(ctx: Context, dtype: str | None, tf32: bool) -> str | None:
     return cls
 
 
-def peaks(ctx: Context, classes) -> tuple[dict[str, float], str, dict[str, str]]:
+def peaks(ctx: Facts, classes) -> tuple[dict[str, float], str, dict[str, str]]:
     """Peak FLOP/s per dtype class, where they came from, and why a class has none."""
     out: dict[str, float] = {}
     missing: dict[str, str] = {}
@@ -83,7 +83,7 @@ def peaks(ctx: Context, classes) -> tuple[dict[str, float], str, dict[str, str]]
     return out, f"{ctx.spec.name} peak per dtype", missing
 
 
-def _host_bound(ctx: Context) -> dict[int, dict]:
+def _host_bound(ctx: Facts) -> dict[int, dict]:
     query = sql.query(
         "levels.compute",
         "host_bound_by_rank",
@@ -97,7 +97,7 @@ def _host_bound(ctx: Context) -> dict[int, dict]:
     }
 
 
-def _op_groups(ctx: Context) -> tuple[list[dict], dict, str, dict]:
+def _op_groups(ctx: Facts) -> tuple[list[dict], dict, str, dict]:
     """Counted ops in each rank's window, grouped by (rank, name, dtype, tf32, phase, and
     whether the op ran faster than its dtype's peak — a suspect count); the peaks."""
     ops = W.ops_in("SELECT * FROM op_flops", ctx.windows)
@@ -211,7 +211,7 @@ def top_ops(groups: list[dict], peak: dict, limit: int | None = 10) -> list[dict
     return rows
 
 
-def predicted_flops_per_step(ctx: Context) -> tuple[float | None, str | None]:
+def predicted_flops_per_step(ctx: Facts) -> tuple[float | None, str | None]:
     m = ctx.manifest
     if m is None:
         return None, "no job.json"
@@ -258,7 +258,7 @@ def _sanity_notes(suspects, peak: dict, per_rank, no_peak: dict, calibrated: boo
     return notes
 
 
-def _capture_steps(ctx: Context) -> dict[int, int]:
+def _capture_steps(ctx: Facts) -> dict[int, int]:
     """Per rank: its analysed steps in which a CUDA/HIP graph capture starts."""
     spans = sql.query("levels.compute", "capture_spans")
     src = (
@@ -271,7 +271,7 @@ def _capture_steps(ctx: Context) -> dict[int, int]:
     return dict(rows)
 
 
-def _capture_notes(ctx: Context) -> list[str]:
+def _capture_notes(ctx: Facts) -> list[str]:
     """A step that captures CUDA/HIP graphs is a capture step: its launches were recorded,
     their kernels did not run, and its ops count no FLOPs (`op_flops`)."""
     spans = sql.query("levels.compute", "capture_spans")
@@ -322,7 +322,7 @@ class ComputeFacts:
         return self.uncounted.fraction if self.uncounted else None
 
 
-def facts(ctx: Context) -> ComputeFacts:
+def facts(ctx: Facts) -> ComputeFacts:
     """The compute facts (`ctx.compute` caches them)."""
     groups, peak, peak_src, no_peak = _op_groups(ctx)
     suspects = _suspects(groups)
@@ -447,7 +447,7 @@ def facts(ctx: Context) -> ComputeFacts:
     )
 
 
-def _shapes_recorded(ctx: Context) -> bool:
+def _shapes_recorded(ctx: Facts) -> bool:
     """Whether the trace was recorded with shapes (record_shapes=True in its header, or
     ops carrying Input Dims: older traces lack the header flag), on any rank."""
     rows = ctx.run.sql(

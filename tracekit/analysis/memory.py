@@ -17,7 +17,7 @@ from tracekit.model.memory import (
 )
 
 if TYPE_CHECKING:
-    from diagnosers.context import Context
+    from tracekit.analysis.facts import Facts
 
 
 @dataclass
@@ -42,7 +42,7 @@ class MemoryFacts:
     notes: list[str] = field(default_factory=list)
 
 
-def predicted_bytes(ctx: Context) -> tuple[dict | None, str | None]:
+def predicted_bytes(ctx: Facts) -> tuple[dict | None, str | None]:
     """Model states + activations per device from job.json, or why not."""
     m = ctx.manifest
     if m is None:
@@ -99,7 +99,7 @@ def predicted_bytes(ctx: Context) -> tuple[dict | None, str | None]:
     }, None
 
 
-def facts(ctx: Context) -> MemoryFacts:
+def facts(ctx: Facts) -> MemoryFacts:
     """The memory facts (`ctx.memory` caches them)."""
     rows = ctx.run.sql(
         sql.query("levels.memory", "peaks"), params={"device_type": 0 if ctx.cpu else 1}

@@ -15,13 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from diagnosers.base import mean, pct
+from tracekit.analysis.base import mean
 from tracekit.analysis.communication import predict_seconds
 from tracekit.analysis.pipeline import Pipeline, measure
 from tracekit.model.pipeline import bubble_fraction, simulate
 
 if TYPE_CHECKING:
-    from diagnosers.context import Context
+    from tracekit.analysis.facts import Facts
 
 NOT_A_PIPELINE = (
     "not a pipeline-parallel run (no job.json pp, PP labels, mesh_pp or send/recv pipeline pattern)"
@@ -54,7 +54,7 @@ class BubbleFacts:
         }
 
 
-def bubble(ctx: Context) -> BubbleFacts | None:
+def bubble(ctx: Facts) -> BubbleFacts | None:
     """The pipeline bubble (`ctx.bubble` caches it); None when the run has no pipeline."""
     pipe = ctx.pipeline
     if pipe is None:
@@ -93,7 +93,7 @@ def bubble(ctx: Context) -> BubbleFacts | None:
     return BubbleFacts(pipe, measured, pred, model, per_stage, notes)
 
 
-def _model(ctx: Context, pipe: Pipeline, pred: float | None) -> dict | None:
+def _model(ctx: Facts, pipe: Pipeline, pred: float | None) -> dict | None:
     """The schedule fed with the measured stage times, and the bubble's parts."""
     meas = measure(ctx, pipe)
     if meas is None or not meas.duration:
@@ -148,7 +148,7 @@ def _model(ctx: Context, pipe: Pipeline, pred: float | None) -> dict | None:
     }
 
 
-def _per_step_ms(ctx: Context, key: str) -> float:
+def _per_step_ms(ctx: Facts, key: str) -> float:
     """Mean over ranks of a per-rank fraction, in ms of that rank's step."""
     return (
         mean(r.per_step_ms(getattr(r, key)) for r in ctx.ranks if getattr(r, key) is not None)
@@ -159,7 +159,7 @@ def _per_step_ms(ctx: Context, key: str) -> float:
 SCALING = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 
 
-def job_world_size(ctx: Context) -> int:
+def job_world_size(ctx: Facts) -> int:
     """The job's world size, not the number of traced ranks: the traces' own
     (distributedInfo world_size), else the largest group a collective names, else the
     traced ranks."""
@@ -168,7 +168,7 @@ def job_world_size(ctx: Context) -> int:
     return int(world or max(groups, default=0) or len(ctx.ranks))
 
 
-def projection(ctx: Context) -> dict | None:
+def projection(ctx: Facts) -> dict | None:
     """Step time and efficiency at 2× and 8× the job's world size (`ctx.projection`
     caches it). The communication that runs today — the union of the rank's collectives
     (concurrent ones counted once), not their sum — scales by the time-weighted ratio of
@@ -218,7 +218,7 @@ def projection(ctx: Context) -> dict | None:
     return proj
 
 
-def _unprojectable(ctx: Context, coll: list[dict], world: int) -> str | None:
+def _unprojectable(ctx: Facts, coll: list[dict], world: int) -> str | None:
     """Why the collectives that grow with the world cannot be projected, if they cannot."""
     grows = [
         c
@@ -249,7 +249,6 @@ __all__ = [
     "BubbleFacts",
     "bubble",
     "job_world_size",
-    "pct",
     "pct1",
     "projection",
 ]
