@@ -186,7 +186,7 @@ HEADLINE: dict[str, tuple[tuple[str, ...], ...]] = {
 
 
 def unknown_verdicts(
-    ctx: Context, levels: list[S.Level], summary: S.Summary, failed: set[str]
+    ctx: Context, levels: list[S.Level], summary: S.Summary, failed: dict[str, str]
 ) -> None:
     """Turn each level that no finding judged ("ok") into "unknown" when none of its
     `HEADLINE` alternatives is known, with the reasons in `verdict_reason`."""
@@ -194,7 +194,7 @@ def unknown_verdicts(
         if level.verdict != "ok":
             continue
         if level.level in failed:  # its figures are null: the note that says why
-            reasons = level.notes[:1] or [f"{level.level} figures are missing"]
+            reasons = [failed[level.level]]
         else:
             reasons = headline_unknown(ctx, level.level, summary)
         if reasons:

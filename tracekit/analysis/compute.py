@@ -227,6 +227,14 @@ def predicted_flops_per_step(ctx: Facts) -> tuple[float | None, str | None]:
     return tokens * per_token, None
 
 
+def _over_peak(per_rank) -> str | None:
+    """The note on efficiencies above 100% (never a figure), or None."""
+    over = sorted({k for r in per_rank for k in r.get("_over_peak", [])})
+    if over:
+        return f"{', '.join(over)} above 100% on some rank: a counting bug, shown as unknown"
+    return None
+
+
 def _sanity_notes(suspects, peak: dict, per_rank, no_peak: dict, calibrated: bool) -> list[str]:
     """An efficiency above 100% is a counting bug (or, against a measured calibration, a
     peak measured too low): never a figure, always a note naming the op."""
@@ -248,9 +256,9 @@ def _sanity_notes(suspects, peak: dict, per_rank, no_peak: dict, calibrated: boo
             f"{name} ({cls}) runs at up to {ratio:.0%} of the {peak[cls] / 1e12:.2f} TFLOP/s "
             f"{cls} peak: {why}; left out of GEMM efficiency"
         )
-    over = sorted({k for r in per_rank for k in r.get("_over_peak", [])})
+    over = _over_peak(per_rank)
     if over:
-        notes.append(f"{', '.join(over)} above 100% on some rank: a counting bug, shown as unknown")
+        notes.append(over)
     counted = {c for r in per_rank for c, v in (r.get("flops_by_dtype") or {}).items() if v}
     for cls, why in sorted(no_peak.items()):
         if cls in counted:
@@ -292,6 +300,17 @@ def _capture_notes(ctx: Facts) -> list[str]:
     return notes
 
 
+# the summary's figures that stand on counted FLOPs: null together, for one reason
+FLOP_FIGURES = (
+    "mfu",
+    "hfu",
+    "gemm_efficiency",
+    "model_flops_per_step",
+    "flops_per_step",
+    "peak_flops_source",
+)
+
+
 @dataclass
 class ComputeFacts:
     ranks: list[dict[str, Any]]  # per rank: mfu, hfu, gemm_efficiency, FLOPs, host-bound …
@@ -311,7 +330,7 @@ class ComputeFacts:
     predicted_why: str | None
     counted_over_predicted: float | None
     notes: list[str] = field(default_factory=list)
-    null_reasons: dict[str, str] = field(default_factory=dict)
+    null_reasons: dict[str, str] = field(default_factory=dict)  # summary figure → why null
     uncounted: U.UncountedFacts | None = None  # compute time whose FLOPs are unknown
     # rank → share of its analysed steps that capture CUDA/HIP graphs (launches recorded,
     # kernels not run): not a report figure, it tells the idle rule what the idle is
@@ -374,15 +393,19 @@ def facts(ctx: Facts) -> ComputeFacts:
         per_rank.append(row)
     notes = _sanity_notes(suspects, peak, per_rank, no_peak, calibrated=ctx.cpu)
     notes += _capture_notes(ctx)
+    over = _over_peak(per_rank)
     for row in per_rank:
         row.pop("_over_peak", None)
     mfu = mean(r.get("mfu") for r in per_rank)
     eff = mean(r.get("gemm_efficiency") for r in per_rank)
-    reasons: dict[str, str] = {}
+    reasons: dict[str, str] = {}  # a null figure of the summary → why
     if mfu is None:
         counted = any(g["flops"] for g in groups)
         why = peak_src if counted else "no FLOPs counted: " + no_flops_cause(groups, unc, shapes)
         notes.append(f"MFU unknown: {why}")
+        reasons = dict.fromkeys(FLOP_FIGURES, notes[-1])
+    elif over:
+        reasons = dict.fromkeys(FLOP_FIGURES, over)
     elif unc.fraction:
         notes.append(
             f"MFU is of the counted work: {unc.fraction:.0%} of compute time is GEMM/attention "
@@ -414,6 +437,7 @@ def facts(ctx: Facts) -> ComputeFacts:
     ratio = None
     if pred_why:
         notes.append(f"predicted FLOPs unknown: {pred_why}")
+        reasons["predicted_flops_per_step"] = notes[-1]
     elif model_total and pred:
         ratio = model_total / pred
         if abs(ratio - 1) > 0.2:

@@ -40,6 +40,7 @@ class MemoryFacts:
     predicted_why: str | None  # why there is no prediction
     measured_over_predicted: float | None
     notes: list[str] = field(default_factory=list)
+    peak_why: str | None = None  # why no peak is measured
 
 
 def predicted_bytes(ctx: Facts) -> tuple[dict | None, str | None]:
@@ -115,8 +116,10 @@ def facts(ctx: Facts) -> MemoryFacts:
             MemoryRank(rank, alloc, reserved, capacity, peak / capacity if capacity else None)
         )
     notes = []
+    peak_why = None
     if not per_rank:
-        notes.append("no [memory] events with allocator totals: profile with profile_memory=True")
+        peak_why = "no [memory] events with allocator totals: profile with profile_memory=True"
+        notes.append(peak_why)
     fr = [r for r in per_rank if r.fraction is not None]
     worst = max(fr, key=lambda r: r.fraction) if fr else None
     peak_alloc = max((r.peak_allocated_bytes or 0 for r in per_rank), default=None)
@@ -151,4 +154,5 @@ def facts(ctx: Facts) -> MemoryFacts:
         predicted_why=why,
         measured_over_predicted=over,
         notes=notes,
+        peak_why=peak_why,
     )

@@ -40,6 +40,7 @@ class BubbleFacts:
     model: dict[str, Any] | None  # the schedule run with the measured stage times
     per_stage: list[dict[str, Any]]  # rank → its bubble fraction
     notes: list[str] = field(default_factory=list)
+    modeled_why: str | None = None  # why the schedule could not be modeled
 
     def metrics(self) -> dict[str, Any]:
         p = self.pipe
@@ -70,11 +71,13 @@ def bubble(ctx: Facts) -> BubbleFacts | None:
     )
     model = _model(ctx, pipe, pred)
     notes = []
+    why = None
     if model is None:
-        notes.append(
+        why = (
             "modeled pipeline bubble unknown: no per-microbatch stage labels (PP:… or "
             "Forward i / Backward i) to time each stage's forward and backward"
         )
+        notes.append(why)
     elif measured is not None and pred is not None:
         parts = model["parts"]
         notes.append(
@@ -90,7 +93,7 @@ def bubble(ctx: Facts) -> BubbleFacts | None:
             f"the labels wrap the receive) {100 * parts['in_microbatch_non_compute']:+.1f}, "
             f"unexplained {100 * (measured - model['modeled']):+.1f}"
         )
-    return BubbleFacts(pipe, measured, pred, model, per_stage, notes)
+    return BubbleFacts(pipe, measured, pred, model, per_stage, notes, modeled_why=why)
 
 
 def _model(ctx: Facts, pipe: Pipeline, pred: float | None) -> dict | None:
