@@ -100,10 +100,7 @@ def _same_change(findings: list[Finding]) -> None:
     for f in sorted(ranked, key=lambda f: -(f.impact_ms or 0)):
         change = f.remedies[0]["change"]
         if change in first:
-            f.remedy += (
-                f"; the same change as {first[change].code}'s remedy: one saving, "
-                "not two"
-            )
+            f.remedy += f"; the same change as {first[change].code}'s remedy: one saving, not two"
         else:
             first[change] = f
 

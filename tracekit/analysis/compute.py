@@ -31,13 +31,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tracekit import sql
+from tracekit.analysis import compute_notes as N
 from tracekit.analysis import uncounted as U
 from tracekit.analysis.base import mean
 from tracekit.metrics import windows as W
 from tracekit.metrics.breakdown import host_bound_sql
 from tracekit.model.flops import transformer_flops_per_token
 from tracekit.model.hardware import dtype_class
-from tracekit.model.ranks import ranges
 from tracekit.sql.text import sql_str
 
 if TYPE_CHECKING:
@@ -227,80 +227,6 @@ def predicted_flops_per_step(ctx: Facts) -> tuple[float | None, str | None]:
     return tokens * per_token, None
 
 
-def _over_peak(per_rank) -> str | None:
-    """The note on efficiencies above 100% (never a figure), or None."""
-    over = sorted({k for r in per_rank for k in r.get("_over_peak", [])})
-    if over:
-        return f"{', '.join(over)} above 100% on some rank: a counting bug, shown as unknown"
-    return None
-
-
-def _sanity_notes(suspects, peak: dict, per_rank, no_peak: dict, calibrated: bool) -> list[str]:
-    """An efficiency above 100% is a counting bug (or, against a measured calibration, a
-    peak measured too low): never a figure, always a note naming the op."""
-    notes = []
-    for (name, cls), (ratio, winograd) in sorted(suspects.items()):
-        if winograd:  # the count is exact: the algorithm does fewer multiplies than it
-            why = (
-                "those ops ran Winograd convolution kernels, which compute it with "
-                "fewer multiplies than its FLOP count (the count is exact)"
-            )
-        elif calibrated:
-            why = "the calibration's matmul measured this machine's peak too low"
-        else:
-            why = (
-                "its FLOP count is suspect (shapes or arguments misread, or kernels "
-                "missing from the trace)"
-            )
-        notes.append(
-            f"{name} ({cls}) runs at up to {ratio:.0%} of the {peak[cls] / 1e12:.2f} TFLOP/s "
-            f"{cls} peak: {why}; left out of GEMM efficiency"
-        )
-    over = _over_peak(per_rank)
-    if over:
-        notes.append(over)
-    counted = {c for r in per_rank for c, v in (r.get("flops_by_dtype") or {}).items() if v}
-    for cls, why in sorted(no_peak.items()):
-        if cls in counted:
-            notes.append(f"MFU leaves out {cls} FLOPs: {why}")
-    return notes
-
-
-def _capture_steps(ctx: Facts) -> dict[int, int]:
-    """Per rank: its analysed steps in which a CUDA/HIP graph capture starts."""
-    spans = sql.query("levels.compute", "capture_spans")
-    src = (
-        "SELECT s.rank, s.step, s.ts_ns FROM steps s JOIN (" + spans + ") c "
-        "ON c.rank = s.rank AND c.start_ns BETWEEN s.ts_ns AND s.end_ns"
-    )
-    rows = ctx.run.sql(
-        f"SELECT rank, count(DISTINCT step) FROM ({W.starting_in(src, ctx.windows)}) GROUP BY 1"
-    ).fetchall()
-    return dict(rows)
-
-
-def _capture_notes(ctx: Facts) -> list[str]:
-    """A step that captures CUDA/HIP graphs is a capture step: its launches were recorded,
-    their kernels did not run, and its ops count no FLOPs (`op_flops`)."""
-    spans = sql.query("levels.compute", "capture_spans")
-    rows = ctx.run.sql(sql.query("levels.compute", "graph_captures", spans=spans)).fetchall()
-    by_step: dict[int | None, list] = {}
-    for rank, step, caps, launches in rows:
-        by_step.setdefault(step, []).append((rank, caps, launches))
-    notes = []
-    for step, rs in sorted(by_step.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
-        caps, launches = sum(r[1] for r in rs), sum(r[2] for r in rs)
-        where = f"step {step}" if step is not None else "outside the steps"
-        notes.append(
-            f"graph capture {where} (rank {ranges(sorted({r[0] for r in rs}))}): "
-            f"{caps} capture{'s' if caps != 1 else ''}, {launches} kernel launches recorded "
-            "into CUDA/HIP graphs, not run — a capture step, not idle time; its ops count "
-            "no FLOPs (the graph's replays do the work)"
-        )
-    return notes
-
-
-# the summary's figures that stand on counted FLOPs: null together, for one reason
 FLOP_FIGURES = (
     "mfu",
     "hfu",
@@ -348,8 +274,8 @@ def facts(ctx: Facts) -> ComputeFacts:
     flops = _rank_flops(groups, peak)
     hb = {} if ctx.cpu else _host_bound(ctx)
     unc = U.facts(ctx)
-    shapes = _shapes_recorded(ctx)
-    capturing = _capture_steps(ctx)
+    shapes = N.shapes_recorded(ctx)
+    capturing = N.capture_steps(ctx)
     per_rank = []
     for r in ctx.ranks:
         rank, win_s = r.rank, r.window_ms * 1e-3
@@ -391,9 +317,9 @@ def facts(ctx: Facts) -> ComputeFacts:
             "median_kernel_us": (h.get("median_kernel_ns") or 0) / 1e3 if h else None,
         }
         per_rank.append(row)
-    notes = _sanity_notes(suspects, peak, per_rank, no_peak, calibrated=ctx.cpu)
-    notes += _capture_notes(ctx)
-    over = _over_peak(per_rank)
+    notes = N.sanity_notes(suspects, peak, per_rank, no_peak, calibrated=ctx.cpu)
+    notes += N.capture_notes(ctx)
+    over = N.over_peak(per_rank)
     for row in per_rank:
         row.pop("_over_peak", None)
     mfu = mean(r.get("mfu") for r in per_rank)
@@ -401,7 +327,7 @@ def facts(ctx: Facts) -> ComputeFacts:
     reasons: dict[str, str] = {}  # a null figure of the summary → why
     if mfu is None:
         counted = any(g["flops"] for g in groups)
-        why = peak_src if counted else "no FLOPs counted: " + no_flops_cause(groups, unc, shapes)
+        why = peak_src if counted else "no FLOPs counted: " + N.no_flops_cause(groups, unc, shapes)
         notes.append(f"MFU unknown: {why}")
         reasons = dict.fromkeys(FLOP_FIGURES, notes[-1])
     elif over:
@@ -432,7 +358,7 @@ def facts(ctx: Facts) -> ComputeFacts:
         names = sorted({(g["name"], g["note"]) for g in groups if g["n_null"]})
         notes.append(
             f"{uncounted:.0f} ops per step not counted (FLOPs unknown from the trace): "
-            + "; ".join(f"{n}: {_advice(why, shapes)}" for n, why in names[:4])
+            + "; ".join(f"{n}: {N.advice(why, shapes)}" for n, why in names[:4])
         )
     ratio = None
     if pred_why:
@@ -469,55 +395,6 @@ def facts(ctx: Facts) -> ComputeFacts:
         null_reasons=reasons,
         uncounted=unc,
     )
-
-
-def _shapes_recorded(ctx: Facts) -> bool:
-    """Whether the trace was recorded with shapes (record_shapes=True in its header, or
-    ops carrying Input Dims: older traces lack the header flag), on any rank."""
-    rows = ctx.run.sql(
-        "SELECT coalesce(bool_or(record_shapes), false) OR EXISTS "
-        "(SELECT 1 FROM events WHERE input_dims IS NOT NULL) FROM rank_info"
-    ).fetchall()
-    return bool(rows and rows[0][0])
-
-
-_SHAPES_ADVICE = " (profile with record_shapes=True)"
-
-
-def _advice(note: str | None, shapes: bool) -> str | None:
-    """An op's note without advice the trace already follows (shapes are recorded)."""
-    if note and shapes and note.endswith(_SHAPES_ADVICE):
-        return note[: -len(_SHAPES_ADVICE)] + " on this op although the trace records shapes"
-    return note
-
-
-def no_flops_cause(groups: list[dict], unc: U.UncountedFacts, shapes: bool) -> str:
-    """Why no op has FLOPs: the real cause, by the compute time it covers — graph replay
-    without launching ops, ops without a formula, table ops without shapes."""
-    parts = []
-    if unc.share("graph_replay"):
-        parts.append(
-            f"{unc.share('graph_replay'):.0%} of compute time is graph replay (GEMM/attention "
-            "kernels of a CUDA/HIP graph launch with no op above them, so no shapes)"
-        )
-    formula_less = [o["name"] for o in unc.top_ops if o["why"] == "op_without_formula"]
-    if formula_less:
-        parts.append(
-            f"{unc.share('op_without_formula'):.0%} of compute time is in GEMM/attention "
-            f"ops without a FLOP formula ({', '.join(formula_less[:3])})"
-        )
-    nulls = sorted({(g["name"], g["note"]) for g in groups if g["n_null"]})
-    if nulls:
-        parts.append(
-            "table ops without their FLOPs: "
-            + "; ".join(f"{n}: {_advice(w, shapes)}" for n, w in nulls[:3])
-        )
-    if not parts and not shapes and not groups:
-        parts.append(
-            "no GEMM, convolution or attention op in the window, and shapes were not "
-            "recorded (profile with record_shapes=True)"
-        )
-    return "; ".join(parts) or "no GEMM, convolution or attention op in the window"
 
 
 def merge_top_ops(counted: list[dict], uncounted: list[dict], limit: int = 10) -> list[dict]:
