@@ -84,7 +84,7 @@ def analyze(run: Run, options: AnalysisOptions | None = None, debug: bool = Fals
     _rank_figures(ctx, report, failed)
     report.levels = levels
     report.collectives = (
-        [S.CollectiveRow(**c) for c in ctx.collectives.table]
+        list(ctx.collectives.table)
         if "communication" not in failed
         else []
     )

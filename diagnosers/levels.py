@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from msgspec.structs import asdict
+
 from diagnosers.base import mean
 from diagnosers.context import Context
 from tracekit.analysis.scaling import NOT_A_PIPELINE
@@ -92,19 +94,19 @@ def communication(ctx: Context) -> S.CommunicationLevel:
             exposed_slow_fraction=mean(r.exposed_slow_fraction for r in comm.ranks),
             comm_fraction=mean(r.comm_fraction for r in ranks),
             comm_overlap_fraction=mean(r.comm_overlap_fraction for r in ranks),
-            busbw_by_collective={_key(r["name"]): r["busbw_GBps"] for r in table[:5]},
+            busbw_by_collective={_key(r.name): r.busbw_GBps for r in table[:5]},
             straggler_wait_fraction=comm.straggler_wait_fraction,
             exposed_pipeline_fraction=comm.exposed_pipeline_fraction,
             unexplained_exposed_fraction=comm.unexplained_exposed_fraction,
         ),
         predicted=S.CommunicationPredicted(
             predicted_busbw_by_collective={
-                _key(r["name"]): r["predicted_busbw_GBps"] for r in table[:5]
+                _key(r.name): r.predicted_busbw_GBps for r in table[:5]
             },
             predicted_exposed_comm_fraction=0.0,
         ),
         metrics={
-            "collectives": table,
+            "collectives": [asdict(r) for r in table],
             "ranks": [vars(r).copy() for r in comm.ranks],
             "attribution": comm.attribution(),
             # exposed_comm_fraction per step in ms, mean over ranks: what the collectives'

@@ -245,7 +245,7 @@ def _proj_ctx(union_ms: float, times: list[float], world: int = 300):
     return NS(
         run=NS(sql=lambda q: NS(fetchall=lambda: [(world,)])),
         collectives=NS(table=[
-            {"name": "all_reduce", "group_size": world, "bytes": 8 << 20, "time_ms_per_step": t}
+            NS(name="all_reduce", group_size=world, bytes=8 << 20, time_ms_per_step=t)
             for t in times
         ]),
         ranks=[rank], step_ms=step, cpu=True,

@@ -23,6 +23,7 @@ from tests.helpers import full_report
 from tests.synth import SCENARIOS, Scenario, generate
 from tracekit.cli import main
 from tracekit.errors import TracekitError
+from tracekit.report.schema import CollectiveRow
 
 # ---------------------------------------------------------------- the registry and docs
 
@@ -214,9 +215,11 @@ CASES += [
 
 def _slow(ratio: float, cpu: bool = False, time_ms: float = 5.0, gloo: bool = False):
     limit = 0.25 if cpu else 0.5
-    row = dict(name="all_reduce", bytes=1e8, group_size=8, busbw_GBps=ratio * 400,
-               predicted_busbw_GBps=400.0, transfer_ms=2.0, predicted_ms=1.0,
-               count_per_step=1.0, time_ms_per_step=time_ms, inter_node=False)  # fmt: skip
+    row = CollectiveRow(name="all_reduce", bytes=100_000_000, group_size=8, dtype=None,
+                        count=1, busbw_GBps=ratio * 400, predicted_busbw_GBps=400.0,
+                        transfer_ms=2.0, predicted_ms=1.0, count_per_step=1.0,
+                        time_ms_per_step=time_ms, inter_node=False, exposed_ms=1.0,
+                        exposed_wait_ms=0.0, matched=True)  # fmt: skip
     slow = [row] if ratio < limit else []
     return NS(communication=NS(slow=slow, slow_limit=limit, ranks=[NS(rank=0)]), cpu=cpu,
               gloo_on_gpu=gloo and not cpu,

@@ -38,6 +38,7 @@ from tracekit.metrics import collectives as C
 from tracekit.metrics import windows as W
 from tracekit.metrics.breakdown import hidden_by_compute_sql
 from tracekit.model.collectives import bus_factor
+from tracekit.report import schema as S
 from tracekit.report.units import percent
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ def predict_seconds(
 
 @dataclass
 class CollectiveFacts:
-    table: list[dict[str, Any]]  # the report's `collectives`, most time first
+    table: list[S.CollectiveRow]  # the report's `collectives`, most time first
     exposure: dict[C.Key, dict[int, C.Exposure]]  # key → rank → over its window
 
 
@@ -120,33 +121,33 @@ def collective_facts(ctx: Facts) -> CollectiveFacts:
             )
 
         out.append(
-            {
-                "name": name,
-                "group_size": group,
-                "bytes": nbytes,
-                "dtype": i.dtypes,
-                "count": i.instances,
-                "count_per_step": i.instances
+            S.CollectiveRow(
+                name=name,
+                group_size=group,
+                bytes=nbytes,
+                dtype=i.dtypes,
+                count=i.instances,
+                count_per_step=i.instances
                 / max(i.n or 1, 1)
                 / (1 if name not in P2P else max(n_ranks, 1)),
-                "transfer_ms": t * 1e3,
-                "predicted_ms": tp * 1e3 if tp else None,
-                "busbw_GBps": busbw / 1e9 if busbw else None,
-                "predicted_busbw_GBps": pbus / 1e9 if pbus else None,
-                "inter_node": inter,
-                "time_ms_per_step": per_step("union_ns"),
-                "exposed_ms": per_step("exposed_ns"),
-                "exposed_wait_ms": per_step("wait_exposed_ns"),
+                transfer_ms=t * 1e3,
+                predicted_ms=tp * 1e3 if tp else None,
+                busbw_GBps=busbw / 1e9 if busbw else None,
+                predicted_busbw_GBps=pbus / 1e9 if pbus else None,
+                inter_node=inter,
+                time_ms_per_step=per_step("union_ns"),
+                exposed_ms=per_step("exposed_ns"),
+                exposed_wait_ms=per_step("wait_exposed_ns"),
                 # unmatched (point-to-point) durations include waiting for the peer
-                "matched": bool(i.matched),
-            }
+                matched=bool(i.matched),
+            )
         )
     out.sort(
         key=lambda r: (
-            -r["time_ms_per_step"],
-            r["name"] or "",
-            r["group_size"] or 0,
-            r["bytes"] or 0,
+            -r.time_ms_per_step,
+            r.name or "",
+            r.group_size or 0,
+            r.bytes or 0,
         )
     )
     return CollectiveFacts(out, exp)
@@ -206,7 +207,7 @@ class RankExposure:
 
 @dataclass
 class CommunicationFacts:
-    slow: list[dict[str, Any]]  # collectives far below their predicted bus bandwidth
+    slow: list[S.CollectiveRow]  # collectives far below their predicted bus bandwidth
     slow_limit: float  # the share of the prediction under which a collective is slow
     ranks: list[RankExposure]
     unexplained_exposed_fraction: float | None
@@ -227,7 +228,7 @@ SLOW_MIN_STEP_SHARE = 0.01  # of the step, for a slow collective to matter
 
 def slow_collectives(
     ctx: Facts, share: float = SLOW_SHARE, min_share: float = SLOW_MIN_STEP_SHARE
-) -> tuple[list[dict], float]:
+) -> tuple[list[S.CollectiveRow], float]:
     """Matched collectives whose bus bandwidth is under `share` of the prediction (on a CPU
     run half that: gloo's threads share the cores with the ranks' compute, which the
     calibration on idle cores did not) and that take ≥ `min_share` of the step."""
@@ -236,11 +237,11 @@ def slow_collectives(
     slow = [
         r
         for r in ctx.collectives.table
-        if r["matched"]
-        and r["busbw_GBps"]
-        and r["predicted_busbw_GBps"]
-        and r["busbw_GBps"] < limit * r["predicted_busbw_GBps"]
-        and r["time_ms_per_step"] >= min_share * step_ms
+        if r.matched
+        and r.busbw_GBps
+        and r.predicted_busbw_GBps
+        and r.busbw_GBps < limit * r.predicted_busbw_GBps
+        and r.time_ms_per_step >= min_share * step_ms
     ]
     return slow, limit
 
@@ -259,18 +260,18 @@ def facts(ctx: Facts) -> CommunicationFacts:
         transfer = max(exposed - wait, 0.0)
         slow_ms = 0.0
         for row in slow:
-            excess = max(0.0, row["transfer_ms"] - (row["predicted_ms"] or 0))
+            excess = max(0.0, row.transfer_ms - (row.predicted_ms or 0))
             own = ctx.key_ms(row, rank, "exposed_ns") - ctx.key_ms(row, rank, "wait_exposed_ns")
-            slow_ms += min(excess * row["count_per_step"], max(own, 0.0))
+            slow_ms += min(excess * row.count_per_step, max(own, 0.0))
         slow_ms = min(slow_ms, transfer)
         p2p_ms = 0.0
         if pipe:
-            p2p_ms = sum(ctx.key_ms(row, rank, "exposed_ns") for row in table if row["name"] in P2P)
+            p2p_ms = sum(ctx.key_ms(row, rank, "exposed_ns") for row in table if row.name in P2P)
             p2p_ms = min(p2p_ms, exposed - slow_ms)
-        unmatched = sum(ctx.key_ms(row, rank, "exposed_ns") for row in table if not row["matched"])
+        unmatched = sum(ctx.key_ms(row, rank, "exposed_ns") for row in table if not row.matched)
         names: dict[str, float] = {}
         for row in table:
-            names[row["name"]] = names.get(row["name"], 0) + ctx.key_ms(row, rank, "exposed_ns")
+            names[row.name] = names.get(row.name, 0) + ctx.key_ms(row, rank, "exposed_ns")
         per_rank.append(
             RankExposure(
                 rank=rank,
@@ -305,7 +306,7 @@ def facts(ctx: Facts) -> CommunicationFacts:
             f"topology: {topo.gpus_per_node} ranks per node ({topo.source}); "
             + (
                 "some groups span nodes and are predicted at the inter-node bandwidth"
-                if any(r["inter_node"] for r in table)
+                if any(r.inter_node for r in table)
                 else "every group sits in one node"
             )
         )
@@ -356,37 +357,35 @@ def group_source_notes(ctx: Facts) -> list[str]:
     )
 
 
-def most_exposed(table: list[dict], n: int = 3) -> list[dict]:
+def most_exposed(table: list[S.CollectiveRow], n: int = 3) -> list[dict]:
     """The collectives with the most exposed time per step: where the evidence is."""
-    rows = sorted(
-        (c for c in table if (c.get("exposed_ms") or 0) > 0), key=lambda c: -c["exposed_ms"]
-    )
+    rows = sorted((c for c in table if (c.exposed_ms or 0) > 0), key=lambda c: -c.exposed_ms)
     keys = ("name", "group_size", "bytes", "exposed_ms", "time_ms_per_step")
-    return [{k: c.get(k) for k in keys} for c in rows[:n]]
+    return [{k: getattr(c, k) for k in keys} for c in rows[:n]]
 
 
-def _calibration_notes(ctx: Facts, table: list[dict]) -> list[str]:
+def _calibration_notes(ctx: Facts, table: list[S.CollectiveRow]) -> list[str]:
     notes = []
     cal = ctx.manifest.calibration.collectives if ctx.manifest else {}
     off = [
         r
         for r in table
-        if r["matched"]
-        and r["busbw_GBps"]
-        and r["predicted_busbw_GBps"]
-        and not 0.67 <= r["busbw_GBps"] / r["predicted_busbw_GBps"] <= 1.5
+        if r.matched
+        and r.busbw_GBps
+        and r.predicted_busbw_GBps
+        and not 0.67 <= r.busbw_GBps / r.predicted_busbw_GBps <= 1.5
     ]
     if off:
-        worst = min(off, key=lambda r: r["busbw_GBps"] / r["predicted_busbw_GBps"])
+        worst = min(off, key=lambda r: r.busbw_GBps / r.predicted_busbw_GBps)
         notes.append(
-            f"{len(off)} of {sum(r['matched'] for r in table)} matched collectives are off the "
-            f"calibrated α-β prediction by more than 1.5× (worst: {worst['name']} at "
-            f"{percent(worst['busbw_GBps'] / worst['predicted_busbw_GBps'], 0)}): the "
+            f"{len(off)} of {sum(r.matched for r in table)} matched collectives are off the "
+            f"calibrated α-β prediction by more than 1.5× (worst: {worst.name} at "
+            f"{percent(worst.busbw_GBps / worst.predicted_busbw_GBps, 0)}): the "
             "calibration ran on idle cores before training, while during the step gloo's "
             "threads share the cores with every rank's compute"
         )
     groups = {f.group_size for f in cal.values() if f.group_size}
-    odd = sorted({str(r["group_size"] or "?") for r in table if r["group_size"] not in groups})
+    odd = sorted({str(r.group_size or "?") for r in table if r.group_size not in groups})
     if cal and odd:
         notes.append(
             f"calibration measured groups of {sorted(groups)}, some collectives ran on groups of "

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from tracekit.analysis.scaling import BubbleFacts
     from tracekit.analysis.stragglers import Attribution
     from tracekit.analysis.topology import Topology
+    from tracekit.report.schema import CollectiveRow
     from tracekit.stepmodel.model import StepModel
 
 
@@ -211,10 +212,10 @@ class Facts:
 
         return plan(self)
 
-    def key_ms(self, row: dict, rank: int, field: str) -> float:
+    def key_ms(self, row: CollectiveRow, rank: int, field: str) -> float:
         """A collective's exposure figure (`field` of `tracekit.metrics.collectives.Exposure`)
         on one rank, in ms per step of that rank."""
-        cells = self.collectives.exposure.get((row["name"], row["group_size"], row["bytes"]), {})
+        cells = self.collectives.exposure.get((row.name, row.group_size, row.bytes), {})
         v = cells.get(rank)
         return getattr(v, field) / self.steps_of.get(rank, 1) / 1e6 if v else 0.0
 

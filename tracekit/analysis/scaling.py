@@ -22,6 +22,7 @@ from tracekit.model.pipeline import bubble_fraction, simulate
 
 if TYPE_CHECKING:
     from tracekit.analysis.facts import Facts
+    from tracekit.report.schema import CollectiveRow
 
 NOT_A_PIPELINE = (
     "not a pipeline-parallel run (no job.json pp, PP labels, mesh_pp or send/recv pipeline pattern)"
@@ -167,7 +168,7 @@ def job_world_size(ctx: Facts) -> int:
     (distributedInfo world_size), else the largest group a collective names, else the
     traced ranks."""
     (world,) = ctx.run.sql("SELECT max(world_size) FROM rank_info").fetchall()[0]
-    groups = [c["group_size"] for c in ctx.collectives.table if c.get("group_size")]
+    groups = [c.group_size for c in ctx.collectives.table if c.group_size]
     return int(world or max(groups, default=0) or len(ctx.ranks))
 
 
@@ -187,7 +188,7 @@ def projection(ctx: Facts) -> dict | None:
     comm_ms = _per_step_ms(ctx, "comm_fraction")
     exposed_ms = _per_step_ms(ctx, "exposed_comm_fraction")
     hidden_ms = max(comm_ms - exposed_ms, 0.0)
-    listed_ms = sum(c["time_ms_per_step"] for c in coll)
+    listed_ms = sum(c.time_ms_per_step for c in coll)
     reason = _unprojectable(ctx, coll, world)
     proj = {}
     for mult in (2, 8):
@@ -201,15 +202,15 @@ def projection(ctx: Facts) -> dict | None:
             continue
         scaled = 0.0
         for c in coll:
-            g = c["group_size"] or world
-            now = predict_seconds(ctx, c["name"], g, c["bytes"] or 0)
+            g = c.group_size or world
+            now = predict_seconds(ctx, c.name, g, c.bytes or 0)
             later = (
-                predict_seconds(ctx, c["name"], g * mult, c["bytes"] or 0)
-                if g >= world and c["name"] in SCALING
+                predict_seconds(ctx, c.name, g * mult, c.bytes or 0)
+                if g >= world and c.name in SCALING
                 else now
             )
             ratio = later / now if now and later else 1.0
-            scaled += c["time_ms_per_step"] * ratio
+            scaled += c.time_ms_per_step * ratio
         # the union scales as its parts do (the listed collectives' time-weighted ratio)
         new_comm = comm_ms * (scaled / listed_ms) if listed_ms else comm_ms
         new_step = step_ms - exposed_ms + max(new_comm - hidden_ms, 0.0)
@@ -221,20 +222,20 @@ def projection(ctx: Facts) -> dict | None:
     return proj
 
 
-def _unprojectable(ctx: Facts, coll: list[dict], world: int) -> str | None:
+def _unprojectable(ctx: Facts, coll: list[CollectiveRow], world: int) -> str | None:
     """Why the collectives that grow with the world cannot be projected, if they cannot."""
     grows = [
         c
         for c in coll
-        if c["name"] in SCALING and (c["group_size"] or world) >= world and c["time_ms_per_step"]
+        if c.name in SCALING and (c.group_size or world) >= world and c.time_ms_per_step
     ]
     if not grows:
         return None
-    if not any(c["bytes"] for c in grows):
+    if not any(c.bytes for c in grows):
         return "no collective sizes in the trace (no record_param_comms or input shapes)"
-    sized = [c for c in grows if c["bytes"]]
+    sized = [c for c in grows if c.bytes]
     if any(
-        predict_seconds(ctx, c["name"], c["group_size"] or world, c["bytes"]) is None for c in sized
+        predict_seconds(ctx, c.name, c.group_size or world, c.bytes) is None for c in sized
     ):
         return (
             "no collective model for this run (CPU: no calibration in job.json)"
@@ -242,7 +243,7 @@ def _unprojectable(ctx: Facts, coll: list[dict], world: int) -> str | None:
             else "no device model for this device: its link bandwidths are unknown"
         )
     if len(sized) < len(grows):
-        names = sorted({c["name"] for c in grows if not c["bytes"]})
+        names = sorted({c.name for c in grows if not c.bytes})
         return "no size for some collectives that grow with the world: " + ", ".join(names)
     return None
 
