@@ -11,7 +11,7 @@ Facts (each in a module of `tracekit/analysis/`):
 | `pipeline`      | P, M, V and the schedule of a pipeline run (None otherwise)        |
 | `memory`        | peak memory per rank against capacity and the memory equation      |
 | `compute`       | FLOPs, MFU/HFU, GEMM efficiency, host-bound gaps, top ops          |
-| `collectives`   | the collectives table: time, exposure, transfer, bus bandwidth     |
+| `collectives`   | the collectives table (`CollectiveRow`s): time, exposure, busbw    |
 | `stragglers`    | the wait for late peers charged to the rank that arrived last     |
 | `communication` | exposure per rank split by cause (straggler, slow, pipeline, rest) |
 | `bubble`        | the pipeline bubble: measured, formula, the schedule modeled       |
@@ -52,6 +52,9 @@ if TYPE_CHECKING:
 
 
 class Facts:
+    """A run's facts for the analysis options: each property computed once, on first
+    use (`diagnosers.context.Context` is this plus the judges' state)."""
+
     def __init__(
         self,
         run: Run,
