@@ -41,9 +41,9 @@ def main() -> None:
     os.environ["TRACEKIT_NO_PROGRESS"] = "1"
 
     import tracekit
-    from diagnosers.analyses import regions as region_facts
     from diagnosers.context import Context
     from tracekit import sql
+    from tracekit.analysis import regions as region_facts
 
     c0, k0, t0 = benchlib.cpu_seconds(), children_cpu(), time.perf_counter()
     tracekit.analyze(run)

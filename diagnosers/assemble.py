@@ -22,6 +22,7 @@ from diagnosers.base import mean
 from diagnosers.context import Context
 from diagnosers.findings import SEVERITY_ORDER, Finding
 from diagnosers.rules import error_finding, run_rules, selected
+from tracekit.analysis.scaling import NOT_A_PIPELINE
 from tracekit.metrics import kernels as K
 from tracekit.metrics.samples import per_step
 from tracekit.options import AnalysisOptions
@@ -57,16 +58,17 @@ def analyze(run: Run, options: AnalysisOptions | None = None, debug: bool = Fals
     )
     if not options.levels:
         return report
-    levels, failed = [], set()
+    levels: list[S.Level] = []
+    failed: dict[str, str] = {}  # level → why its figures are missing
     for name, build in L.BUILDERS.items():
         try:
             levels.append(build(ctx))
         except Exception as exc:  # a level's figures fail: the report stands without them
             if debug:
                 traceback.print_exc()
-            failed.add(name)
+            failed[name] = f"{name} figures are missing: computing them raised {exc!r}"
             level = S.LEVEL_TYPES[name]()
-            level.notes.append(f"{name} figures are missing: computing them raised {exc!r}")
+            level.notes.append(failed[name])
             ctx.raised.append(error_finding(f"the {name} level", exc, name))
             levels.append(level)
     findings = run_rules(ctx, [r for r in rules if r.level not in failed], debug=debug)
@@ -82,7 +84,7 @@ def analyze(run: Run, options: AnalysisOptions | None = None, debug: bool = Fals
     _rank_figures(ctx, report, failed)
     report.levels = levels
     report.collectives = (
-        [S.CollectiveRow(**c) for c in ctx.collectives.table]
+        list(ctx.collectives.table)
         if "communication" not in failed
         else []
     )
@@ -102,7 +104,7 @@ def analyze(run: Run, options: AnalysisOptions | None = None, debug: bool = Fals
     ]
     report.findings = [_row(f) for f in findings]
     report.regions = _regions(ctx, debug)
-    report.summary = _summary(ctx, report, by)
+    report.summary = _summary(ctx, report, by, failed)
     L.unknown_verdicts(ctx, levels, report.summary, failed)  # ok needs a measured figure
     report.samples = per_step(
         run,
@@ -120,8 +122,8 @@ def analyze(run: Run, options: AnalysisOptions | None = None, debug: bool = Fals
 
 
 def _regions(ctx: Context, debug: bool = False) -> list[S.Region]:
-    """The regions (diagnosers/analyses/regions.py); none when computing them fails."""
-    from diagnosers.analyses.regions import regions
+    """The regions (tracekit/analysis/regions.py); none when computing them fails."""
+    from tracekit.analysis.regions import regions
 
     try:
         return regions(ctx)
@@ -135,13 +137,14 @@ def step_model(ctx: Context, findings: list[Finding], debug: bool = False) -> S.
     """The step model block (tracekit.stepmodel): the replay, its error, the critical path,
     and each finding's candidate changes replayed (`what_if`, one row per change) — which
     set that finding's `remedies` and `impact_ms` (its best saving)."""
-    from diagnosers.analyses import stepmodel as SM
+    from diagnosers.impact import impacts
+    from tracekit.analysis.whatif_plan import not_built
 
     block = S.StepModelBlock()
     try:
         sm = ctx.step_model
         if sm is None:
-            block.notes.append(SM.not_built(ctx, "no rank has an analysed window to replay"))
+            block.notes.append(not_built(ctx, "no rank has an analysed window to replay"))
             return block
         base = sm.base
         block.measured_step_ms = base.measured_step_ms
@@ -150,7 +153,7 @@ def step_model(ctx: Context, findings: list[Finding], debug: bool = False) -> S.
         block.critical_path = critical_path(sm.critical_path())
         block.path_origin_ns = sm.graph.origin + round(base.origin_ns)
         block.collective_slack_ms = sm.collective_slack_ms()
-        for f, o in SM.impacts(ctx, findings):
+        for f, o in impacts(ctx, findings):
             block.what_if.append(
                 S.WhatIf(
                     finding=f.code,
@@ -229,7 +232,7 @@ def top_kernels(ctx: Context, limit: int = K.TOP_KERNELS) -> list[S.KernelRow]:
     return rows
 
 
-def _rank_figures(ctx: Context, report: S.Report, failed: set[str]) -> None:
+def _rank_figures(ctx: Context, report: S.Report, failed: dict[str, str]) -> None:
     """The per-rank figures the levels add to `ranks[]`."""
     comp = {r["rank"]: r for r in ctx.compute.ranks} if "compute" not in failed else {}
     mem = {r.rank: r for r in ctx.memory.ranks} if "memory" not in failed else {}
@@ -245,7 +248,9 @@ def _rank_figures(ctx: Context, report: S.Report, failed: set[str]) -> None:
         row.uncounted_compute_fraction = c.get("uncounted_compute_fraction")
 
 
-def _summary(ctx: Context, report: S.Report, by: dict[str, S.Level]) -> S.Summary:
+def _summary(
+    ctx: Context, report: S.Report, by: dict[str, S.Level], failed: dict[str, str]
+) -> S.Summary:
     comp, comm, scal, mem = by["compute"], by["communication"], by["scaling"], by["memory"]
     ranks = report.ranks
     proj = scal.predicted.projection or {}
@@ -287,44 +292,38 @@ def _summary(ctx: Context, report: S.Report, by: dict[str, S.Level]) -> S.Summar
         manifest=bool(ctx.manifest),
         uncounted_compute_fraction=comp.measured.uncounted_compute_fraction,
     )
-    summary.null_reasons = null_reasons(ctx, summary, by)
+    summary.null_reasons = null_reasons(ctx, summary, failed)
     return summary
 
 
 NOT_MEASURABLE = "not measurable"
 
 
-def null_reasons(ctx: Context, summary: S.Summary, by: dict[str, S.Level]) -> dict[str, str]:
-    """Why each null figure of the summary is null, from the fact that made it so."""
+def null_reasons(ctx: Context, summary: S.Summary, failed: dict[str, str]) -> dict[str, str]:
+    """Why each null figure of the summary is null, from the fact that made it so (each
+    fact carries its reasons; none is searched for in notes)."""
     out: dict[str, str] = {}
     nulls = [f for f in summary.__struct_fields__ if getattr(summary, f) is None]
-    for level in by.values():  # a level whose figures failed: its notes say why
-        for note in level.notes:
-            if note.startswith(f"{level.level} figures are missing"):
-                return {k: note for k in nulls}
+    if failed:  # the first level whose figures failed says why
+        return {k: next(iter(failed.values())) for k in nulls}
 
     def reason(key: str) -> str:
         c = ctx.compute
-        if key in ("mfu", "hfu", "gemm_efficiency", "model_flops_per_step", "flops_per_step",
-                   "peak_flops_source"):  # fmt: skip
-            if c.mfu is None:
-                return next(n for n in c.notes if n.startswith("MFU unknown"))
-            return next((n for n in c.notes if "above 100%" in n), NOT_MEASURABLE)
-        if key == "predicted_flops_per_step":
-            return f"predicted FLOPs unknown: {c.predicted_why}" if c.predicted_why else ""
+        if key in c.null_reasons:
+            return c.null_reasons[key]
         if key in ("bubble_fraction", "predicted_bubble_fraction", "modeled_bubble_fraction"):
             b = ctx.bubble
             if b is None:
-                return by["scaling"].notes[0]
-            if key == "modeled_bubble_fraction" and b.notes:
-                return b.notes[0]
+                return NOT_A_PIPELINE
+            if key == "modeled_bubble_fraction" and b.modeled_why:
+                return b.modeled_why
             if key == "predicted_bubble_fraction":
                 return "the pipeline's microbatch count M is unknown"
             return "no rank has a compute fraction in the analysed window"
         m = ctx.memory
         if key in ("peak_memory_fraction", "max_peak_memory_fraction", "peak_memory_bytes"):
-            if not m.ranks:
-                return m.notes[0]
+            if m.peak_why:
+                return m.peak_why
             if ctx.cpu:
                 return "CPU run: host memory has no device capacity to compare with"
             return "device memory capacity unknown: pass --device-memory-GB"

@@ -1,15 +1,13 @@
-"""Small helpers the levels and the rules share: a mean of known values, and the short
-forms a finding's title uses (through `tracekit.report.units`, the one unit module)."""
+"""Small helpers the levels and the rules share: a mean of known values (the facts',
+`tracekit.analysis.base.mean`), and the short forms a finding's title uses (through
+`tracekit.report.units`, the one unit module)."""
 
 from __future__ import annotations
 
+from tracekit.analysis.base import mean
 from tracekit.report import units
 
-
-def mean(values) -> float | None:
-    """Mean of the values that are known (None when none is)."""
-    vals = [v for v in values if v is not None]
-    return sum(vals) / len(vals) if vals else None
+__all__ = ["gb", "mean", "pct"]
 
 
 def gb(x: float | None) -> str:

@@ -38,7 +38,7 @@ class Finding:
     remedy: str = ""
     details: dict[str, Any] = field(default_factory=dict)
     # each candidate change replayed, best first: {change, predicted_step_ms, saved_ms}
-    # (`diagnosers.analyses.stepmodel.impacts`)
+    # (`diagnosers.impact.impacts`)
     remedies: list[dict[str, Any]] = field(default_factory=list)
     # the level whose verdict it sets, when not its rule's (an error charged to a level)
     charged_to: str | None = field(default=None, repr=False)

@@ -1,15 +1,17 @@
 """The four levels of the report — memory → compute → communication → scaling — each
 figure measured beside predicted, from the context's facts. No figure is computed here:
-a level only lays out facts (`diagnosers/analyses/`) in the report's typed blocks
+a level only lays out facts (`tracekit/analysis/`) in the report's typed blocks
 (`tracekit.report.schema`) and gathers their notes."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from diagnosers.analyses.scaling import NOT_A_PIPELINE
+from msgspec.structs import asdict
+
 from diagnosers.base import mean
 from diagnosers.context import Context
+from tracekit.analysis.scaling import NOT_A_PIPELINE
 from tracekit.report import schema as S
 from tracekit.report import units
 
@@ -92,19 +94,19 @@ def communication(ctx: Context) -> S.CommunicationLevel:
             exposed_slow_fraction=mean(r.exposed_slow_fraction for r in comm.ranks),
             comm_fraction=mean(r.comm_fraction for r in ranks),
             comm_overlap_fraction=mean(r.comm_overlap_fraction for r in ranks),
-            busbw_by_collective={_key(r["name"]): r["busbw_GBps"] for r in table[:5]},
+            busbw_by_collective={_key(r.name): r.busbw_GBps for r in table[:5]},
             straggler_wait_fraction=comm.straggler_wait_fraction,
             exposed_pipeline_fraction=comm.exposed_pipeline_fraction,
             unexplained_exposed_fraction=comm.unexplained_exposed_fraction,
         ),
         predicted=S.CommunicationPredicted(
             predicted_busbw_by_collective={
-                _key(r["name"]): r["predicted_busbw_GBps"] for r in table[:5]
+                _key(r.name): r.predicted_busbw_GBps for r in table[:5]
             },
             predicted_exposed_comm_fraction=0.0,
         ),
         metrics={
-            "collectives": table,
+            "collectives": [asdict(r) for r in table],
             "ranks": [vars(r).copy() for r in comm.ranks],
             "attribution": comm.attribution(),
             # exposed_comm_fraction per step in ms, mean over ranks: what the collectives'
@@ -186,7 +188,7 @@ HEADLINE: dict[str, tuple[tuple[str, ...], ...]] = {
 
 
 def unknown_verdicts(
-    ctx: Context, levels: list[S.Level], summary: S.Summary, failed: set[str]
+    ctx: Context, levels: list[S.Level], summary: S.Summary, failed: dict[str, str]
 ) -> None:
     """Turn each level that no finding judged ("ok") into "unknown" when none of its
     `HEADLINE` alternatives is known, with the reasons in `verdict_reason`."""
@@ -194,7 +196,7 @@ def unknown_verdicts(
         if level.verdict != "ok":
             continue
         if level.level in failed:  # its figures are null: the note that says why
-            reasons = level.notes[:1] or [f"{level.level} figures are missing"]
+            reasons = [failed[level.level]]
         else:
             reasons = headline_unknown(ctx, level.level, summary)
         if reasons:

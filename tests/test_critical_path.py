@@ -17,11 +17,11 @@ import pytest
 
 import tracekit
 from diagnosers import assemble
-from diagnosers.analyses.stepmodel import what_if
 from diagnosers.context import Context
 from tests import tracegen as T
 from tests.conftest import SHARED_TRACES
 from tests.synth import SCENARIOS, generate
+from tracekit.analysis.whatif_plan import what_if
 from tracekit.options import AnalysisOptions
 from tracekit.stepmodel import replay as R
 

@@ -15,10 +15,10 @@ from types import SimpleNamespace as NS
 import pytest
 
 import tracekit
-from diagnosers.analyses.scaling import projection
 from tests.helpers import full_report
 from tests.synth import Scenario, _merge, generate
 from tests.tracegen import TraceBuilder
+from tracekit.analysis.scaling import projection
 
 # ------------------------------------------------------------------ raw-trace helpers
 
@@ -245,7 +245,7 @@ def _proj_ctx(union_ms: float, times: list[float], world: int = 300):
     return NS(
         run=NS(sql=lambda q: NS(fetchall=lambda: [(world,)])),
         collectives=NS(table=[
-            {"name": "all_reduce", "group_size": world, "bytes": 8 << 20, "time_ms_per_step": t}
+            NS(name="all_reduce", group_size=world, bytes=8 << 20, time_ms_per_step=t)
             for t in times
         ]),
         ranks=[rank], step_ms=step, cpu=True,

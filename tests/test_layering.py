@@ -30,6 +30,7 @@ ENGINE_LAYERS: tuple[tuple[str, ...], ...] = (
     ("tracekit.metrics",),
     ("tracekit.stepmodel",),
     ("tracekit.report",),
+    ("tracekit.analysis",),  # the facts the judges read (the schema's rows among them)
     ("tracekit.gate",),
 )
 DOORS = (
@@ -208,6 +209,22 @@ def test_every_module_is_in_a_layer():
 
 def test_imports_follow_the_layers():
     assert violations() == []
+
+
+def test_the_facts_name_no_judge():
+    """`tracekit.analysis` computes figures; the judges (`diagnosers`) read them. Not even
+    a type hint of the facts names a diagnoser: a threshold that defines a figure lives
+    with the fact and the rule imports it from there."""
+    for name, path in MODULES.items():
+        if _under(name, ("tracekit.analysis",)):
+            tree = ast.parse(path.read_text())
+            for node in ast.walk(tree):
+                mods = []
+                if isinstance(node, ast.Import):
+                    mods = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    mods = [node.module]
+                assert not any(m.split(".")[0] in CONSUMERS for m in mods), name
 
 
 def test_no_import_cycles():

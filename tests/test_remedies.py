@@ -20,10 +20,10 @@ import pytest
 
 import tracekit
 from diagnosers import assemble
-from diagnosers.analyses.stepmodel import what_if
 from diagnosers.context import Context
 from tests.snapshot_reports import SYNTH as SNAPSHOT_SYNTH
 from tests.synth import Scenario, generate
+from tracekit.analysis.whatif_plan import what_if
 from tracekit.errors import TracekitError
 from tracekit.model.pipeline import bubble_fraction, simulate
 from tracekit.options import AnalysisOptions
@@ -261,8 +261,8 @@ def test_whatif_cli_takes_interleave(tmp_path):
 def test_a_finding_whose_remedies_win_nothing_is_not_critical(tmp_path):
     """A synthetic run where a rule fires but its candidate cannot win: the finding says
     so, is at most a warning and sorts after findings with a winning remedy."""
-    from diagnosers.analyses import stepmodel as SM
     from diagnosers.findings import Finding
+    from diagnosers.impact import impacts
     from diagnosers.rules.pipeline_bubble import PipelineBubble
 
     shutil.copytree(SAMPLES / "pp_1f1b", tmp_path / "pp")
@@ -275,7 +275,7 @@ def test_a_finding_whose_remedies_win_nothing_is_not_critical(tmp_path):
                 return ["microbatches=8", "overlap:no_such"]
 
         f = Finding(OnlyMore, "critical", "t", ranks=[0], remedy="advice")
-        SM.impacts(ctx, [f])
+        impacts(ctx, [f])
     assert f.severity == "warning" and f.impact_ms == 0.0
     assert f.remedy.startswith("replayed, none of the candidate changes saves time: ")
     assert "microbatches=8 makes the step" in f.remedy

@@ -23,6 +23,7 @@ from tests.helpers import full_report
 from tests.synth import SCENARIOS, Scenario, generate
 from tracekit.cli import main
 from tracekit.errors import TracekitError
+from tracekit.report.schema import CollectiveRow
 
 # ---------------------------------------------------------------- the registry and docs
 
@@ -81,7 +82,7 @@ def _compute_rank(rank, **kw):
 
 
 def _compute(ranks, mfu=0.4, eff=0.7, cpu=False, pipeline=None, step_ms=100.0, unc=None):
-    from diagnosers.analyses.uncounted import UncountedFacts
+    from tracekit.analysis.uncounted import UncountedFacts
 
     graph = {"graph_replay": unc * 10.0} if unc else {}
     return NS(
@@ -165,7 +166,7 @@ CASES = [
 
 
 def _input(idle_ms: float, step_idle_ms: float | None = 50.0):
-    from diagnosers.analyses.dataloader import LoaderIdle
+    from tracekit.analysis.dataloader import LoaderIdle
 
     r = LoaderIdle(rank=0, spans_per_step=1.0, loader_ms=idle_ms + 5, idle_ms=idle_ms,
                    host_bound_ms=idle_ms / 2, step_idle_ms=step_idle_ms)  # fmt: skip
@@ -173,7 +174,7 @@ def _input(idle_ms: float, step_idle_ms: float | None = 50.0):
 
 
 def _fusion(share: float, other_ms: float):
-    from diagnosers.analyses.fusion import RankFusion
+    from tracekit.analysis.fusion import RankFusion
 
     f = RankFusion(rank=0, compute_ms=other_ms / share, other_ms=other_ms, top=[("k", other_ms)])
     return NS(fusion={0: f}, step_ms=100.0, compute=NS(mfu=0.12, gemm_efficiency=0.6))
@@ -214,9 +215,11 @@ CASES += [
 
 def _slow(ratio: float, cpu: bool = False, time_ms: float = 5.0, gloo: bool = False):
     limit = 0.25 if cpu else 0.5
-    row = dict(name="all_reduce", bytes=1e8, group_size=8, busbw_GBps=ratio * 400,
-               predicted_busbw_GBps=400.0, transfer_ms=2.0, predicted_ms=1.0,
-               count_per_step=1.0, time_ms_per_step=time_ms, inter_node=False)  # fmt: skip
+    row = CollectiveRow(name="all_reduce", bytes=100_000_000, group_size=8, dtype=None,
+                        count=1, busbw_GBps=ratio * 400, predicted_busbw_GBps=400.0,
+                        transfer_ms=2.0, predicted_ms=1.0, count_per_step=1.0,
+                        time_ms_per_step=time_ms, inter_node=False, exposed_ms=1.0,
+                        exposed_wait_ms=0.0, matched=True)  # fmt: skip
     slow = [row] if ratio < limit else []
     return NS(communication=NS(slow=slow, slow_limit=limit, ranks=[NS(rank=0)]), cpu=cpu,
               gloo_on_gpu=gloo and not cpu,

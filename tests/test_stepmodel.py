@@ -15,9 +15,9 @@ from click.testing import CliRunner
 
 import tracekit
 from diagnosers import assemble
-from diagnosers.analyses.stepmodel import what_if
 from diagnosers.context import Context
 from tests.synth import SCENARIOS, Scenario, generate
+from tracekit.analysis.whatif_plan import what_if
 from tracekit.cli import main
 from tracekit.options import AnalysisOptions
 from tracekit.stepmodel import changes as C
@@ -229,7 +229,7 @@ def test_change_syntax():
 
 
 def test_a_graph_past_the_node_budget_replays_the_last_steps_that_fit(tmp_path, monkeypatch):
-    from diagnosers.analyses import stepmodel
+    from tracekit.analysis import whatif_plan as stepmodel
 
     generate(Scenario(name="healthy", steps=3), tmp_path)
     monkeypatch.setattr(stepmodel, "NODE_BUDGET", 1500)  # ~970 nodes a step here
@@ -345,7 +345,7 @@ def test_one_step_of_all_ranks_past_the_ceiling_is_not_modeled_and_says_why(tmp_
     """The same job at 2 and at 8 ranks with the ceiling between their steps' sizes: 2
     ranks are modeled, 8 are not — the block says why, its figures are null, findings
     keep their rules' impact, and `whatif` exits 2 with that line."""
-    from diagnosers.analyses import stepmodel
+    from tracekit.analysis import whatif_plan as stepmodel
 
     # estimated nodes of one step across all ranks: ≈ 482 a rank here (964 at 2 ranks,
     # 3,856 at 8)
@@ -439,8 +439,8 @@ def test_a_cpu_operation_without_ops_on_its_labels_thread_falls_back_to_the_flop
     """Where a kind's ops ran on another thread than its label (no work found), its split
     is the FLOP share, as it was for every operation before; the kinds with work found
     keep theirs (the CPU pp sample, its backward's work hidden)."""
-    from diagnosers.analyses import stepmodel as S
-    from diagnosers.analyses.pipeline import measure
+    from tracekit.analysis import whatif_plan as S
+    from tracekit.analysis.pipeline import measure
 
     run_dir = tmp_path / "pp"
     shutil.copytree(SAMPLES / "pp_1f1b", run_dir)

@@ -88,7 +88,7 @@ def test_a_model_of_the_last_steps_only_is_drawn_on_those_steps(tmp_path, monkey
     steps only: the segments then count from those steps' start
     (`step_model.path_origin_ns`), not from the window's — every one lies in its rank's
     last step (the steps table), on compute the trace has there."""
-    from diagnosers.analyses import stepmodel
+    from tracekit.analysis import whatif_plan as stepmodel
 
     generate(Scenario(name="straggler", straggler=SLOW, straggler_slowdown=1.4), tmp_path)
     monkeypatch.setattr(stepmodel, "NODE_BUDGET", 1500)  # ~1,900 nodes a step: 1 step kept

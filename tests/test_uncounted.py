@@ -277,8 +277,8 @@ def test_kernel_attribution_in_chunks_of_ranks_is_the_whole_runs(tmp_path, monke
     """The query runs over chunks of ranks (`W.by_events`) to bound its memory: one chunk
     a rank gives the facts of one chunk for all, and each rank's fraction is still the
     generator's."""
-    from diagnosers.analyses import uncounted
     from diagnosers.context import Context
+    from tracekit.analysis import uncounted
     from tracekit.metrics import windows as W
     from tracekit.metrics.breakdown import windows_of
 

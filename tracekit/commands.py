@@ -105,8 +105,8 @@ def whatif_report(run, opts: OpenOptions, options: AnalysisOptions, changes):
     """(the typed what-if result, the closed run) of replaying `changes` on RUN — what
     `tracekit whatif` prints (and the MCP door's `whatif` returns)."""
     from diagnosers import assemble
-    from diagnosers.analyses.stepmodel import what_if
     from diagnosers.context import Context
+    from tracekit.analysis.whatif_plan import what_if
     from tracekit.report import schema as S
     from tracekit.stepmodel.changes import parse
 

@@ -238,12 +238,12 @@ class Session:
 
     def what_if(self, specs: list[str]):
         """The run's step model replayed with the changes `specs` — `tracekit whatif`'s
-        path (`diagnosers.analyses.stepmodel.what_if` over a Context of the run, with the
+        path (`tracekit.analysis.whatif_plan.what_if` over a Context of the run, with the
         report's options); the Context, and so the step model it builds, is kept for the
         session. A change that is not one, or does not apply, raises TracekitError (its
         message is the CLI's line)."""
-        from diagnosers.analyses.stepmodel import what_if
         from diagnosers.context import Context
+        from tracekit.analysis.whatif_plan import what_if
         from tracekit.stepmodel.changes import parse
 
         for spec in specs:  # a change that is not one fails before the model is built

@@ -33,7 +33,7 @@ class Rule:
     def candidates(self, ctx: Context, finding: Finding) -> list[str]:
         """The what-if changes (`tracekit whatif --change` specs) that would fix
         `finding`: each is replayed by the step model, the best saving is the finding's
-        impact (`diagnosers.analyses.stepmodel.impacts`). None by default: the finding
+        impact (`diagnosers.impact.impacts`). None by default: the finding
         keeps the impact its rule estimates."""
         return []
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from diagnosers.analyses.communication import P2P, bare_counts, bucket_sizes, most_exposed
 from diagnosers.base import mean, pct
 from diagnosers.findings import severity
 from diagnosers.rules.base import Rule
+from tracekit.analysis.communication import P2P, bare_counts, bucket_sizes, most_exposed
 
 
 class ExposedCommunication(Rule):
@@ -127,9 +127,9 @@ class ExposedCommunication(Rule):
         queue spills past the compute it was issued beside) is the bandwidth's alone."""
         comm = ctx.communication
         total = 0.0
-        for name in dict.fromkeys(r["name"] for r in getattr(comm, "slow", [])):
-            rows = [r for r in comm.slow if r["name"] == name]
-            predicted = sum((x["predicted_ms"] or 0) * x["count_per_step"] for x in rows)
+        for name in dict.fromkeys(r.name for r in getattr(comm, "slow", [])):
+            rows = [r for r in comm.slow if r.name == name]
+            predicted = sum((x.predicted_ms or 0) * x.count_per_step for x in rows)
             if not predicted:
                 continue
             wins = []
@@ -141,9 +141,9 @@ class ExposedCommunication(Rule):
                         - ctx.key_ms(x, pr.rank, "wait_exposed_ns"),
                         0.0,
                     )
-                    extra = max(0.0, x["transfer_ms"] - (x["predicted_ms"] or 0))
+                    extra = max(0.0, x.transfer_ms - (x.predicted_ms or 0))
                     own += e
-                    excess += min(extra * x["count_per_step"], e)
+                    excess += min(extra * x.count_per_step, e)
                 wins.append(excess * min(1.0, max(own - excess, 0.0) / predicted))
             total += mean(wins) or 0.0
         return total

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from diagnosers.analyses.uncounted import describe
 from diagnosers.base import pct
 from diagnosers.rules.base import Rule
+from tracekit.analysis.uncounted import describe
 
 
 class LowMfu(Rule):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from msgspec.structs import asdict
+
 from diagnosers.base import mean, pct
 from diagnosers.rules.base import Rule
+from tracekit.analysis.communication import SLOW_MIN_STEP_SHARE, SLOW_SHARE
 
 
 class SlowCollective(Rule):
@@ -30,8 +33,9 @@ class SlowCollective(Rule):
     kind = "communication.slow_collective"
     name = "slow-collective"
     level = "communication"
-    share = 0.5  # measured bus bandwidth under this share of the prediction (CPU: half)
-    min_step_share = 0.01  # of the step, for a slow collective to matter
+    # the facts' thresholds (`communication.slow` is the rows under them)
+    share = SLOW_SHARE
+    min_step_share = SLOW_MIN_STEP_SHARE
     raised_when = (
         "measured bus bandwidth < {share:g}× the α-β prediction (CPU runs: < {share_cpu:g}×), "
         "taking ≥ {min_step_share:.0%} of the step; impact: the exposed excess over the "
@@ -42,13 +46,13 @@ class SlowCollective(Rule):
     def check(self, ctx):
         comm = ctx.communication
         per_rank = comm.ranks
-        for name in dict.fromkeys(r["name"] for r in comm.slow):  # one finding per collective
-            rows = [r for r in comm.slow if r["name"] == name]
-            r = max(rows, key=lambda x: x["time_ms_per_step"])
-            ratio = r["busbw_GBps"] / r["predicted_busbw_GBps"]
+        for name in dict.fromkeys(r.name for r in comm.slow):  # one finding per collective
+            rows = [r for r in comm.slow if r.name == name]
+            r = max(rows, key=lambda x: x.time_ms_per_step)
+            ratio = r.busbw_GBps / r.predicted_busbw_GBps
             sizes = f" (and {len(rows) - 1} other sizes)" if len(rows) > 1 else ""
             excess_ms = sum(
-                max(0.0, x["transfer_ms"] - (x["predicted_ms"] or 0)) * x["count_per_step"]
+                max(0.0, x.transfer_ms - (x.predicted_ms or 0)) * x.count_per_step
                 for x in rows
             )
             exposed_excess = mean(
@@ -62,24 +66,24 @@ class SlowCollective(Rule):
                 )
                 for pr in per_rank
             )
-            where = "between nodes" if r.get("inter_node") else "in a node"
+            where = "between nodes" if r.inter_node else "in a node"
             yield self.finding(
                 "critical" if ratio < comm.slow_limit / 2 else "warning",
-                f"{name} of {r['bytes'] / 1e6:.2f} MB over {r['group_size'] or '?'} ranks"
-                f"{sizes} reaches {r['busbw_GBps']:.2f} GB/s bus bandwidth, {pct(ratio)} of "
-                f"the {r['predicted_busbw_GBps']:.2f} GB/s predicted"
+                f"{name} of {r.bytes / 1e6:.2f} MB over {r.group_size or '?'} ranks"
+                f"{sizes} reaches {r.busbw_GBps:.2f} GB/s bus bandwidth, {pct(ratio)} of "
+                f"the {r.predicted_busbw_GBps:.2f} GB/s predicted"
                 + ("" if ctx.cpu else f" {where}")
                 + f"; {excess_ms:.1f} ms per step over the prediction, "
                 f"{exposed_excess or 0:.1f} ms of it exposed",
                 ranks=[pr.rank for pr in per_rank],
-                measured={"busbw_GBps": r["busbw_GBps"], "transfer_ms": r["transfer_ms"]},
+                measured={"busbw_GBps": r.busbw_GBps, "transfer_ms": r.transfer_ms},
                 predicted={
-                    "busbw_GBps": r["predicted_busbw_GBps"],
-                    "transfer_ms": r["predicted_ms"],
+                    "busbw_GBps": r.predicted_busbw_GBps,
+                    "transfer_ms": r.predicted_ms,
                 },
                 impact_ms=exposed_excess or 0.0,
                 remedy=self.advice(ctx),
-                details={"sizes": rows, "excess_ms_per_step": excess_ms},
+                details={"sizes": [asdict(x) for x in rows], "excess_ms_per_step": excess_ms},
             )
 
     @staticmethod

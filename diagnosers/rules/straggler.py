@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from diagnosers.analyses import stragglers
-from diagnosers.analyses.regions import lag_region
 from diagnosers.base import pct
 from diagnosers.rules.base import Rule
+from tracekit.analysis import stragglers
+from tracekit.analysis.regions import lag_region
 
 
 class Straggler(Rule):
@@ -164,7 +164,7 @@ class Straggler(Rule):
 
     @staticmethod
     def _where(ctx, rank: int, host_side: bool):
-        """The region where the rank's lag accrues (`analyses.regions.lag_region`): by CPU
+        """The region where the rank's lag accrues (`tracekit.analysis.regions.lag_region`): by CPU
         time where its host is late or the run has no device, else by device time; None
         when no region exceeds the median or regions cannot be read."""
         try:

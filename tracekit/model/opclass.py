@@ -4,7 +4,7 @@ MFU counts matmul-class FLOPs (PaLM, Chowdhery et al. 2022, appendix B: the mode
 matmuls and attention; elementwise, normalization, embedding lookups, optimizer updates
 and copies have ~zero model FLOPs and are correctly zero in MFU). Compute time whose
 FLOPs tracekit cannot know matters to MFU only when it may carry such FLOPs — that is
-`uncounted_compute_fraction` (diagnosers/analyses/uncounted.py). This module says,
+`uncounted_compute_fraction` (tracekit/analysis/uncounted.py). This module says,
 from a name alone, whether a kernel or an op is of that class.
 
 Kernels (`kernel_class`, `is_matmul_kernel`): by the kernel name's own head, never by
@@ -242,7 +242,7 @@ UNFUSED = re.compile(
 def is_unfused_kernel(name: str) -> bool:
     """An eager memory-bound kernel that fusion would merge into its neighbours (never a
     GEMM, attention or convolution kernel, never one Triton already fused, never an
-    embedding lookup): `diagnosers.analyses.fusion` and the `fuse=F` what-if."""
+    embedding lookup): `tracekit.analysis.fusion` and the `fuse=F` what-if."""
     if is_matmul_kernel(name) or name.startswith("triton_") or "embedding" in name.lower():
         return False
     return bool(UNFUSED.search(name))

@@ -308,7 +308,7 @@ class OpRow(Struct, kw_only=True):
     op_peak_fraction: F.OP_PEAK_FRACTION.type(float | None) = field(name="peak_fraction")
     # why its FLOPs are unknown (null: counted, or not matmul work — an op without a
     # formula whose kernels and name are not GEMM/attention/conv, flops null): graph_replay,
-    # op_without_formula, op_without_flops, no_op (diagnosers/analyses/uncounted.py)
+    # op_without_formula, op_without_flops, no_op (tracekit/analysis/uncounted.py)
     uncounted: str | None = None
 
 
@@ -347,7 +347,7 @@ class KernelRow(Struct, kw_only=True):
 class Region(Struct, kw_only=True):
     """`regions[]`: one region of the model (an annotated range or an nn.Module), matched
     across ranks by its path; figures per step over the analysed steps, mean over the ranks
-    holding it (`diagnosers/analyses/regions.py`). On CPU runs the device figures are null."""
+    holding it (`tracekit/analysis/regions.py`). On CPU runs the device figures are null."""
 
     path: list[str]  # names from the root (ProfilerStep left out) to the leaf, the leaf last
     kind: str  # module or annotation

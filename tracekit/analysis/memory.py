@@ -17,7 +17,7 @@ from tracekit.model.memory import (
 )
 
 if TYPE_CHECKING:
-    from diagnosers.context import Context
+    from tracekit.analysis.facts import Facts
 
 
 @dataclass
@@ -40,9 +40,10 @@ class MemoryFacts:
     predicted_why: str | None  # why there is no prediction
     measured_over_predicted: float | None
     notes: list[str] = field(default_factory=list)
+    peak_why: str | None = None  # why no peak is measured
 
 
-def predicted_bytes(ctx: Context) -> tuple[dict | None, str | None]:
+def predicted_bytes(ctx: Facts) -> tuple[dict | None, str | None]:
     """Model states + activations per device from job.json, or why not."""
     m = ctx.manifest
     if m is None:
@@ -99,7 +100,7 @@ def predicted_bytes(ctx: Context) -> tuple[dict | None, str | None]:
     }, None
 
 
-def facts(ctx: Context) -> MemoryFacts:
+def facts(ctx: Facts) -> MemoryFacts:
     """The memory facts (`ctx.memory` caches them)."""
     rows = ctx.run.sql(
         sql.query("levels.memory", "peaks"), params={"device_type": 0 if ctx.cpu else 1}
@@ -115,8 +116,10 @@ def facts(ctx: Context) -> MemoryFacts:
             MemoryRank(rank, alloc, reserved, capacity, peak / capacity if capacity else None)
         )
     notes = []
+    peak_why = None
     if not per_rank:
-        notes.append("no [memory] events with allocator totals: profile with profile_memory=True")
+        peak_why = "no [memory] events with allocator totals: profile with profile_memory=True"
+        notes.append(peak_why)
     fr = [r for r in per_rank if r.fraction is not None]
     worst = max(fr, key=lambda r: r.fraction) if fr else None
     peak_alloc = max((r.peak_allocated_bytes or 0 for r in per_rank), default=None)
@@ -151,4 +154,5 @@ def facts(ctx: Context) -> MemoryFacts:
         predicted_why=why,
         measured_over_predicted=over,
         notes=notes,
+        peak_why=peak_why,
     )

@@ -43,7 +43,7 @@ from tracekit.metrics.breakdown import windows_of
 from tracekit.model.opclass import is_matmul_kernel, is_matmul_op
 
 if TYPE_CHECKING:
-    from diagnosers.context import Context
+    from tracekit.analysis.facts import Facts
 
 CAUSES = ("graph_replay", "op_without_formula", "op_without_flops", "no_op")
 CAUSE_TEXT = {
@@ -95,7 +95,7 @@ def is_uncounted(why: str, op: str | None, kernel: str) -> bool:
     return is_matmul_kernel(kernel)  # graph_replay, no_op
 
 
-def facts(ctx: Context) -> UncountedFacts:
+def facts(ctx: Facts) -> UncountedFacts:
     if ctx.cpu:
         return _cpu(ctx)
     # rank-local, so run over chunks of ranks: at 64 big ranks (13.8 million events) the
@@ -188,7 +188,7 @@ def _count(found: dict[tuple[str, str], dict], name: str, why: str, note, ns: in
     o["ns"] += ns
 
 
-def _cpu(ctx: Context) -> UncountedFacts:
+def _cpu(ctx: Facts) -> UncountedFacts:
     flops_rows = ctx.run.sql("SELECT rank, tid, ts_ns, ts_ns + dur_ns FROM op_flops").fetchall()
     in_win = W.ops_in("SELECT * FROM op_flops WHERE flops IS NULL", ctx.windows)
     without: dict[int, int] = {}

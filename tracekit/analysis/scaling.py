@@ -15,13 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from diagnosers.analyses.communication import predict_seconds
-from diagnosers.analyses.pipeline import Pipeline, measure
-from diagnosers.base import mean, pct
+from tracekit.analysis.base import mean
+from tracekit.analysis.communication import predict_seconds
+from tracekit.analysis.pipeline import Pipeline, measure
 from tracekit.model.pipeline import bubble_fraction, simulate
 
 if TYPE_CHECKING:
-    from diagnosers.context import Context
+    from tracekit.analysis.facts import Facts
+    from tracekit.report.schema import CollectiveRow
 
 NOT_A_PIPELINE = (
     "not a pipeline-parallel run (no job.json pp, PP labels, mesh_pp or send/recv pipeline pattern)"
@@ -40,6 +41,7 @@ class BubbleFacts:
     model: dict[str, Any] | None  # the schedule run with the measured stage times
     per_stage: list[dict[str, Any]]  # rank → its bubble fraction
     notes: list[str] = field(default_factory=list)
+    modeled_why: str | None = None  # why the schedule could not be modeled
 
     def metrics(self) -> dict[str, Any]:
         p = self.pipe
@@ -54,7 +56,7 @@ class BubbleFacts:
         }
 
 
-def bubble(ctx: Context) -> BubbleFacts | None:
+def bubble(ctx: Facts) -> BubbleFacts | None:
     """The pipeline bubble (`ctx.bubble` caches it); None when the run has no pipeline."""
     pipe = ctx.pipeline
     if pipe is None:
@@ -70,11 +72,13 @@ def bubble(ctx: Context) -> BubbleFacts | None:
     )
     model = _model(ctx, pipe, pred)
     notes = []
+    why = None
     if model is None:
-        notes.append(
+        why = (
             "modeled pipeline bubble unknown: no per-microbatch stage labels (PP:… or "
             "Forward i / Backward i) to time each stage's forward and backward"
         )
+        notes.append(why)
     elif measured is not None and pred is not None:
         parts = model["parts"]
         notes.append(
@@ -90,10 +94,10 @@ def bubble(ctx: Context) -> BubbleFacts | None:
             f"the labels wrap the receive) {100 * parts['in_microbatch_non_compute']:+.1f}, "
             f"unexplained {100 * (measured - model['modeled']):+.1f}"
         )
-    return BubbleFacts(pipe, measured, pred, model, per_stage, notes)
+    return BubbleFacts(pipe, measured, pred, model, per_stage, notes, modeled_why=why)
 
 
-def _model(ctx: Context, pipe: Pipeline, pred: float | None) -> dict | None:
+def _model(ctx: Facts, pipe: Pipeline, pred: float | None) -> dict | None:
     """The schedule fed with the measured stage times, and the bubble's parts."""
     meas = measure(ctx, pipe)
     if meas is None or not meas.duration:
@@ -148,7 +152,7 @@ def _model(ctx: Context, pipe: Pipeline, pred: float | None) -> dict | None:
     }
 
 
-def _per_step_ms(ctx: Context, key: str) -> float:
+def _per_step_ms(ctx: Facts, key: str) -> float:
     """Mean over ranks of a per-rank fraction, in ms of that rank's step."""
     return (
         mean(r.per_step_ms(getattr(r, key)) for r in ctx.ranks if getattr(r, key) is not None)
@@ -159,16 +163,16 @@ def _per_step_ms(ctx: Context, key: str) -> float:
 SCALING = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 
 
-def job_world_size(ctx: Context) -> int:
+def job_world_size(ctx: Facts) -> int:
     """The job's world size, not the number of traced ranks: the traces' own
     (distributedInfo world_size), else the largest group a collective names, else the
     traced ranks."""
     (world,) = ctx.run.sql("SELECT max(world_size) FROM rank_info").fetchall()[0]
-    groups = [c["group_size"] for c in ctx.collectives.table if c.get("group_size")]
+    groups = [c.group_size for c in ctx.collectives.table if c.group_size]
     return int(world or max(groups, default=0) or len(ctx.ranks))
 
 
-def projection(ctx: Context) -> dict | None:
+def projection(ctx: Facts) -> dict | None:
     """Step time and efficiency at 2× and 8× the job's world size (`ctx.projection`
     caches it). The communication that runs today — the union of the rank's collectives
     (concurrent ones counted once), not their sum — scales by the time-weighted ratio of
@@ -184,7 +188,7 @@ def projection(ctx: Context) -> dict | None:
     comm_ms = _per_step_ms(ctx, "comm_fraction")
     exposed_ms = _per_step_ms(ctx, "exposed_comm_fraction")
     hidden_ms = max(comm_ms - exposed_ms, 0.0)
-    listed_ms = sum(c["time_ms_per_step"] for c in coll)
+    listed_ms = sum(c.time_ms_per_step for c in coll)
     reason = _unprojectable(ctx, coll, world)
     proj = {}
     for mult in (2, 8):
@@ -198,15 +202,15 @@ def projection(ctx: Context) -> dict | None:
             continue
         scaled = 0.0
         for c in coll:
-            g = c["group_size"] or world
-            now = predict_seconds(ctx, c["name"], g, c["bytes"] or 0)
+            g = c.group_size or world
+            now = predict_seconds(ctx, c.name, g, c.bytes or 0)
             later = (
-                predict_seconds(ctx, c["name"], g * mult, c["bytes"] or 0)
-                if g >= world and c["name"] in SCALING
+                predict_seconds(ctx, c.name, g * mult, c.bytes or 0)
+                if g >= world and c.name in SCALING
                 else now
             )
             ratio = later / now if now and later else 1.0
-            scaled += c["time_ms_per_step"] * ratio
+            scaled += c.time_ms_per_step * ratio
         # the union scales as its parts do (the listed collectives' time-weighted ratio)
         new_comm = comm_ms * (scaled / listed_ms) if listed_ms else comm_ms
         new_step = step_ms - exposed_ms + max(new_comm - hidden_ms, 0.0)
@@ -218,20 +222,20 @@ def projection(ctx: Context) -> dict | None:
     return proj
 
 
-def _unprojectable(ctx: Context, coll: list[dict], world: int) -> str | None:
+def _unprojectable(ctx: Facts, coll: list[CollectiveRow], world: int) -> str | None:
     """Why the collectives that grow with the world cannot be projected, if they cannot."""
     grows = [
         c
         for c in coll
-        if c["name"] in SCALING and (c["group_size"] or world) >= world and c["time_ms_per_step"]
+        if c.name in SCALING and (c.group_size or world) >= world and c.time_ms_per_step
     ]
     if not grows:
         return None
-    if not any(c["bytes"] for c in grows):
+    if not any(c.bytes for c in grows):
         return "no collective sizes in the trace (no record_param_comms or input shapes)"
-    sized = [c for c in grows if c["bytes"]]
+    sized = [c for c in grows if c.bytes]
     if any(
-        predict_seconds(ctx, c["name"], c["group_size"] or world, c["bytes"]) is None for c in sized
+        predict_seconds(ctx, c.name, c.group_size or world, c.bytes) is None for c in sized
     ):
         return (
             "no collective model for this run (CPU: no calibration in job.json)"
@@ -239,7 +243,7 @@ def _unprojectable(ctx: Context, coll: list[dict], world: int) -> str | None:
             else "no device model for this device: its link bandwidths are unknown"
         )
     if len(sized) < len(grows):
-        names = sorted({c["name"] for c in grows if not c["bytes"]})
+        names = sorted({c.name for c in grows if not c.bytes})
         return "no size for some collectives that grow with the world: " + ", ".join(names)
     return None
 
@@ -249,7 +253,6 @@ __all__ = [
     "BubbleFacts",
     "bubble",
     "job_world_size",
-    "pct",
     "pct1",
     "projection",
 ]

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING
 from tracekit.report import schema as S
 
 if TYPE_CHECKING:
-    from diagnosers.context import Context
+    from tracekit.analysis.facts import Facts
 
 
-def regions(ctx: Context) -> list[S.Region]:
+def regions(ctx: Facts) -> list[S.Region]:
     """Every region that launched device work in the analysed windows (every region with
     CPU time on CPU runs), the most device (CPU) time first, then by path."""
     cpu_run = ctx.cpu
@@ -108,7 +108,7 @@ class Lag:
         return " / ".join(self.path)
 
 
-def lag_region(ctx: Context, rank: int, basis: str) -> Lag | None:
+def lag_region(ctx: Facts, rank: int, basis: str) -> Lag | None:
     """The region where `rank`'s lag accrues: of the regions `rank` and at least one other
     rank hold, the one whose time per step (device time, or CPU time: `basis` "device" /
     "cpu") on `rank` exceeds the median other rank's the most — narrowed, while one child

@@ -1,13 +1,11 @@
-"""The step model of the run (`tracekit.stepmodel`), and what each finding's remedy wins.
+"""The step model of the run (`tracekit.stepmodel`) and its what-if replays, planned.
 
-`model(ctx)` builds the graph of each rank's analysed window once (`ctx.step_model`);
+`plan(ctx)` picks the windows the graph covers within its node budget (or says why it is
+not built); `model(ctx)` builds the graph of those windows once (`ctx.step_model`);
 `what_if(ctx, specs)` replays it with changes — `microbatches=M` and `interleave=V` get the
-pipeline's measured operations from `diagnosers.analyses.pipeline`; `impacts(ctx,
-findings)` replays each finding's candidate changes — its rule names them
-(`Rule.candidates`: overlap for exposed communication, the predicted bus bandwidth for a
-slow collective, no straggler, no host gaps, more microbatches or an interleaved schedule
-for a pipeline bubble …) — so the finding's `impact_ms` is the step time the best of them
-saves in the replay, not a per-finding estimate.
+pipeline's measured operations (`pipeline_shape`, from `tracekit.analysis.pipeline`),
+`overlap` whether the run's cores are contended. What each finding's remedy wins is
+judged in `diagnosers.impact`.
 """
 
 from __future__ import annotations
@@ -20,8 +18,7 @@ from tracekit.stepmodel import changes as C
 from tracekit.stepmodel.model import Outcome, StepModel
 
 if TYPE_CHECKING:
-    from diagnosers.context import Context
-    from diagnosers.findings import Finding
+    from tracekit.analysis.facts import Facts
 
 
 NODE_BUDGET = 40_000  # the graph's size the report builds (Python loops: ~10 µs a node)
@@ -31,7 +28,7 @@ NODE_BUDGET = 40_000  # the graph's size the report builds (Python loops: ~10 µ
 MAX_STEP_NODES = 400_000
 
 
-def model(ctx: Context) -> StepModel | None:
+def model(ctx: Facts) -> StepModel | None:
     """The step model of the run's analysed windows — or, where the graph of all of them
     would pass NODE_BUDGET nodes, of each rank's last analysed steps that fit (a note says
     which): a replay is a loop over nodes, and the report replays once per remedy. None
@@ -47,7 +44,7 @@ def model(ctx: Context) -> StepModel | None:
     return sm
 
 
-def plan(ctx: Context) -> tuple[str | None, str | None]:
+def plan(ctx: Facts) -> tuple[str | None, str | None]:
     """(the windows the step model covers as SQL rows, a note on them); windows None
     when the model is not built, the note saying why."""
     wins = [w for w in windows_of(ctx.ranks) if w.start_ns is not None]
@@ -91,18 +88,18 @@ def plan(ctx: Context) -> tuple[str | None, str | None]:
     )
 
 
-def not_built(ctx: Context, default: str) -> str:
+def not_built(ctx: Facts, default: str) -> str:
     """Why the run has no step model: the plan's reason, else `default`."""
     windows, note = ctx.step_model_plan
     return note if windows is None and note else default
 
 
-def pipeline_shape(ctx: Context) -> C.PipelineShape | None:
+def pipeline_shape(ctx: Facts) -> C.PipelineShape | None:
     """The pipeline's measured operations, split into the part that scales with the
     microbatch's size (GPU runs: compute kernels with counted FLOPs; CPU runs: the ops'
     work beyond their dispatch, `_cpu_work`) and the per-operation rest (host work,
     launches), with the measured hop (`tracekit.stepmodel.pipeline`)."""
-    from diagnosers.analyses.pipeline import measure
+    from tracekit.analysis.pipeline import measure
 
     pipe = ctx.pipeline
     if pipe is None or not pipe.microbatches or pipe.virtual != 1:
@@ -143,7 +140,7 @@ def pipeline_shape(ctx: Context) -> C.PipelineShape | None:
     )
 
 
-def _flop_share(ctx: Context, meas) -> dict[int, float]:
+def _flop_share(ctx: Facts, meas) -> dict[int, float]:
     """Per rank: the share of its time inside operations that counted-FLOP work takes."""
     flop_ns = dict(
         ctx.run.sql(
@@ -160,12 +157,12 @@ def _flop_share(ctx: Context, meas) -> dict[int, float]:
     return share
 
 
-def _cpu_work(ctx: Context, meas) -> dict[tuple[str, int], float]:
+def _cpu_work(ctx: Facts, meas) -> dict[tuple[str, int], float]:
     """(F|B, stage) → the mean work (ms) of a CPU run's operations of that kind
     (`tracekit.stepmodel.pipeline.operation_work`), for the kinds whose labels have ops
     on their own thread (the others' split is the FLOP share)."""
-    from diagnosers.analyses.pipeline import operation_key
     from tracekit import sql
+    from tracekit.analysis.pipeline import operation_key
     from tracekit.model.opclass import VIEW_OPS
     from tracekit.sql.text import sql_str
     from tracekit.stepmodel.pipeline import operation_work
@@ -188,7 +185,7 @@ def _cpu_work(ctx: Context, meas) -> dict[tuple[str, int], float]:
     return {k: t / n for k, (t, n) in sums.items()}
 
 
-def what_if(ctx: Context, specs: list[str]) -> Outcome:
+def what_if(ctx: Facts, specs: list[str]) -> Outcome:
     """The replay with the changes `specs` (TracekitError / NotApplicable: exit 2)."""
     changes = [C.parse(s) for s in specs]
     if {type(c) for c in changes} >= {C.Microbatches, C.Interleave}:
@@ -204,119 +201,10 @@ def what_if(ctx: Context, specs: list[str]) -> Outcome:
     return sm.what_if(changes)
 
 
-def contended(ctx: Context) -> bool:
+def contended(ctx: Facts) -> bool:
     """A CPU run whose ranks have no spare core (job.json's `cpu_cores_per_rank` < 2):
     gloo's communication threads share the cores compute runs on. Without job.json the
     trace does not say, and overlap is modeled as free."""
     man = ctx.manifest
     cores = man.cpu_cores_per_rank if man is not None else None
     return bool(ctx.cpu and cores is not None and cores < 2)
-
-
-GAIN_MS = 0.05  # a change saving less than this …
-GAIN_SHARE = 0.005  # … or than this share of the replayed step wins nothing
-# a critical finding claims the fix to do first: its best replayed remedy saves at least
-# this share of the replayed step, else it is a warning (a straggler finding on
-# v100_dlrm_8rank was critical on 0.51 ms of a 16 ms step)
-CRITICAL_SHARE = 0.05
-REPLAYED = ("warning", "critical")  # the severities whose candidates are replayed
-
-
-def candidates(ctx: Context, f: Finding) -> list[str]:
-    """The changes a finding's remedy would make: its rule's `candidates` (each rule owns
-    them, `diagnosers.rules.base.Rule.candidates`), without repeats."""
-    try:
-        specs = f.rule().candidates(ctx, f)
-    except Exception:  # a rule's candidates must not break the report
-        return []
-    return list(dict.fromkeys(s for s in specs or [] if s))
-
-
-def gainful(o: Outcome) -> bool:
-    """Whether a replayed change saves time worth naming (≥ GAIN_MS and ≥ GAIN_SHARE of
-    the replayed step)."""
-    return o.saved_ms >= max(GAIN_MS, GAIN_SHARE * o.replayed_step_ms)
-
-
-def impacts(ctx: Context, findings: list[Finding]) -> list[tuple[Finding, Outcome]]:
-    """Each warning or critical finding's candidate changes replayed. The finding gets
-    `remedies` (each change, its predicted step and saving, best first) and `impact_ms`
-    = the best saving (≥ 0; 0 when no candidate applies). Its remedy text leads with the
-    replay: the best change and what it saves, or that none saves time and what each
-    cost. A finding none of whose candidates wins is not critical on a remedy the replay
-    refutes: its severity is capped at warning (docs/findings.md). Returns every
-    (finding, replay)."""
-    out = []
-    if ctx.step_model is None:
-        return out
-    for f in findings:
-        if f.severity not in REPLAYED:
-            continue
-        specs = candidates(ctx, f)
-        if not specs:
-            continue
-        done: list[Outcome] = []
-        skipped: list[str] = []
-        for spec in specs:
-            try:
-                done.append(what_if(ctx, [spec]))
-            except C.NotApplicable as exc:
-                why = str(exc).removeprefix(f"--change {spec}: ")
-                skipped.append(f"{spec} does not apply ({why})")
-        done.sort(key=lambda o: -o.saved_ms)
-        f.remedies = [
-            {
-                "change": " + ".join(o.change),
-                "predicted_step_ms": o.predicted_step_ms,
-                "saved_ms": o.saved_ms,
-            }
-            for o in done
-        ]
-        f.impact_ms = max(done[0].saved_ms, 0.0) if done else 0.0
-        f.remedy = lead(done, skipped) + ("; " + f.remedy if f.remedy else "")
-        if f.severity == "critical" and not (
-            done
-            and gainful(done[0])
-            and done[0].saved_ms >= CRITICAL_SHARE * done[0].replayed_step_ms
-        ):
-            f.severity = "warning"
-        out += [(f, o) for o in done]
-    _same_change(findings)
-    return out
-
-
-def _same_change(findings: list[Finding]) -> None:
-    """Two findings whose best remedy is the same change claim one saving, not two: the
-    later ones (by impact) say so, naming the first (a100_sendrecv_2rank: TK-C202 and
-    TK-C203 each claimed no-host-gaps' 202.4 ms)."""
-    first: dict[str, Finding] = {}
-    ranked = [f for f in findings if f.remedies and (f.impact_ms or 0) > 0]
-    for f in sorted(ranked, key=lambda f: -(f.impact_ms or 0)):
-        change = f.remedies[0]["change"]
-        if change in first:
-            f.remedy += (
-                f"; the same change as {first[change].code}'s remedy: one saving, "
-                "not two"
-            )
-        else:
-            first[change] = f
-
-
-def lead(done: list[Outcome], skipped: list[str]) -> str:
-    """The remedy's first words: the best replayed change and what it saves, then what
-    each other candidate did — or that none saves time."""
-
-    def what(o: Outcome) -> str:
-        spec = " + ".join(o.change)
-        if o.saved_ms < 0:
-            return f"{spec} makes the step {-o.saved_ms:.2f} ms longer"
-        return f"{spec} saves {o.saved_ms:.2f} ms"
-
-    parts = [what(o) for o in done]
-    parts += skipped
-    if done and gainful(done[0]):
-        return (
-            f"replayed, {what(done[0])} a step ({done[0].replayed_step_ms:.2f} → "
-            f"{done[0].predicted_step_ms:.2f} ms)" + "".join(f"; {p}" for p in parts[1:])
-        )
-    return "replayed, none of the candidate changes saves time: " + "; ".join(parts)

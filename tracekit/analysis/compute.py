@@ -30,21 +30,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from diagnosers.analyses import uncounted as U
-from diagnosers.base import mean
 from tracekit import sql
+from tracekit.analysis import compute_notes as N
+from tracekit.analysis import uncounted as U
+from tracekit.analysis.base import mean
 from tracekit.metrics import windows as W
 from tracekit.metrics.breakdown import host_bound_sql
 from tracekit.model.flops import transformer_flops_per_token
 from tracekit.model.hardware import dtype_class
-from tracekit.model.ranks import ranges
 from tracekit.sql.text import sql_str
 
 if TYPE_CHECKING:
-    from diagnosers.context import Context
+    from tracekit.analysis.facts import Facts
 
 
-def _op_class(ctx: Context, dtype: str | None, tf32: bool) -> str | None:
+def _op_class(ctx: Facts, dtype: str | None, tf32: bool) -> str | None:
     """The peak-table class of an op: its dtype's, fp32 → tf32 when TF32 ran it."""
     cls = dtype_class(dtype)
     if cls == "fp32" and (tf32 or (ctx.manifest and ctx.manifest.allow_tf32)):
@@ -52,7 +52,7 @@ def _op_class(ctx: Context, dtype: str | None, tf32: bool) -> str | None:
     return cls
 
 
-def peaks(ctx: Context, classes) -> tuple[dict[str, float], str, dict[str, str]]:
+def peaks(ctx: Facts, classes) -> tuple[dict[str, float], str, dict[str, str]]:
     """Peak FLOP/s per dtype class, where they came from, and why a class has none."""
     out: dict[str, float] = {}
     missing: dict[str, str] = {}
@@ -83,7 +83,7 @@ def peaks(ctx: Context, classes) -> tuple[dict[str, float], str, dict[str, str]]
     return out, f"{ctx.spec.name} peak per dtype", missing
 
 
-def _host_bound(ctx: Context) -> dict[int, dict]:
+def _host_bound(ctx: Facts) -> dict[int, dict]:
     query = sql.query(
         "levels.compute",
         "host_bound_by_rank",
@@ -97,7 +97,7 @@ def _host_bound(ctx: Context) -> dict[int, dict]:
     }
 
 
-def _op_groups(ctx: Context) -> tuple[list[dict], dict, str, dict]:
+def _op_groups(ctx: Facts) -> tuple[list[dict], dict, str, dict]:
     """Counted ops in each rank's window, grouped by (rank, name, dtype, tf32, phase, and
     whether the op ran faster than its dtype's peak — a suspect count); the peaks."""
     ops = W.ops_in("SELECT * FROM op_flops", ctx.windows)
@@ -211,7 +211,7 @@ def top_ops(groups: list[dict], peak: dict, limit: int | None = 10) -> list[dict
     return rows
 
 
-def predicted_flops_per_step(ctx: Context) -> tuple[float | None, str | None]:
+def predicted_flops_per_step(ctx: Facts) -> tuple[float | None, str | None]:
     m = ctx.manifest
     if m is None:
         return None, "no job.json"
@@ -227,69 +227,14 @@ def predicted_flops_per_step(ctx: Context) -> tuple[float | None, str | None]:
     return tokens * per_token, None
 
 
-def _sanity_notes(suspects, peak: dict, per_rank, no_peak: dict, calibrated: bool) -> list[str]:
-    """An efficiency above 100% is a counting bug (or, against a measured calibration, a
-    peak measured too low): never a figure, always a note naming the op."""
-    notes = []
-    for (name, cls), (ratio, winograd) in sorted(suspects.items()):
-        if winograd:  # the count is exact: the algorithm does fewer multiplies than it
-            why = (
-                "those ops ran Winograd convolution kernels, which compute it with "
-                "fewer multiplies than its FLOP count (the count is exact)"
-            )
-        elif calibrated:
-            why = "the calibration's matmul measured this machine's peak too low"
-        else:
-            why = (
-                "its FLOP count is suspect (shapes or arguments misread, or kernels "
-                "missing from the trace)"
-            )
-        notes.append(
-            f"{name} ({cls}) runs at up to {ratio:.0%} of the {peak[cls] / 1e12:.2f} TFLOP/s "
-            f"{cls} peak: {why}; left out of GEMM efficiency"
-        )
-    over = sorted({k for r in per_rank for k in r.get("_over_peak", [])})
-    if over:
-        notes.append(f"{', '.join(over)} above 100% on some rank: a counting bug, shown as unknown")
-    counted = {c for r in per_rank for c, v in (r.get("flops_by_dtype") or {}).items() if v}
-    for cls, why in sorted(no_peak.items()):
-        if cls in counted:
-            notes.append(f"MFU leaves out {cls} FLOPs: {why}")
-    return notes
-
-
-def _capture_steps(ctx: Context) -> dict[int, int]:
-    """Per rank: its analysed steps in which a CUDA/HIP graph capture starts."""
-    spans = sql.query("levels.compute", "capture_spans")
-    src = (
-        "SELECT s.rank, s.step, s.ts_ns FROM steps s JOIN (" + spans + ") c "
-        "ON c.rank = s.rank AND c.start_ns BETWEEN s.ts_ns AND s.end_ns"
-    )
-    rows = ctx.run.sql(
-        f"SELECT rank, count(DISTINCT step) FROM ({W.starting_in(src, ctx.windows)}) GROUP BY 1"
-    ).fetchall()
-    return dict(rows)
-
-
-def _capture_notes(ctx: Context) -> list[str]:
-    """A step that captures CUDA/HIP graphs is a capture step: its launches were recorded,
-    their kernels did not run, and its ops count no FLOPs (`op_flops`)."""
-    spans = sql.query("levels.compute", "capture_spans")
-    rows = ctx.run.sql(sql.query("levels.compute", "graph_captures", spans=spans)).fetchall()
-    by_step: dict[int | None, list] = {}
-    for rank, step, caps, launches in rows:
-        by_step.setdefault(step, []).append((rank, caps, launches))
-    notes = []
-    for step, rs in sorted(by_step.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
-        caps, launches = sum(r[1] for r in rs), sum(r[2] for r in rs)
-        where = f"step {step}" if step is not None else "outside the steps"
-        notes.append(
-            f"graph capture {where} (rank {ranges(sorted({r[0] for r in rs}))}): "
-            f"{caps} capture{'s' if caps != 1 else ''}, {launches} kernel launches recorded "
-            "into CUDA/HIP graphs, not run — a capture step, not idle time; its ops count "
-            "no FLOPs (the graph's replays do the work)"
-        )
-    return notes
+FLOP_FIGURES = (
+    "mfu",
+    "hfu",
+    "gemm_efficiency",
+    "model_flops_per_step",
+    "flops_per_step",
+    "peak_flops_source",
+)
 
 
 @dataclass
@@ -311,7 +256,7 @@ class ComputeFacts:
     predicted_why: str | None
     counted_over_predicted: float | None
     notes: list[str] = field(default_factory=list)
-    null_reasons: dict[str, str] = field(default_factory=dict)
+    null_reasons: dict[str, str] = field(default_factory=dict)  # summary figure → why null
     uncounted: U.UncountedFacts | None = None  # compute time whose FLOPs are unknown
     # rank → share of its analysed steps that capture CUDA/HIP graphs (launches recorded,
     # kernels not run): not a report figure, it tells the idle rule what the idle is
@@ -322,15 +267,15 @@ class ComputeFacts:
         return self.uncounted.fraction if self.uncounted else None
 
 
-def facts(ctx: Context) -> ComputeFacts:
+def facts(ctx: Facts) -> ComputeFacts:
     """The compute facts (`ctx.compute` caches them)."""
     groups, peak, peak_src, no_peak = _op_groups(ctx)
     suspects = _suspects(groups)
     flops = _rank_flops(groups, peak)
     hb = {} if ctx.cpu else _host_bound(ctx)
     unc = U.facts(ctx)
-    shapes = _shapes_recorded(ctx)
-    capturing = _capture_steps(ctx)
+    shapes = N.shapes_recorded(ctx)
+    capturing = N.capture_steps(ctx)
     per_rank = []
     for r in ctx.ranks:
         rank, win_s = r.rank, r.window_ms * 1e-3
@@ -372,17 +317,21 @@ def facts(ctx: Context) -> ComputeFacts:
             "median_kernel_us": (h.get("median_kernel_ns") or 0) / 1e3 if h else None,
         }
         per_rank.append(row)
-    notes = _sanity_notes(suspects, peak, per_rank, no_peak, calibrated=ctx.cpu)
-    notes += _capture_notes(ctx)
+    notes = N.sanity_notes(suspects, peak, per_rank, no_peak, calibrated=ctx.cpu)
+    notes += N.capture_notes(ctx)
+    over = N.over_peak(per_rank)
     for row in per_rank:
         row.pop("_over_peak", None)
     mfu = mean(r.get("mfu") for r in per_rank)
     eff = mean(r.get("gemm_efficiency") for r in per_rank)
-    reasons: dict[str, str] = {}
+    reasons: dict[str, str] = {}  # a null figure of the summary → why
     if mfu is None:
         counted = any(g["flops"] for g in groups)
-        why = peak_src if counted else "no FLOPs counted: " + no_flops_cause(groups, unc, shapes)
+        why = peak_src if counted else "no FLOPs counted: " + N.no_flops_cause(groups, unc, shapes)
         notes.append(f"MFU unknown: {why}")
+        reasons = dict.fromkeys(FLOP_FIGURES, notes[-1])
+    elif over:
+        reasons = dict.fromkeys(FLOP_FIGURES, over)
     elif unc.fraction:
         notes.append(
             f"MFU is of the counted work: {unc.fraction:.0%} of compute time is GEMM/attention "
@@ -409,11 +358,12 @@ def facts(ctx: Context) -> ComputeFacts:
         names = sorted({(g["name"], g["note"]) for g in groups if g["n_null"]})
         notes.append(
             f"{uncounted:.0f} ops per step not counted (FLOPs unknown from the trace): "
-            + "; ".join(f"{n}: {_advice(why, shapes)}" for n, why in names[:4])
+            + "; ".join(f"{n}: {N.advice(why, shapes)}" for n, why in names[:4])
         )
     ratio = None
     if pred_why:
         notes.append(f"predicted FLOPs unknown: {pred_why}")
+        reasons["predicted_flops_per_step"] = notes[-1]
     elif model_total and pred:
         ratio = model_total / pred
         if abs(ratio - 1) > 0.2:
@@ -445,55 +395,6 @@ def facts(ctx: Context) -> ComputeFacts:
         null_reasons=reasons,
         uncounted=unc,
     )
-
-
-def _shapes_recorded(ctx: Context) -> bool:
-    """Whether the trace was recorded with shapes (record_shapes=True in its header, or
-    ops carrying Input Dims: older traces lack the header flag), on any rank."""
-    rows = ctx.run.sql(
-        "SELECT coalesce(bool_or(record_shapes), false) OR EXISTS "
-        "(SELECT 1 FROM events WHERE input_dims IS NOT NULL) FROM rank_info"
-    ).fetchall()
-    return bool(rows and rows[0][0])
-
-
-_SHAPES_ADVICE = " (profile with record_shapes=True)"
-
-
-def _advice(note: str | None, shapes: bool) -> str | None:
-    """An op's note without advice the trace already follows (shapes are recorded)."""
-    if note and shapes and note.endswith(_SHAPES_ADVICE):
-        return note[: -len(_SHAPES_ADVICE)] + " on this op although the trace records shapes"
-    return note
-
-
-def no_flops_cause(groups: list[dict], unc: U.UncountedFacts, shapes: bool) -> str:
-    """Why no op has FLOPs: the real cause, by the compute time it covers — graph replay
-    without launching ops, ops without a formula, table ops without shapes."""
-    parts = []
-    if unc.share("graph_replay"):
-        parts.append(
-            f"{unc.share('graph_replay'):.0%} of compute time is graph replay (GEMM/attention "
-            "kernels of a CUDA/HIP graph launch with no op above them, so no shapes)"
-        )
-    formula_less = [o["name"] for o in unc.top_ops if o["why"] == "op_without_formula"]
-    if formula_less:
-        parts.append(
-            f"{unc.share('op_without_formula'):.0%} of compute time is in GEMM/attention "
-            f"ops without a FLOP formula ({', '.join(formula_less[:3])})"
-        )
-    nulls = sorted({(g["name"], g["note"]) for g in groups if g["n_null"]})
-    if nulls:
-        parts.append(
-            "table ops without their FLOPs: "
-            + "; ".join(f"{n}: {_advice(w, shapes)}" for n, w in nulls[:3])
-        )
-    if not parts and not shapes and not groups:
-        parts.append(
-            "no GEMM, convolution or attention op in the window, and shapes were not "
-            "recorded (profile with record_shapes=True)"
-        )
-    return "; ".join(parts) or "no GEMM, convolution or attention op in the window"
 
 
 def merge_top_ops(counted: list[dict], uncounted: list[dict], limit: int = 10) -> list[dict]:

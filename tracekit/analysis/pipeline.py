@@ -32,7 +32,7 @@ from tracekit.metrics import windows as W
 from tracekit.metrics.breakdown import hidden_by_compute_sql
 
 if TYPE_CHECKING:
-    from diagnosers.context import Context
+    from tracekit.analysis.facts import Facts
 
 _PP = re.compile(r"^PP:(\d+)([FBIW])(\d+)$")
 _GPIPE = re.compile(r"^(Forward|Backward) (\d+)$")
@@ -47,16 +47,16 @@ class Pipeline:
     source: str
 
 
-def detect(ctx: Context) -> Pipeline | None:
+def detect(ctx: Facts) -> Pipeline | None:
     """The pipeline of the run, or None (`ctx.pipeline` caches it)."""
     return _detect(ctx)
 
 
-def _pp_group_size(ctx: Context) -> int | None:
+def _pp_group_size(ctx: Facts) -> int | None:
     return ctx.run.sql(sql.query("levels.pipeline", "pp_group_size")).fetchall()[0][0]
 
 
-def _detect(ctx: Context) -> Pipeline | None:
+def _detect(ctx: Facts) -> Pipeline | None:
     m = ctx.manifest
     if m is not None and m.mesh.pp > 1:
         return Pipeline(m.mesh.pp, m.microbatches, m.virtual_stages or 1, m.schedule, "job.json")
@@ -84,7 +84,7 @@ def _detect(ctx: Context) -> Pipeline | None:
     return Pipeline(p, (max(mbs) + 1) if mbs else None, v, schedule, "stage labels")
 
 
-def _from_send_recv(ctx: Context, pp_group: int | None) -> Pipeline | None:
+def _from_send_recv(ctx: Facts, pp_group: int | None) -> Pipeline | None:
     """1F1B / GPipe from the point-to-point pattern alone (no labels, no job.json)."""
     rows = ctx.run.sql(
         sql.query(
@@ -143,7 +143,7 @@ class Measured:
     compute_in_ops_ms: dict[int, float]  # rank → compute inside its operations per step
 
 
-def measure(ctx: Context, pipe: Pipeline) -> Measured | None:
+def measure(ctx: Facts, pipe: Pipeline) -> Measured | None:
     labels = W.starting_in("SELECT * FROM events", ctx.windows)
     hidden = hidden_by_compute_sql("SELECT * FROM lab", ctx.windows)
     rows = ctx.run.sql(

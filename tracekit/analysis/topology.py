@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from tracekit import sql
 
 if TYPE_CHECKING:
-    from diagnosers.context import Context
+    from tracekit.analysis.facts import Facts
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class Topology:
         return n > self.gpus_per_node
 
 
-def topology(ctx: Context) -> Topology:
+def topology(ctx: Facts) -> Topology:
     """The run's topology (`ctx.topology` caches it)."""
     rows = ctx.run.sql(sql.query("levels.run", "hosts")).fetchall()
     world = max([w for _, _, w in rows if w] + [len(rows), 1])

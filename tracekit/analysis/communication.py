@@ -4,7 +4,7 @@ Per collective (name, group size, bytes): count, transfer time — the shortest 
 across the ranks of a matched instance, which leaves out waiting for late peers — and
 bus bandwidth as nccl-tests defines it, beside the α-β prediction: t = α + S·f/B with
 f the bus factor, B the device's realistic bus bandwidth in a node, or the NIC's when
-the group spans nodes (`analyses.topology`) — or, on a CPU run, t = α + S/algbw from
+the group spans nodes (`tracekit.analysis.topology`) — or, on a CPU run, t = α + S/algbw from
 the calibration measured in job.json. Time, exposure and transfer come from
 `tracekit.metrics.collectives`, the same functions the per-step samples call.
 
@@ -13,7 +13,7 @@ communication (and, on CPU runs, host waits for it) that no compute hides, ÷ th
 (tracekit.metrics.breakdown). It is split into causes, each charged once:
 
 - waiting for a late peer (`comm_wait_fraction`): the straggler's, when one rank
-  imposes most of it (`analyses.stragglers`);
+  imposes most of it (`tracekit.analysis.stragglers`);
 - the excess of a slow collective over its prediction, where it is exposed
   (`exposed_slow_fraction`): communication.slow_collective's;
 - send/recv in a pipeline: the bubble's (scaling.pipeline_bubble);
@@ -31,16 +31,18 @@ from dataclasses import dataclass, field
 from math import fsum
 from typing import TYPE_CHECKING, Any
 
-from diagnosers.base import mean, pct
 from tracekit import sql
+from tracekit.analysis.base import mean
 from tracekit.ingest.collectives import parse_ranks
 from tracekit.metrics import collectives as C
 from tracekit.metrics import windows as W
 from tracekit.metrics.breakdown import hidden_by_compute_sql
 from tracekit.model.collectives import bus_factor
+from tracekit.report import schema as S
+from tracekit.report.units import percent
 
 if TYPE_CHECKING:
-    from diagnosers.context import Context
+    from tracekit.analysis.facts import Facts
 
 P2P = ("send", "recv", "send_recv")
 CAL_NAME = {
@@ -53,7 +55,7 @@ CAL_NAME = {
 
 
 def predict_seconds(
-    ctx: Context,
+    ctx: Facts,
     name: str,
     group: int | None,
     nbytes: float,
@@ -84,11 +86,11 @@ def predict_seconds(
 
 @dataclass
 class CollectiveFacts:
-    table: list[dict[str, Any]]  # the report's `collectives`, most time first
+    table: list[S.CollectiveRow]  # the report's `collectives`, most time first
     exposure: dict[C.Key, dict[int, C.Exposure]]  # key → rank → over its window
 
 
-def collective_facts(ctx: Context) -> CollectiveFacts:
+def collective_facts(ctx: Facts) -> CollectiveFacts:
     """The collectives table (`ctx.collectives` caches it)."""
     inst = C.instances(ctx.run, ctx.windows).get(0, {})
     exp = {
@@ -119,39 +121,39 @@ def collective_facts(ctx: Context) -> CollectiveFacts:
             )
 
         out.append(
-            {
-                "name": name,
-                "group_size": group,
-                "bytes": nbytes,
-                "dtype": i.dtypes,
-                "count": i.instances,
-                "count_per_step": i.instances
+            S.CollectiveRow(
+                name=name,
+                group_size=group,
+                bytes=nbytes,
+                dtype=i.dtypes,
+                count=i.instances,
+                count_per_step=i.instances
                 / max(i.n or 1, 1)
                 / (1 if name not in P2P else max(n_ranks, 1)),
-                "transfer_ms": t * 1e3,
-                "predicted_ms": tp * 1e3 if tp else None,
-                "busbw_GBps": busbw / 1e9 if busbw else None,
-                "predicted_busbw_GBps": pbus / 1e9 if pbus else None,
-                "inter_node": inter,
-                "time_ms_per_step": per_step("union_ns"),
-                "exposed_ms": per_step("exposed_ns"),
-                "exposed_wait_ms": per_step("wait_exposed_ns"),
+                transfer_ms=t * 1e3,
+                predicted_ms=tp * 1e3 if tp else None,
+                busbw_GBps=busbw / 1e9 if busbw else None,
+                predicted_busbw_GBps=pbus / 1e9 if pbus else None,
+                inter_node=inter,
+                time_ms_per_step=per_step("union_ns"),
+                exposed_ms=per_step("exposed_ns"),
+                exposed_wait_ms=per_step("wait_exposed_ns"),
                 # unmatched (point-to-point) durations include waiting for the peer
-                "matched": bool(i.matched),
-            }
+                matched=bool(i.matched),
+            )
         )
     out.sort(
         key=lambda r: (
-            -r["time_ms_per_step"],
-            r["name"] or "",
-            r["group_size"] or 0,
-            r["bytes"] or 0,
+            -r.time_ms_per_step,
+            r.name or "",
+            r.group_size or 0,
+            r.bytes or 0,
         )
     )
     return CollectiveFacts(out, exp)
 
 
-def bare_counts(ctx: Context, name: str) -> tuple[float, float]:
+def bare_counts(ctx: Facts, name: str) -> tuple[float, float]:
     """Per rank-step: instances of `name` with (almost) no compute beside them, and all."""
     rows = W.overlapping(
         "SELECT *, ts_ns + least(coalesce(wait_ns, 0), dur_ns) AS after_wait_ns "
@@ -171,7 +173,7 @@ def bare_counts(ctx: Context, name: str) -> tuple[float, float]:
     return (bare or 0) / rank_steps, (total or 0) / rank_steps
 
 
-def bucket_sizes(ctx: Context, name: str) -> tuple[float | None, float | None]:
+def bucket_sizes(ctx: Facts, name: str) -> tuple[float | None, float | None]:
     """The median instance of `name` in the analysed windows: its duration (ms) and its
     payload (bytes, None where no size is known)."""
     query = sql.query(
@@ -205,7 +207,7 @@ class RankExposure:
 
 @dataclass
 class CommunicationFacts:
-    slow: list[dict[str, Any]]  # collectives far below their predicted bus bandwidth
+    slow: list[S.CollectiveRow]  # collectives far below their predicted bus bandwidth
     slow_limit: float  # the share of the prediction under which a collective is slow
     ranks: list[RankExposure]
     unexplained_exposed_fraction: float | None
@@ -219,7 +221,14 @@ class CommunicationFacts:
         return [{k: getattr(r, k) for k in keys} for r in self.ranks]
 
 
-def slow_collectives(ctx: Context, share: float, min_share: float) -> tuple[list[dict], float]:
+# a slow collective, the figure `exposed_slow_fraction` charges (TK-N302 judges by it):
+SLOW_SHARE = 0.5  # measured bus bandwidth under this share of the prediction (CPU: half)
+SLOW_MIN_STEP_SHARE = 0.01  # of the step, for a slow collective to matter
+
+
+def slow_collectives(
+    ctx: Facts, share: float = SLOW_SHARE, min_share: float = SLOW_MIN_STEP_SHARE
+) -> tuple[list[S.CollectiveRow], float]:
     """Matched collectives whose bus bandwidth is under `share` of the prediction (on a CPU
     run half that: gloo's threads share the cores with the ranks' compute, which the
     calibration on idle cores did not) and that take ≥ `min_share` of the step."""
@@ -228,22 +237,20 @@ def slow_collectives(ctx: Context, share: float, min_share: float) -> tuple[list
     slow = [
         r
         for r in ctx.collectives.table
-        if r["matched"]
-        and r["busbw_GBps"]
-        and r["predicted_busbw_GBps"]
-        and r["busbw_GBps"] < limit * r["predicted_busbw_GBps"]
-        and r["time_ms_per_step"] >= min_share * step_ms
+        if r.matched
+        and r.busbw_GBps
+        and r.predicted_busbw_GBps
+        and r.busbw_GBps < limit * r.predicted_busbw_GBps
+        and r.time_ms_per_step >= min_share * step_ms
     ]
     return slow, limit
 
 
-def facts(ctx: Context) -> CommunicationFacts:
+def facts(ctx: Facts) -> CommunicationFacts:
     """Exposure per rank split by cause (`ctx.communication` caches it)."""
-    from diagnosers.rules.slow_collective import SlowCollective
-
     table = ctx.collectives.table
     pipe = ctx.pipeline
-    slow, limit = slow_collectives(ctx, SlowCollective.share, SlowCollective.min_step_share)
+    slow, limit = slow_collectives(ctx)
     per_rank = []
     for r in ctx.ranks:
         rank, n = r.rank, max(r.steps, 1)
@@ -253,18 +260,18 @@ def facts(ctx: Context) -> CommunicationFacts:
         transfer = max(exposed - wait, 0.0)
         slow_ms = 0.0
         for row in slow:
-            excess = max(0.0, row["transfer_ms"] - (row["predicted_ms"] or 0))
+            excess = max(0.0, row.transfer_ms - (row.predicted_ms or 0))
             own = ctx.key_ms(row, rank, "exposed_ns") - ctx.key_ms(row, rank, "wait_exposed_ns")
-            slow_ms += min(excess * row["count_per_step"], max(own, 0.0))
+            slow_ms += min(excess * row.count_per_step, max(own, 0.0))
         slow_ms = min(slow_ms, transfer)
         p2p_ms = 0.0
         if pipe:
-            p2p_ms = sum(ctx.key_ms(row, rank, "exposed_ns") for row in table if row["name"] in P2P)
+            p2p_ms = sum(ctx.key_ms(row, rank, "exposed_ns") for row in table if row.name in P2P)
             p2p_ms = min(p2p_ms, exposed - slow_ms)
-        unmatched = sum(ctx.key_ms(row, rank, "exposed_ns") for row in table if not row["matched"])
+        unmatched = sum(ctx.key_ms(row, rank, "exposed_ns") for row in table if not row.matched)
         names: dict[str, float] = {}
         for row in table:
-            names[row["name"]] = names.get(row["name"], 0) + ctx.key_ms(row, rank, "exposed_ns")
+            names[row.name] = names.get(row.name, 0) + ctx.key_ms(row, rank, "exposed_ns")
         per_rank.append(
             RankExposure(
                 rank=rank,
@@ -299,7 +306,7 @@ def facts(ctx: Context) -> CommunicationFacts:
             f"topology: {topo.gpus_per_node} ranks per node ({topo.source}); "
             + (
                 "some groups span nodes and are predicted at the inter-node bandwidth"
-                if any(r["inter_node"] for r in table)
+                if any(r.inter_node for r in table)
                 else "every group sits in one node"
             )
         )
@@ -326,7 +333,7 @@ _GROUP_SOURCES = {
 }
 
 
-def group_source_notes(ctx: Context) -> list[str]:
+def group_source_notes(ctx: Facts) -> list[str]:
     """Where the group sizes the trace does not state came from: shapes, then the
     process-group table, then the world size — said where a size came from the shapes or
     the world (the rank's only process group is what a reader assumes)."""
@@ -350,37 +357,35 @@ def group_source_notes(ctx: Context) -> list[str]:
     )
 
 
-def most_exposed(table: list[dict], n: int = 3) -> list[dict]:
+def most_exposed(table: list[S.CollectiveRow], n: int = 3) -> list[dict]:
     """The collectives with the most exposed time per step: where the evidence is."""
-    rows = sorted(
-        (c for c in table if (c.get("exposed_ms") or 0) > 0), key=lambda c: -c["exposed_ms"]
-    )
+    rows = sorted((c for c in table if (c.exposed_ms or 0) > 0), key=lambda c: -c.exposed_ms)
     keys = ("name", "group_size", "bytes", "exposed_ms", "time_ms_per_step")
-    return [{k: c.get(k) for k in keys} for c in rows[:n]]
+    return [{k: getattr(c, k) for k in keys} for c in rows[:n]]
 
 
-def _calibration_notes(ctx: Context, table: list[dict]) -> list[str]:
+def _calibration_notes(ctx: Facts, table: list[S.CollectiveRow]) -> list[str]:
     notes = []
     cal = ctx.manifest.calibration.collectives if ctx.manifest else {}
     off = [
         r
         for r in table
-        if r["matched"]
-        and r["busbw_GBps"]
-        and r["predicted_busbw_GBps"]
-        and not 0.67 <= r["busbw_GBps"] / r["predicted_busbw_GBps"] <= 1.5
+        if r.matched
+        and r.busbw_GBps
+        and r.predicted_busbw_GBps
+        and not 0.67 <= r.busbw_GBps / r.predicted_busbw_GBps <= 1.5
     ]
     if off:
-        worst = min(off, key=lambda r: r["busbw_GBps"] / r["predicted_busbw_GBps"])
+        worst = min(off, key=lambda r: r.busbw_GBps / r.predicted_busbw_GBps)
         notes.append(
-            f"{len(off)} of {sum(r['matched'] for r in table)} matched collectives are off the "
-            f"calibrated α-β prediction by more than 1.5× (worst: {worst['name']} at "
-            f"{pct(worst['busbw_GBps'] / worst['predicted_busbw_GBps'])}): the calibration ran "
-            "on idle cores before training, while during the step gloo's threads share the "
-            "cores with every rank's compute"
+            f"{len(off)} of {sum(r.matched for r in table)} matched collectives are off the "
+            f"calibrated α-β prediction by more than 1.5× (worst: {worst.name} at "
+            f"{percent(worst.busbw_GBps / worst.predicted_busbw_GBps, 0)}): the "
+            "calibration ran on idle cores before training, while during the step gloo's "
+            "threads share the cores with every rank's compute"
         )
     groups = {f.group_size for f in cal.values() if f.group_size}
-    odd = sorted({str(r["group_size"] or "?") for r in table if r["group_size"] not in groups})
+    odd = sorted({str(r.group_size or "?") for r in table if r.group_size not in groups})
     if cal and odd:
         notes.append(
             f"calibration measured groups of {sorted(groups)}, some collectives ran on groups of "

@@ -15,9 +15,9 @@ imposes the most wait in more than half of the steps (ranks late in turn are not
 stragglers: their wait stays unexplained, in communication.exposed). Per straggler: the
 wait it imposes per step (mean over the other ranks), its share of all imposed wait, the
 steps in which it imposed the most, and an explanation: its own compute per step beside
-the median rank's, or its idle (host) time beside theirs. The thresholds are the
-straggler rule's (`diagnosers/rules/straggler.py`): the finding and the explained wait
-that the exposure's attribution takes out must agree.
+the median rank's, or its idle (host) time beside theirs. The thresholds live
+here and the straggler rule (`diagnosers/rules/straggler.py`) reads them: the finding
+and the explained wait that the exposure's attribution takes out must agree.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from tracekit import sql
 from tracekit.metrics import windows as W
 
 if TYPE_CHECKING:
-    from diagnosers.context import Context
+    from tracekit.analysis.facts import Facts
 
 SHARE = 0.6  # of all imposed wait
 COST = 0.02  # of the step
@@ -66,7 +66,7 @@ class Attribution:
     per_step: dict[int, dict[int, float]] = field(default_factory=dict)  # step → rank → ms
 
 
-def attribute(ctx: Context) -> Attribution:
+def attribute(ctx: Facts) -> Attribution:
     """The run's wait attribution (`ctx.stragglers` caches it)."""
     ranks = [r.rank for r in ctx.ranks]
     if len(ranks) < 2:
@@ -130,7 +130,7 @@ def attribute(ctx: Context) -> Attribution:
     return Attribution(imposed, found, explained, per_step)
 
 
-def _explain(ctx: Context, rank: int) -> dict:
+def _explain(ctx: Facts, rank: int) -> dict:
     """Why `rank` is late: at the instance where it imposed the most wait, how much later
     than the median other rank it issued the collective (host) and how much longer its
     device took to start it once issued (device busy: compute); its compute per step

@@ -18,7 +18,7 @@ from tracekit import sql
 from tracekit.model.opclass import is_unfused_kernel
 
 if TYPE_CHECKING:
-    from diagnosers.context import Context
+    from tracekit.analysis.facts import Facts
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class RankFusion:
         return self.other_ms / self.compute_ms if self.compute_ms else None
 
 
-def fusion(ctx: Context) -> dict[int, RankFusion]:
+def fusion(ctx: Facts) -> dict[int, RankFusion]:
     """Per GPU rank, its compute kernel time and the part in unfused kernels."""
     if ctx.cpu:
         return {}

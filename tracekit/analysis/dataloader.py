@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from tracekit import sql
 
 if TYPE_CHECKING:
-    from diagnosers.context import Context
+    from tracekit.analysis.facts import Facts
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class LoaderIdle:
     step_idle_ms: float | None  # per step: the device idle of the whole step
 
 
-def loader_idle(ctx: Context) -> dict[int, LoaderIdle]:
+def loader_idle(ctx: Facts) -> dict[int, LoaderIdle]:
     """Per rank with loader spans in its analysed windows, their device idle per step."""
     if ctx.cpu:
         return {}
