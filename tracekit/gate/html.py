@@ -5,8 +5,8 @@ figure: the verdicts and changes are the comparison's, the series the reports' s
 
 from __future__ import annotations
 
-from tracekit.gate.compare import Comparison
 from tracekit.gate.render import _change, _shown, headline
+from tracekit.gate.verdict import Comparison
 from tracekit.report import units
 from tracekit.report.html import Chart, _n, _o, _q, _spec, _table, esc, page
 
@@ -29,7 +29,7 @@ def _change_chart(cmp: Comparison) -> Chart | None:
             "in": {"pct": "relative", "pt": "points", "ms": "ms"}.get(v.threshold.kind, ""),
         }
         for v in cmp.verdicts
-        if "[" not in v.metric and v.change is not None
+        if not v.drill_down and v.change is not None
     ]
     if not rows:
         return None
