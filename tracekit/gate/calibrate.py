@@ -36,6 +36,7 @@ from tracekit.errors import TracekitError
 from tracekit.gate import metrics as M
 from tracekit.gate.metrics import Threshold
 from tracekit.gate.read import (
+    STEP_MS,
     coll_figure,
     coll_label,
     collectives,
@@ -218,7 +219,7 @@ def _families(reports: list[dict]) -> dict[str, dict[str, list[float]]]:
 
     ranks = [r.get("rank") for r in reports[0].get("ranks") or []]
     for rank in ranks:
-        vals = [next((_num(x.get("step_time_ms")) for x in r.get("ranks") or []
+        vals = [next((_num(x.get(STEP_MS)) for x in r.get("ranks") or []
                       if x.get("rank") == rank), None) for r in reports]  # fmt: skip
         keep("rank_step_time", f"rank {rank}", vals)
     for key in collectives(reports[0])[0]:

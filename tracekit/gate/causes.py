@@ -13,6 +13,7 @@ from typing import Any
 from tracekit.gate import metrics as M
 from tracekit.gate import read as R
 from tracekit.gate.verdict import Verdict
+from tracekit.model import figures as F
 
 # each part of the step (samples.ranks[] key) and its name in the cause
 LEVELS = tuple(zip(R.LEVEL_KEYS[1:], ("compute", "exposed communication", "memcpy/memset",
@@ -166,7 +167,7 @@ def _collective_contributors(bs: list[dict], ns: list[dict]) -> list[Contributor
                 bwt = f", bus bandwidth {bw[0]:.3g} → {bw[1]:.3g} GB/s"
             out.append(Contributor(
                 "collective_time", label, d_time, f"{label} {d_time:+.2f} ms/step{bwt}",
-                key, {"busbw_GBps": bw},
+                key, {F.BUSBW_GBPS.key: bw},
             ))  # fmt: skip
     return out
 

@@ -125,7 +125,7 @@ def judge(
         test = compare(base_s, new_s, alpha)
         v.test = test
     if not exact:
-        if several and v.family in M.DRILL_DOWN and _noise_abs(noise, v.base, v.new) > 0:
+        if several and v.drill_down and _noise_abs(noise, v.base, v.new) > 0:
             # the family's prior is its noisiest entity's: moderate, not floor (stats)
             prior_df = M.PRIORS[v.family].runs - 1 if v.family in M.PRIORS else 1
             v.run_test = moderated(
