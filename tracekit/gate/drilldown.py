@@ -8,8 +8,10 @@ regressed."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from statistics import fmean
+from typing import Any
 
 from tracekit.gate import metrics as M
 from tracekit.gate import read as R
@@ -69,39 +71,51 @@ def _material(b_r: list[float], n_r: list[float], step_ms: float) -> bool:
     return not step_ms or moved >= M.MATERIAL_SHARE * step_ms
 
 
+def _common(bs: list[dict], ns: list[dict], entities: Callable[[dict], Iterable]) -> list:
+    """The base side's entities (in order, once each) that the new side has too."""
+    keys: dict[Any, None] = {}
+    for rep in bs:
+        keys.update(dict.fromkeys(entities(rep)))
+    in_new = {k for rep in ns for k in entities(rep)}
+    return [k for k in keys if k in in_new]
+
+
+def _case(
+    bs: list[dict],
+    ns: list[dict],
+    v: Verdict,
+    noise: Threshold,
+    figure: Callable[[dict], float | None],
+    series: Callable[[dict], list[float] | None],
+) -> Case:
+    """One entity's case: each run's figure and, one run a side, its per-step samples."""
+    b1, n1 = _one(bs), _one(ns)
+    both = b1 is not None and n1 is not None
+    return Case(v, R.values(bs, figure), R.values(ns, figure),
+                series(b1) if both else None, series(n1) if both else None, noise)  # fmt: skip
+
+
 def _rank_cases(bs: list[dict], ns: list[dict], th: Threshold, noise: Threshold) -> list[Case]:
-    base_ranks = [r.get("rank") for r in bs[0].get("ranks") or []]
-    new_ranks = {r.get("rank") for rep in ns for r in rep.get("ranks") or []}
-    if len(base_ranks) < 2:
+    if len(bs[0].get("ranks") or []) < 2:
         return []
-    b_s, n_s = R.rank_step_samples(_one(bs)), R.rank_step_samples(_one(ns))
     out = []
-    for rank in sorted(set(base_ranks) & new_ranks, key=lambda x: (x is None, x)):
+    ranks = _common(bs[:1], ns, lambda rep: [r.get("rank") for r in rep.get("ranks") or []])
+    for rank in sorted(ranks, key=lambda x: (x is None, x)):
         v = Verdict(
             f"rank_step_time[rank {rank}]", "rank_step_time", f"rank {rank} step time", "ms",
             M.HIGHER_IS_WORSE, None, None, th, entity=rank,
         )  # fmt: skip
-        b_r = R.values(bs, lambda rep, rank=rank: R.rank_step(rep, rank))
-        n_r = R.values(ns, lambda rep, rank=rank: R.rank_step(rep, rank))
-        out.append(Case(v, b_r, n_r, b_s.get(rank), n_s.get(rank), noise))
+        out.append(_case(bs, ns, v, noise, lambda rep, rank=rank: R.rank_step(rep, rank),
+                         lambda rep, rank=rank: R.rank_step_samples(rep).get(rank)))  # fmt: skip
     return out
 
 
 def _collective_cases(
-    bs: list[dict],
-    ns: list[dict],
-    th: dict[str, Threshold],
-    noise: dict[str, Threshold],
+    bs: list[dict], ns: list[dict], th: dict[str, Threshold], noise: dict[str, Threshold],
     step_ms: float,
-) -> list[Case]:
+) -> list[Case]:  # fmt: skip
     out = []
-    keys: dict[tuple, None] = {}  # in order, once each
-    for rep in bs:
-        table, sam, _ = R.collectives(rep)
-        keys.update(dict.fromkeys([*table, *sam]))
-    in_new = {k for rep in ns for part in R.collectives(rep)[:2] for k in part}
-    b1, n1 = _one(bs), _one(ns)
-    for key in [k for k in keys if k in in_new]:
+    for key in _common(bs, ns, lambda rep: [k for part in R.collectives(rep)[:2] for k in part]):
         label = R.coll_label(key)
         # a bandwidth matters when the collective's time does
         t_b = R.values(bs, lambda r, key=key: R.coll_figure(r, key, "collective_time"))
@@ -109,16 +123,15 @@ def _collective_cases(
         material = _material(t_b, t_n, step_ms)
         for fam in ("collective_time", "busbw"):
             f = M.FAMILIES[fam]
-            b_r = R.values(bs, lambda r, key=key, fam=fam: R.coll_figure(r, key, fam))
-            n_r = R.values(ns, lambda r, key=key, fam=fam: R.coll_figure(r, key, fam))
-            b_s = n_s = None
-            if b1 is not None and n1 is not None:
-                b_s, n_s = R.coll_series(b1, key, fam), R.coll_series(n1, key, fam)
             v = Verdict(
                 f"{fam}[{label}]", fam, f"{label} {f.label}", f.unit, f.worse, None, None,
                 th[fam], entity=key,
             )  # fmt: skip
-            out.append(Case(v, b_r, n_r, b_s, n_s, noise[fam], material))
+            case = _case(bs, ns, v, noise[fam],
+                         lambda r, key=key, fam=fam: R.coll_figure(r, key, fam),
+                         lambda r, key=key, fam=fam: R.coll_series(r, key, fam))  # fmt: skip
+            case.material = material
+            out.append(case)
     return out
 
 
@@ -126,64 +139,46 @@ def _kernel_cases(
     bs: list[dict], ns: list[dict], th: Threshold, noise: Threshold, step_ms: float
 ) -> list[Case]:
     out = []
-    names: dict[str, None] = {}  # in order, once each
-    for rep in bs:
-        names.update(dict.fromkeys(R.kernels(rep)))
-    in_new = {name for rep in ns for name in R.kernels(rep)}
-    b1, n1 = _one(bs), _one(ns)
-    for name in [k for k in names if k in in_new]:
-        b_r = R.values(bs, lambda r, name=name: R.kernel_figure(r, name))
-        n_r = R.values(ns, lambda r, name=name: R.kernel_figure(r, name))
-        b_s = n_s = None
-        if b1 is not None and n1 is not None:
-            b_s, n_s = R.kernel_series(b1, name), R.kernel_series(n1, name)
+    for name in _common(bs, ns, R.kernels):
         short = R.kernel_label(name)
         v = Verdict(
             f"kernel_time[{short}]", "kernel_time", f"{short} time", "ms",
             M.HIGHER_IS_WORSE, None, None, th, entity=name,
         )  # fmt: skip
-        out.append(Case(v, b_r, n_r, b_s, n_s, noise, _material(b_r, n_r, step_ms)))
+        case = _case(bs, ns, v, noise, lambda r, name=name: R.kernel_figure(r, name),
+                     lambda r, name=name: R.kernel_series(r, name))  # fmt: skip
+        case.material = _material(case.base_runs, case.new_runs, step_ms)
+        out.append(case)
     return out
 
 
 def _region_cases(
-    bs: list[dict],
-    ns: list[dict],
-    th: Threshold,
-    noise: Threshold,
-    step_ms: float,
+    bs: list[dict], ns: list[dict], th: Threshold, noise: Threshold, step_ms: float,
     cpu: bool = False,
-) -> list[Case]:
+) -> list[Case]:  # fmt: skip
     """Per region of the samples (the report's top regions, `samples.regions`): its time
     per step, one metric each, judged as a kernel's. `cpu`: its CPU time on a GPU run
     (`region_cpu_time`; on a CPU run region_time is already CPU time)."""
     out = []
-    keys: dict[tuple, None] = {}  # in order, once each
-    for rep in bs:
-        keys.update(dict.fromkeys(R.region_samples(rep)))
-    in_new = {k for rep in ns for k in R.region_samples(rep)}
-    b1, n1 = _one(bs), _one(ns)
 
     def figure(rep: dict, key: tuple) -> float | None:
         s = R.region_series(rep, key, cpu)
         return fmean(s) if s else None
 
     family = "region_cpu_time" if cpu else "region_time"
-    for key in [k for k in keys if k in in_new]:
-        b_r = R.values(bs, lambda r, key=key: figure(r, key))
-        n_r = R.values(ns, lambda r, key=key: figure(r, key))
-        if cpu and not (b_r and n_r):
-            continue  # CPU runs: region_time holds the CPU time
-        b_s = n_s = None
-        if b1 is not None and n1 is not None:
-            b_s, n_s = R.region_series(b1, key, cpu), R.region_series(n1, key, cpu)
+    what = "CPU time" if cpu else "time"
+    for key in _common(bs, ns, R.region_samples):
         label = R.region_label(key)
-        what = "CPU time" if cpu else "time"
         v = Verdict(
             f"{family}[{label}]", family, f"region {label} {what}", "ms",
             M.HIGHER_IS_WORSE, None, None, th, entity=key,
         )  # fmt: skip
-        out.append(Case(v, b_r, n_r, b_s, n_s, noise, _material(b_r, n_r, step_ms)))
+        case = _case(bs, ns, v, noise, lambda r, key=key: figure(r, key),
+                     lambda r, key=key: R.region_series(r, key, cpu))  # fmt: skip
+        if cpu and not (case.base_runs and case.new_runs):
+            continue  # CPU runs: region_time holds the CPU time
+        case.material = _material(case.base_runs, case.new_runs, step_ms)
+        out.append(case)
     return out
 
 
