@@ -25,20 +25,16 @@ def _report(step_ms: float, kernels: dict[str, float], colls: dict[tuple, float]
     (name, group size, bytes) `colls[key]` ms, all of it compute but the collectives."""
     rank = {"rank": 0, "step": STEPS, "step_time_ms": _series(step_ms),
             "compute_ms": _series(step_ms - sum(colls.values()))}  # fmt: skip
+    kernel_rows = [{"name": n, "step": STEPS, "time_ms": _series(ms)} for n, ms in kernels.items()]
+    coll_rows = [
+        {"name": k[0], "group_size": k[1], "bytes": k[2], "step": STEPS, "time_ms": _series(ms)}
+        for k, ms in colls.items()
+    ]
+    samples = {"steps": STEPS, "ranks": [rank], "kernels": kernel_rows, "collectives": coll_rows}
     return {
         "summary": {"step_time_ms": step_ms},
         "ranks": [{"rank": 0, "step_time_ms": step_ms}],
-        "samples": {
-            "steps": STEPS,
-            "ranks": [rank],
-            "kernels": [{"name": n, "step": STEPS, "time_ms": _series(ms)}
-                        for n, ms in kernels.items()],  # fmt: skip
-            "collectives": [
-                {"name": k[0], "group_size": k[1], "bytes": k[2], "step": STEPS,
-                 "time_ms": _series(ms)}
-                for k, ms in colls.items()
-            ],  # fmt: skip
-        },
+        "samples": samples,
     }
 
 
