@@ -34,16 +34,18 @@ from typing import Any
 
 from tracekit.errors import TracekitError
 from tracekit.gate import metrics as M
-from tracekit.gate.compare import (
-    _coll_figure,
-    _collectives,
-    _kernel_figure,
-    _region_samples,
-    _region_series,
+from tracekit.gate.metrics import Threshold
+from tracekit.gate.read import (
+    STEP_MS,
+    coll_figure,
+    coll_label,
+    collectives,
+    kernel_figure,
     point,
     region_label,
+    region_samples,
+    region_series,
 )
-from tracekit.gate.metrics import Threshold
 
 CONFIDENCE = 0.90  # of σ's upper bound
 TRIALS = 20_000
@@ -217,24 +219,21 @@ def _families(reports: list[dict]) -> dict[str, dict[str, list[float]]]:
 
     ranks = [r.get("rank") for r in reports[0].get("ranks") or []]
     for rank in ranks:
-        vals = [next((_num(x.get("step_time_ms")) for x in r.get("ranks") or []
+        vals = [next((_num(x.get(STEP_MS)) for x in r.get("ranks") or []
                       if x.get("rank") == rank), None) for r in reports]  # fmt: skip
         keep("rank_step_time", f"rank {rank}", vals)
-    for key in _collectives(reports[0])[0]:
-        from tracekit.gate.compare import coll_label
-
-        label = coll_label(dict(zip(("name", "group_size", "bytes"), key, strict=True)))
-        t = [_coll_figure(r, key, "time_ms_per_step", "time_ms") for r in reports]
+    for key in collectives(reports[0])[0]:
+        label = coll_label(key)
+        t = [coll_figure(r, key, "collective_time") for r in reports]
         keep("collective_time", label, t)
         if all(x is not None for x in t):
-            keep("busbw", label, [_coll_figure(r, key, "busbw_GBps", "busbw_GBps")
-                                  for r in reports], t)  # fmt: skip
+            keep("busbw", label, [coll_figure(r, key, "busbw") for r in reports], t)
     for k in (reports[0].get("samples") or {}).get("kernels") or []:
-        keep("kernel_time", k["name"], [_kernel_figure(r, k["name"]) for r in reports])
-    for key in _region_samples(reports[0]):
-        series = [_region_series(r, key) for r in reports]
+        keep("kernel_time", k["name"], [kernel_figure(r, k["name"]) for r in reports])
+    for key in region_samples(reports[0]):
+        series = [region_series(r, key) for r in reports]
         keep("region_time", region_label(key), [fmean(s) if s else None for s in series])
-        cpu = [_region_series(r, key, cpu=True) for r in reports]
+        cpu = [region_series(r, key, cpu=True) for r in reports]
         if all(cpu):  # GPU runs: the region's CPU time too
             keep("region_cpu_time", region_label(key), [fmean(s) for s in cpu])
     return out

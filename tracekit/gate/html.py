@@ -5,8 +5,9 @@ figure: the verdicts and changes are the comparison's, the series the reports' s
 
 from __future__ import annotations
 
-from tracekit.gate.compare import Comparison
+from tracekit.gate import read as R
 from tracekit.gate.render import _change, _shown, headline
+from tracekit.gate.verdict import Comparison
 from tracekit.report import units
 from tracekit.report.html import Chart, _n, _o, _q, _spec, _table, esc, page
 
@@ -29,7 +30,7 @@ def _change_chart(cmp: Comparison) -> Chart | None:
             "in": {"pct": "relative", "pt": "points", "ms": "ms"}.get(v.threshold.kind, ""),
         }
         for v in cmp.verdicts
-        if "[" not in v.metric and v.change is not None
+        if not v.drill_down and v.change is not None
     ]
     if not rows:
         return None
@@ -56,8 +57,8 @@ def _change_chart(cmp: Comparison) -> Chart | None:
 def _steps_chart(cmp: Comparison) -> Chart | None:
     rows = []
     for side, name in ((cmp.base, "base"), (cmp.new, "new")):
-        for s in (side.report.get("samples") or {}).get("ranks") or []:
-            for i, ms in enumerate(s.get("step_time_ms") or []):
+        for s in R.sample_ranks(side.report):
+            for i, ms in enumerate(s.get(R.STEP_MS) or []):
                 if isinstance(ms, int | float):
                     rows.append(
                         {"side": name, "rank": f"{name} rank {s['rank']}", "i": i + 1, "ms": ms}

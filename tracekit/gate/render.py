@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from xml.etree import ElementTree as ET
 
-from tracekit.gate.compare import Comparison, Verdict
+from tracekit.gate.verdict import Comparison, Verdict
 from tracekit.report import units
 
 MARK = {
@@ -47,7 +47,7 @@ def _shown(cmp: Comparison, everything: bool) -> list[Verdict]:
     return [
         v
         for v in cmp.verdicts
-        if ("[" not in v.metric and v.verdict != "not compared") or v.verdict in _FAMILY_SHOWN
+        if (not v.drill_down and v.verdict != "not compared") or v.verdict in _FAMILY_SHOWN
     ]
 
 
