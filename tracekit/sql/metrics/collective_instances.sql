@@ -1,3 +1,4 @@
+-- @include run.collectives
 -- @query collective_instances_in_windows
 -- Per window id of {rows} (collective rows that start in a window, with its `wid` and
 -- `n`, its steps) and collective key: one row per instance — matched across ranks, or a

@@ -1,3 +1,5 @@
+-- @include rank.device_activity
+-- @include rank.steps
 -- @query device_gaps
 -- Per window of {windows} (rank, wid, start_ns, end_ns) each device work item (kernel,
 -- memcpy, memset) with the end of the work before it on any stream (`prev_end`): a gap

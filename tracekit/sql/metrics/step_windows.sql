@@ -1,3 +1,4 @@
+-- @include rank.device_steps
 -- @query step_windows
 -- Each selected ProfilerStep as its own window, on the device (`device_steps`, as the
 -- report's window): the per-step samples' windows.

@@ -1,3 +1,5 @@
+-- @include rank.activity_segments
+-- @include run.collectives
 -- @query sweep
 -- Per window of {windows} (columns rank, wid, start_ns, end_ns; one window per rank for the
 -- report, one per step for the samples) the breakdown's figures, from the segments

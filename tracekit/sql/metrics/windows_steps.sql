@@ -1,3 +1,6 @@
+-- @include rank.activity_islands
+-- @include rank.device_steps
+-- @include rank.steps
 -- @query windows_steps
 -- The analysed window of each rank with ProfilerSteps: the first selected step's start to
 -- the last one's end, each step's window on the device (`device_steps`: to the end of the

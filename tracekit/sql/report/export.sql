@@ -1,3 +1,7 @@
+-- @include base.tables
+-- @include rank.activity_segments
+-- @include rank.steps
+-- @include run.collectives
 -- What the merged Perfetto trace (`tracekit export`) and the HTML report's links to it
 -- read from the store: where the trace's clock starts, the step boundaries, the exposed
 -- communication as intervals, and the places a finding's evidence points at. Every

@@ -1,3 +1,7 @@
+-- @include base.tables
+-- @include rank.device_steps
+-- @include rank.steps
+-- @include run.collectives
 -- The report's `run` block and what `tracekit ingest` prints.
 
 -- @query ranks

@@ -1,0 +1,123 @@
+"""The SQL library (`tracekit.sql`): modules declare what they read (`-- @include`), the
+load order comes from those declarations, and documented columns carry the types DuckDB
+gives them on a real trace."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import tracekit
+from tracekit import sql
+
+# Domains whose modules must declare every table or view of another module they read.
+DECLARED = ("rank", "run", "ingest", "store", "metrics", "report", "tui")
+_READ = re.compile(r"\b(?:FROM|JOIN)\s+([a-z_][a-z0-9_]*)\b", re.IGNORECASE)
+
+
+def _code(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+
+
+def _defined_by() -> dict[str, str]:
+    """Public table or view → the module that defines (or documents) it."""
+    out = {}
+    for name in sql.all_modules():
+        for table, doc in sql.parse_docs(sql.module(name)).items():
+            if doc.what != "query":
+                out[table] = name
+    return out
+
+
+def test_every_include_names_a_module():
+    modules = set(sql.all_modules())
+    for name in modules:
+        for inc in sql.includes(name):
+            assert inc in modules, f"{name} includes {inc}, which does not exist"
+            assert inc != name, f"{name} includes itself"
+
+
+@pytest.mark.parametrize("name", [m for m in sql.all_modules() if m.startswith(DECLARED)])
+def test_a_module_includes_what_it_reads(name):
+    """Every public table or view the module's SQL reads is one of its includes (a CTE of
+    the same name would be a false alarm: none shadows a public name today)."""
+    defined = _defined_by()
+    reads = {t for t in _READ.findall(_code(sql.module(name))) if t in defined}
+    needed = {defined[t] for t in reads} - {name}
+    missing = needed - set(sql.includes(name))
+    assert not missing, f"{name} reads tables of {sorted(missing)} without an -- @include"
+
+
+@pytest.mark.parametrize("domain", ["rank", "run"])
+def test_load_order_puts_each_module_after_its_includes(domain):
+    order = sql.load_order(domain)
+    assert set(order) == {m for m in sql.all_modules() if m.startswith(domain + ".")}
+    seen: set[str] = set()
+    for name in order:
+        for inc in sql.includes(name):
+            if inc.startswith(domain + "."):
+                assert inc in seen, f"{name} comes before {inc}, which it includes"
+        seen.add(name)
+    assert (sql.RANK_MODULES if domain == "rank" else sql.RUN_MODULES) == order
+
+
+def test_rank_modules_read_only_what_ingest_has():
+    """Rank tables are built at ingest, before any run view exists."""
+    for name in sql.RANK_MODULES:
+        for inc in sql.includes(name):
+            assert inc.startswith(("base.", "rank.")), f"{name} includes {inc}"
+
+
+def test_a_cycle_fails_clearly(monkeypatch):
+    graph = {"rank.a": ("rank.b",), "rank.b": ("rank.c",), "rank.c": ("rank.a",)}
+    monkeypatch.setattr(sql, "all_modules", lambda: sorted(graph))
+    monkeypatch.setattr(sql, "includes", lambda name: graph[name])
+    cycle = r"include each other: rank\.\w → rank\.\w → rank\.\w → rank\.\w"
+    with pytest.raises(ValueError, match=cycle):
+        sql.load_order("rank")
+
+
+def test_a_missing_include_fails_clearly(monkeypatch):
+    graph = {"rank.a": ("rank.gone",)}
+
+    def includes(name):
+        if name not in graph:
+            raise KeyError(name)
+        return graph[name]
+
+    monkeypatch.setattr(sql, "all_modules", lambda: sorted(graph))
+    monkeypatch.setattr(sql, "includes", includes)
+    with pytest.raises(ValueError, match=r"'rank\.gone' is included but does not exist"):
+        sql.load_order("rank")
+
+
+def test_the_order_is_a_tie_break_by_name(monkeypatch):
+    graph = {"rank.z": (), "rank.a": ("rank.z",), "rank.b": (), "base.t": ()}
+    monkeypatch.setattr(sql, "all_modules", lambda: sorted(graph))
+    monkeypatch.setattr(sql, "includes", lambda name: graph[name])
+    assert sql.load_order("rank") == ("rank.b", "rank.z", "rank.a")
+
+
+def test_column_lines_parse_type_and_doc():
+    text = (
+        "-- @view v\n-- What it is.\n-- @column a BIGINT: a: with a colon\n"
+        "-- @column b VARCHAR[]: a list\n-- @column c: untyped\nCREATE VIEW v AS SELECT 1"
+    )
+    d = sql.parse_docs(text)["v"]
+    assert d.columns == {"a": "a: with a colon", "b": "a list", "c": "untyped"}
+    assert d.types == {"a": "BIGINT", "b": "VARCHAR[]"}
+    assert d.summary == "What it is."
+
+
+@pytest.mark.parametrize("trace", ["v100_dlrm_8rank", "mi300_resnet_ddp4_merged"])
+def test_declared_types_are_what_duckdb_describes(shared_trace, tmp_path, trace):
+    """Every public table and view, opened on a real trace, has the columns and the types
+    its `-- @column name TYPE:` lines declare."""
+    docs = sql.docs()
+    with tracekit.open(shared_trace(trace)) as run:
+        run.materialize()  # the views as a report reads them
+        for view, doc in docs.items():
+            actual = {c: t for c, t, *_ in run.con.sql(f"DESCRIBE {view}").fetchall()}
+            assert set(doc.types) == set(doc.columns), f"{view}: a column without a type"
+            assert doc.types == actual, f"{view}: declared types differ from DESCRIBE"
