@@ -121,3 +121,33 @@ def test_declared_types_are_what_duckdb_describes(shared_trace, tmp_path, trace)
             actual = {c: t for c, t, *_ in run.con.sql(f"DESCRIBE {view}").fetchall()}
             assert set(doc.types) == set(doc.columns), f"{view}: a column without a type"
             assert doc.types == actual, f"{view}: declared types differ from DESCRIBE"
+
+
+def _typed_queries() -> list[tuple[str, str]]:
+    """(module, query) of every query whose columns are all typed and that runs as
+    written: no {placeholder}, no bound $parameter."""
+    out = []
+    for name in sql.all_modules():
+        for q, doc in sql.parse_docs(sql.module(name)).items():
+            if doc.what != "query" or not doc.types:
+                continue
+            if not re.search(r"\{\w+\}|\$\w", _code(sql.query(name, q))):
+                out.append((name, q))
+    return out
+
+
+def test_typed_queries_are_found():
+    assert {("ingest.collectives", "comm_kernels"), ("store.health", "rank_starts")} <= set(
+        _typed_queries()
+    )
+
+
+def test_declared_query_types_are_what_duckdb_describes(shared_trace):
+    """A query that types its columns (`-- @column name TYPE:`) returns those columns, in
+    that order, of those types, on a real trace."""
+    with tracekit.open(shared_trace("v100_dlrm_8rank")) as run:
+        for name, q in _typed_queries():
+            doc = sql.parse_docs(sql.module(name))[q]
+            assert set(doc.types) == set(doc.columns), f"{name}:{q}: a column without a type"
+            got = run.con.sql(f"DESCRIBE ({sql.query(name, q)})").fetchall()
+            assert [(c, t) for c, t, *_ in got] == list(doc.types.items()), f"{name}:{q}"

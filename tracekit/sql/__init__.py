@@ -101,7 +101,7 @@ def _fill(label: str, text: str, parts: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def fill(name: str, **parts: str) -> str:
+def fill(name: str, /, **parts: str) -> str:
     """Module `name` with its `{placeholders}` replaced by SQL `parts` (subqueries, table
     names, predicates built by Python). Only the named placeholders, and only outside
     comments, are touched, so SQL braces and the docs stay as written. Values never go
@@ -121,7 +121,7 @@ def _queries(name: str) -> dict[str, str]:
     return {k: "\n".join(v) for k, v in out.items()}
 
 
-def query(name: str, query_name: str, **parts: str) -> str:
+def query(name: str, query_name: str, /, **parts: str) -> str:
     """The `-- @query query_name` block of module `name` (a module may hold several named
     queries of one topic), placeholders filled as `fill` does."""
     try:

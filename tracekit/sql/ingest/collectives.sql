@@ -8,7 +8,7 @@
 -- Each rank's distinct kernel names, to classify (`kernel_classes`).
 -- @column rank INTEGER: global rank
 -- @column name VARCHAR: kernel name as traced
-SELECT DISTINCT rank, name::VARCHAR FROM events WHERE kind = 'kernel'
+SELECT DISTINCT rank, name::VARCHAR AS name FROM events WHERE kind = 'kernel'
 AND name IS NOT NULL ORDER BY 1, 2
 
 -- @query comm_kernels
