@@ -25,6 +25,13 @@ parses them, `tracekit query --describe VIEW` prints them, and tests fail on a p
 column without a doc or with another type. Query modules document their result columns
 the same way (`-- @query name`, `-- @column name: doc`, the type optional), so a reader
 of Python never has to open the SQL to know what a row holds.
+
+What stays in Python strings is plumbing, not queries: connection settings (`SET`),
+transactions, `DROP`/`ALTER … RENAME` of the working tables, `DESCRIBE`, copying a view
+or a query into a table (`CREATE TABLE t AS SELECT * FROM v`, `INSERT INTO t BY NAME`),
+`SELECT * FROM t` as a query's source, a `count(*)` of a named table, the Parquet write
+(`tracekit.ingest.cache`: `COPY … TO`) and the generic row loader
+(`tracekit.ingest.coltable`): each names only tables, and its text is its meaning.
 """
 
 from __future__ import annotations
