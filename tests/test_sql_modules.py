@@ -88,7 +88,7 @@ def test_a_missing_include_fails_clearly(monkeypatch):
 
     monkeypatch.setattr(sql, "all_modules", lambda: sorted(graph))
     monkeypatch.setattr(sql, "includes", includes)
-    with pytest.raises(ValueError, match=r"'rank\.gone' is included but does not exist"):
+    with pytest.raises(ValueError, match=r"rank\.a includes 'rank\.gone', which does not exist"):
         sql.load_order("rank")
 
 

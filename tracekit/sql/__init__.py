@@ -67,19 +67,20 @@ def includes(name: str) -> tuple[str, ...]:
 
 def load_order(domain: str) -> tuple[str, ...]:
     """The modules of `domain` (`rank`, `run`), each after every module it includes
-    (graphlib's topological sort; ties by name, so the order is the same on every
-    machine). An include that names no module, or a cycle, raises ValueError."""
+    (graphlib's topological sort; modules ready together go in name order, so the order
+    is the same on every machine). An include that names no module, or a cycle, raises
+    ValueError."""
     graph: dict[str, tuple[str, ...]] = {}
-    todo = [m for m in all_modules() if m.startswith(domain + ".")]
+    todo = [(m, None) for m in all_modules() if m.startswith(domain + ".")]
     while todo:
-        name = todo.pop()
+        name, by = todo.pop()
         if name in graph:
             continue
         try:
             graph[name] = includes(name)
         except KeyError:
-            raise ValueError(f"SQL module {name!r} is included but does not exist") from None
-        todo.extend(graph[name])
+            raise ValueError(f"SQL module {by} includes {name!r}, which does not exist") from None
+        todo.extend((inc, name) for inc in graph[name])
     sorter = graphlib.TopologicalSorter(graph)
     try:
         sorter.prepare()
