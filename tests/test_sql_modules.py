@@ -123,31 +123,66 @@ def test_declared_types_are_what_duckdb_describes(shared_trace, tmp_path, trace)
             assert doc.types == actual, f"{view}: declared types differ from DESCRIBE"
 
 
-def _typed_queries() -> list[tuple[str, str]]:
-    """(module, query) of every query whose columns are all typed and that runs as
-    written: no {placeholder}, no bound $parameter."""
+def _examples() -> dict[tuple[str, str], dict[str, str]]:
+    """Placeholders filled as the engine fills them, for the queries that take some; the
+    windows those of the report (`metrics.windows.table`: no rows is enough for DESCRIBE)."""
+    from tracekit.metrics import windows as W
+
+    w = sql.query("metrics.windows", "no_windows")
+    return {
+        ("metrics.step_windows", "step_windows"): {"selection": "TRUE"},
+        ("metrics.step_windows", "window_breakdown"): {
+            "windows": w,
+            "sweep": sql.query("metrics.sweep", "sweep", windows="SELECT * FROM w"),
+        },
+        ("metrics.windows_steps", "windows_steps"): {"selection": "TRUE"},
+        ("metrics.windows_trace", "windows_trace"): {"activity": "activity_islands"},
+        ("metrics.sweep", "sweep"): {"windows": w},
+        ("metrics.kernel_time", "kernel_time"): {
+            "clipped": W.overlapping(sql.query("metrics.kernel_time", "compute_activity"), w)
+        },
+        ("metrics.host_bound", "device_gaps"): {"windows": w},
+        ("metrics.host_bound", "host_bound"): {
+            "gaps": sql.query("metrics.host_bound", "device_gaps", windows=w)
+        },
+        ("metrics.regions", "region_time"): {
+            "in_windows": W.starting_in("SELECT * FROM regions", w, start="work_ns")
+        },
+        ("metrics.collective_instances", "collective_instances_in_windows"): {
+            "rows": W.starting_in(sql.query("metrics.collective_exposure", "collective_rows"), w)
+        },
+    }
+
+
+def _typed_queries() -> list[tuple[str, str, dict[str, str]]]:
+    """(module, query, placeholders) of every query whose columns are typed and that runs
+    as written, or with the placeholders of `_examples`."""
+    examples = _examples()
     out = []
     for name in sql.all_modules():
         for q, doc in sql.parse_docs(sql.module(name)).items():
             if doc.what != "query" or not doc.types:
                 continue
-            if not re.search(r"\{\w+\}|\$\w", _code(sql.query(name, q))):
-                out.append((name, q))
+            if (name, q) in examples:
+                out.append((name, q, examples[name, q]))
+            elif not re.search(r"\{\w+\}|\$\w", _code(sql.query(name, q))):
+                out.append((name, q, {}))
     return out
 
 
 def test_typed_queries_are_found():
-    assert {("ingest.collectives", "comm_kernels"), ("store.health", "rank_starts")} <= set(
-        _typed_queries()
-    )
+    found = {(m, q) for m, q, _ in _typed_queries()}
+    assert {("ingest.collectives", "comm_kernels"), ("store.health", "rank_starts")} <= found
+    assert set(_examples()) <= found, "an example fills a query whose columns are untyped"
 
 
 def test_declared_query_types_are_what_duckdb_describes(shared_trace):
     """A query that types its columns (`-- @column name TYPE:`) returns those columns, in
     that order, of those types, on a real trace."""
     with tracekit.open(shared_trace("v100_dlrm_8rank")) as run:
-        for name, q in _typed_queries():
+        for name, q, parts in _typed_queries():
             doc = sql.parse_docs(sql.module(name))[q]
             assert set(doc.types) == set(doc.columns), f"{name}:{q}: a column without a type"
-            got = run.con.sql(f"DESCRIBE ({sql.query(name, q)})").fetchall()
+            text = sql.query(name, q, **parts)
+            got = run.con.sql(f"DESCRIBE ({text})").fetchall()
             assert [(c, t) for c, t, *_ in got] == list(doc.types.items()), f"{name}:{q}"

@@ -24,7 +24,9 @@ Public tables and views document every column where they are defined (`-- @table
 parses them, `tracekit query --describe VIEW` prints them, and tests fail on a public
 column without a doc or with another type. Query modules document their result columns
 the same way (`-- @query name`, `-- @column name: doc`, the type optional), so a reader
-of Python never has to open the SQL to know what a row holds.
+of Python never has to open the SQL to know what a row holds; where given, a test runs
+the query on a real trace to check the types (a query over windows is typed over the
+report's, `metrics.windows.table`: over per-step windows `wid` is the BIGINT step).
 
 What stays in Python strings is plumbing, not queries: connection settings (`SET`),
 transactions, `DROP`/`ALTER … RENAME` of the working tables, `DESCRIBE`, copying a view
