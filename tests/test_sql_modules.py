@@ -40,13 +40,15 @@ def test_every_include_names_a_module():
 
 @pytest.mark.parametrize("name", [m for m in sql.all_modules() if m.startswith(DECLARED)])
 def test_a_module_includes_what_it_reads(name):
-    """Every public table or view the module's SQL reads is one of its includes (a CTE of
-    the same name would be a false alarm: none shadows a public name today)."""
+    """The module includes exactly the modules whose public tables or views its SQL reads
+    (a CTE of a public name would be a false alarm: none shadows one today)."""
     defined = _defined_by()
     reads = {t for t in _READ.findall(_code(sql.module(name))) if t in defined}
     needed = {defined[t] for t in reads} - {name}
     missing = needed - set(sql.includes(name))
     assert not missing, f"{name} reads tables of {sorted(missing)} without an -- @include"
+    unread = set(sql.includes(name)) - needed
+    assert not unread, f"{name} includes {sorted(unread)} but reads none of their tables"
 
 
 @pytest.mark.parametrize("domain", ["rank", "run"])
