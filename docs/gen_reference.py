@@ -155,8 +155,10 @@ def sql_page() -> str:
     ]
     for name, d in sorted(docs().items()):
         out += [f"## `{name}`", "", f"*{d.what}* — {d.summary}".rstrip(" —"), ""]
-        out += ["| column | meaning |", "|---|---|"]
-        out += [f"| `{col}` | {_cell(doc)} |" for col, doc in d.columns.items()]
+        out += ["| column | type | meaning |", "|---|---|---|"]
+        out += [
+            f"| `{col}` | {d.types.get(col, '')} | {_cell(doc)} |" for col, doc in d.columns.items()
+        ]
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 

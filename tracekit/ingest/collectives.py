@@ -29,6 +29,8 @@ full (gathered) buffer for all-gather and reduce-scatter.
 A send's or recv's `peer` (the global rank at the other end, `global_peer`) comes from
 record_param_comms' "Rank" on NCCL runs and from the `c10d::send`/`c10d::recv_` op's
 Concrete Inputs on gloo runs: both give the peer's rank in the process group.
+
+The SQL is module `ingest.collectives` (`tracekit/sql/ingest/collectives.sql`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from typing import Any
 
 import duckdb
 
+from tracekit import sql
 from tracekit.ingest import coltable
 from tracekit.model import commkernels
 
@@ -290,10 +293,7 @@ def kernel_class_rows(con: duckdb.DuckDBPyConnection, user: tuple[str, ...] = ()
     """The `kernel_classes` rows of every rank in `events`, by rank and name (a name is
     classified once, however many ranks ran it)."""
     rx = commkernels.compile_patterns(user, "--comm-kernel")
-    pairs = con.execute(
-        "SELECT DISTINCT rank, name::VARCHAR FROM events WHERE kind = 'kernel' "
-        "AND name IS NOT NULL ORDER BY 1, 2"
-    ).fetchall()
+    pairs = con.execute(sql.query("ingest.collectives", "kernel_names")).fetchall()
     known: dict[str, dict] = {}
     rows = []
     for rank, name in pairs:
@@ -313,58 +313,6 @@ def kernel_class_rows(con: duckdb.DuckDBPyConnection, user: tuple[str, ...] = ()
         rows.append({"rank": rank, **row})
     return rows
 
-
-# Communication kernels, and every CPU op enclosing the runtime call that launched each
-# (same thread, the call inside the op's span): record_param_comms (collective metadata),
-# c10d::* / _c10d_functional::* issue ops and nccl:* annotations (`Input Dims`).
-_COMM_KERNEL_SQL = """
-SELECT k.rank,
-       row_number() OVER (PARTITION BY k.rank ORDER BY k.ts_ns, k.name) AS kid,
-       k.name::VARCHAR AS raw_name,
-       k.ts_ns, k.dur_ns, k.stream AS lane, k.correlation, kc.family,
-       kc.coll_name AS name_kind, k.coll_name::VARCHAR AS coll_name, k.in_nelems, k.out_nelems,
-       k.group_size, k.dtype::VARCHAR AS dtype, k.pg_name::VARCHAR AS pg_name,
-       k.pg_desc::VARCHAR AS pg_desc, k.pg_ranks::VARCHAR AS pg_ranks, k.seq,
-       (SELECT min(r.ts_ns) FROM events r
-        WHERE r.kind = 'runtime' AND r.rank = k.rank AND r.correlation = k.correlation) AS rt_ts
-FROM events k JOIN kernel_classes kc ON kc.rank = k.rank AND kc.name = k.name::VARCHAR
-WHERE k.kind = 'kernel' AND kc.category = 'communication'
-ORDER BY k.rank, kid
-"""
-_ISSUE_OPS_SQL = """
-WITH k AS (
-    SELECT k.rank, row_number() OVER (PARTITION BY k.rank ORDER BY k.ts_ns, k.name) AS kid,
-           k.correlation
-    FROM events k JOIN kernel_classes kc ON kc.rank = k.rank AND kc.name = k.name::VARCHAR
-    WHERE k.kind = 'kernel' AND kc.category = 'communication'
-), rt AS (
-    SELECT rank, correlation, arg_min(tid, ts_ns) AS rt_tid, min(ts_ns) AS rt_ts
-    FROM events WHERE kind = 'runtime' AND correlation IS NOT NULL GROUP BY rank, correlation
-), ops AS (
-    SELECT rank, tid, ts_ns, ts_ns + dur_ns AS end_ns, name::VARCHAR AS op,
-           coll_name::VARCHAR AS coll_name, in_nelems, out_nelems, group_size,
-           dtype::VARCHAR AS dtype, pg_name::VARCHAR AS pg_name, pg_desc::VARCHAR AS pg_desc,
-           pg_ranks::VARCHAR AS pg_ranks, seq, input_dims, input_types, comm_rank
-    FROM events
-    WHERE kind IN ('cpu_op', 'user_annotation')
-      AND (name = 'record_param_comms' OR starts_with(name, 'c10d::')
-           OR starts_with(name, '_c10d_functional::') OR starts_with(name, 'nccl:')
-           OR starts_with(name, 'vllm::'))
-)
-SELECT k.rank, k.kid, rt.rt_ts, o.* EXCLUDE (rank)
-FROM k JOIN rt ON rt.rank = k.rank AND rt.correlation = k.correlation
-JOIN ops o ON o.rank = k.rank AND o.tid = rt.rt_tid AND rt.rt_ts BETWEEN o.ts_ns AND o.end_ns
-ORDER BY k.rank, k.kid, o.ts_ns
-"""
-
-_GLOO_ISSUE_SQL = """
-SELECT rank, name::VARCHAR AS op, ts_ns, input_dims, input_types, concrete_inputs
-FROM events WHERE kind = 'cpu_op' AND name LIKE 'c10d::%' ORDER BY rank, ts_ns
-"""
-_GLOO_SPAN_SQL = """
-SELECT rank, name::VARCHAR AS raw_name, ts_ns, dur_ns, tid, input_dims, input_types
-FROM events WHERE kind = 'comm_thread' ORDER BY rank, ts_ns
-"""
 
 _KERNEL_DTYPE = re.compile(
     r"_(float|half|bf16|bfloat16|f16|f32|f64|double|i8|u8|i32|u32|i64|u64|fp8_e4m3|fp8_e5m2"
@@ -598,14 +546,14 @@ def derive_rows(
     Each query runs once for all the ranks; the rows of each rank are then read as one
     rank's alone."""
     by_rank: dict[str, dict[int, list[dict]]] = {}
-    for label, query in (
-        ("ops", _ISSUE_OPS_SQL),
-        ("kernels", _COMM_KERNEL_SQL),
-        ("issue", _GLOO_ISSUE_SQL),
-        ("spans", _GLOO_SPAN_SQL),
+    for label, name in (
+        ("ops", "issue_ops"),
+        ("kernels", "comm_kernels"),
+        ("issue", "gloo_issue"),
+        ("spans", "gloo_spans"),
     ):
         groups: dict[int, list[dict]] = defaultdict(list)
-        for r in coltable.dicts(con.sql(query)):
+        for r in coltable.dicts(con.sql(sql.query("ingest.collectives", name))):
             groups[r.pop("rank")].append(r)
         by_rank[label] = groups
     rows: list[dict] = []
@@ -699,10 +647,6 @@ def tables(con: duckdb.DuckDBPyConnection, rows: list[dict], tmp_dir: Path) -> N
     coltable.create(con, "_derived", COLUMNS, rows, tmp_dir)
     # a group's ranks once per group (collective_groups), the rows a 64-bit key of them:
     # matching then never carries a world-sized list per collective row
-    con.execute("""CREATE OR REPLACE TABLE _collectives AS
-        SELECT *, CASE WHEN group_ranks IS NOT NULL THEN hash(group_ranks) END AS group_hash
-        FROM _derived""")
-    con.execute("""CREATE OR REPLACE TABLE collective_groups AS
-        SELECT DISTINCT rank, group_hash, group_ranks FROM _collectives
-        WHERE group_hash IS NOT NULL""")
+    con.execute(sql.query("ingest.collectives", "collectives_table"))
+    con.execute(sql.query("ingest.collectives", "collective_groups_table"))
     con.execute("DROP TABLE _derived")

@@ -12,6 +12,8 @@ table on its thread (only those count: `aten::conv2d` → `aten::convolution` �
   forward ops it re-runs are backward-phase work: executed (hardware FLOPs), not model FLOPs.
 - `optimizer`: inside `Optimizer.step#…` / `Optimizer.zero_grad#…`.
 - `forward`: everything else.
+
+The query is module `ingest.opscan`.
 """
 
 from __future__ import annotations
@@ -19,14 +21,9 @@ from __future__ import annotations
 from itertools import groupby
 from pathlib import Path
 
+from tracekit import sql
 from tracekit.ingest import coltable
 from tracekit.model.flops import COUNTED_OPS, ConvGeometry, count, loads, op_dtype
-
-_BACKWARD_MARK = (
-    "starts_with(name, 'autograd::engine::evaluate_function')"
-    " OR regexp_matches(name, '^[A-Za-z0-9_:]*Backward[0-9]*$')"
-)
-_OPTIMIZER_MARK = "starts_with(name, 'Optimizer.step') OR starts_with(name, 'Optimizer.zero_grad')"
 
 SCHEMA = (
     ("rank", "INTEGER"),
@@ -52,17 +49,8 @@ def scan(con, tmp_dir: Path) -> None:
 def scan_rows(con) -> list[dict]:
     """The counted ops (`scan`) of every rank in `events`, rank by rank, as dicts of
     `SCHEMA`: one query for all the ranks, each rank's rows then swept alone."""
-    names = ", ".join("'" + n + "'" for n in sorted(COUNTED_OPS))
-    fetched = con.sql(f"""
-        SELECT rank, tid, name::VARCHAR, ts_ns, dur_ns, input_dims, input_types,
-               concrete_inputs, 'op' AS what
-        FROM events WHERE kind = 'cpu_op' AND name IN ({names})
-        UNION ALL
-        SELECT rank, tid, name::VARCHAR, ts_ns, dur_ns, NULL, NULL, NULL,
-               CASE WHEN {_OPTIMIZER_MARK} THEN 'optimizer' ELSE 'backward' END
-        FROM events
-        WHERE kind IN ('cpu_op', 'user_annotation') AND ({_BACKWARD_MARK} OR {_OPTIMIZER_MARK})
-        ORDER BY rank, tid, ts_ns, dur_ns DESC""").fetchall()
+    query = sql.query("ingest.opscan", "ops_and_phases")
+    fetched = con.sql(query, params={"names": sorted(COUNTED_OPS)}).fetchall()
     out: list[dict] = []
     for _, rows in groupby(fetched, key=lambda r: r[0]):
         out += _scan_rank(list(rows))

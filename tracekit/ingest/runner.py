@@ -215,6 +215,7 @@ def _read_together(con, items, cdir: Path, batch: str, single: bool, rows: _Batc
     take is read leniently, file by file)."""
     import duckdb
 
+    from tracekit import sql
     from tracekit.ingest import tables as ingest
     from tracekit.ingest.tracefile import decode, resolve_rank
 
@@ -241,18 +242,14 @@ def _read_together(con, items, cdir: Path, batch: str, single: bool, rows: _Batc
             return results
         listed = ", ".join(sql_str(str(t)) for t in tmps)
         try:
-            con.execute(
-                "CREATE OR REPLACE TABLE raw AS SELECT * EXCLUDE (filename), "
-                "TRY_CAST(split_part(filename, '.', -3) AS INTEGER) AS _f FROM read_json("
-                f"[{listed}], format = 'array', columns = {ingest.raw_columns(True)}, "
-                "maximum_object_size = 268435456, filename = true)"
-            )
+            columns = ingest.raw_columns(True)
+            con.execute(sql.query("ingest.tables", "read_batch", paths=listed, columns=columns))
         except duckdb.Error:
             return None
     finally:
         for t in tmps:
             t.unlink(missing_ok=True)
-    counts = dict(con.execute("SELECT _f, count(*) FROM raw GROUP BY _f").fetchall())
+    counts = dict(con.execute(sql.query("ingest.tables", "events_per_file")).fetchall())
     skipped = ingest.skipped_events_by(con, "_f")
     # each event's rank and base time: the file's, by its index `_f`
     rank = "([" + ", ".join(str(r[4]) for r in read) + "][_f + 1])"

@@ -17,6 +17,10 @@ expressions of the file each row came from when `raw` holds a batch of traces.
 Time: `ts_ns = baseTimeNanoseconds + round(ts_us * 1000)`, scaling the integer and
 fractional parts of `ts` separately so 3-decimal microsecond stamps land on the
 exact nanosecond.
+
+The SQL is module `ingest.tables` (`tracekit/sql/ingest/tables.sql`); what depends on the
+trace (the rank, the base time, typed or JSON `args`, Kineto's categories) is built here
+as SQL expressions and filled into its placeholders.
 """
 
 from __future__ import annotations
@@ -27,8 +31,11 @@ from typing import Any
 
 import duckdb
 
+from tracekit import sql
 from tracekit.ingest.tracefile import Header
 from tracekit.sql.text import sql_str
+
+_M = "ingest.tables"
 
 # Kineto `cat` (lower-cased; old traces capitalise) → tracekit `kind`.
 CAT_KIND = {
@@ -133,11 +140,8 @@ def load_raw(con: duckdb.DuckDBPyConnection, events_json: Path) -> bool:
     """
     for typed in (True, False):
         try:
-            con.execute(
-                "CREATE OR REPLACE TABLE raw AS SELECT * FROM read_json("
-                f"{sql_str(str(events_json))}, format = 'array', "
-                f"columns = {raw_columns(typed)}, maximum_object_size = 268435456)"
-            )
+            path, columns = sql_str(str(events_json)), raw_columns(typed)
+            con.execute(sql.query(_M, "read", path=path, columns=columns))
             return typed
         except duckdb.ConversionException:
             if not typed:
@@ -158,29 +162,11 @@ def load_raw_lenient(con: duckdb.DuckDBPyConnection, events_json: Path) -> None:
     Same columns as the all-JSON read of `load_raw`; an element that is not an object
     has a NULL `ph` (counted by `skipped_events`)."""
 
-    scalar = "('VARCHAR', 'BIGINT', 'UBIGINT', 'DOUBLE')"
-
-    def text(key: str) -> str:
-        return f"CASE WHEN json_type(j->'{key}') IN {scalar} THEN j->>'{key}' END"
-
-    def num(key: str) -> str:
-        return (
-            f"CASE WHEN json_type(j->'{key}') IN {scalar} THEN TRY_CAST(j->>'{key}' AS DOUBLE) END"
-        )
-
     obj = "json_type(j->'args') = 'OBJECT'"
     args = ", ".join(
         f"\"{k}\" := CASE WHEN {obj} THEN j->'args'->{sql_str(k)} END" for k in ARG_TYPES
     )
-    con.execute(
-        f"""CREATE OR REPLACE TABLE raw AS
-SELECT CASE WHEN json_type(j->'ph') = 'VARCHAR' THEN j->>'ph' END AS ph,
-       {text("cat")} AS cat, {text("name")} AS name, {text("pid")} AS pid, {text("tid")} AS tid,
-       {num("ts")} AS ts, {num("dur")} AS dur, {text("id")} AS id,
-       struct_pack({args}) AS args
-FROM (SELECT json AS j FROM read_json_objects({sql_str(str(events_json))}, format = 'array',
-      maximum_object_size = 268435456))"""
-    )
+    con.execute(sql.query(_M, "read_lenient", args=args, path=sql_str(str(events_json))))
 
 
 # Largest |ts| in µs kept: 9e15 µs is the year 2255, and ts × 1000 + base still fits in
@@ -205,21 +191,16 @@ def skipped_events(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
 def skipped_events_by(con: duckdb.DuckDBPyConnection, part: str) -> dict:
     """`skipped_events` for each value of the SQL expression `part` over `raw` (the file
     of each event, when `raw` holds several)."""
-    used = "(ph IN ('X', 's', 'f', 't') OR (ph = 'i' AND name = '[memory]'))"
-    rows = con.execute(
-        f"""SELECT part, reason, count(*) FROM (SELECT {part} AS part, CASE
-        WHEN ph IS NULL THEN 'not an event object, or no ph'
-        WHEN {used} AND ts IS NULL THEN 'ts missing or not a number'
-        WHEN {used} AND NOT {_ts_ok()} THEN 'ts not finite or out of range'
-        WHEN ph = 'X' AND dur IS NULL THEN 'dur missing or not a number'
-        WHEN ph = 'X' AND NOT isfinite(dur) THEN 'dur not finite'
-        WHEN ph = 'X' AND dur < 0 THEN 'negative dur'
-        WHEN ph = 'X' AND dur > {DUR_MAX_US} THEN 'dur longer than a day'
-        WHEN ph = 'X' AND regexp_matches(lower(cat), '{UNMODELED_DEVICE}')
-             AND NOT regexp_matches(lower(cat), '{UNMODELED_HOST}')
-            THEN 'device events of a kind tracekit does not model (' || lower(cat) || ')'
-        END AS reason FROM raw) WHERE reason IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2"""
-    ).fetchall()
+    query = sql.query(
+        _M,
+        "skipped",
+        ts_ok=_ts_ok(),
+        dur_max=str(DUR_MAX_US),
+        device_cat=sql_str(UNMODELED_DEVICE),
+        host_cat=sql_str(UNMODELED_HOST),
+        part=part,
+    )
+    rows = con.execute(query).fetchall()
     out: dict = {}
     for part, reason, n in rows:
         out.setdefault(part, {})[reason] = n
@@ -270,76 +251,85 @@ class _Args:
         return f'args."{key}"::VARCHAR'
 
 
-def events_sql(rank: int | str, base_ns: int | str, typed: bool) -> str:
+# `events` columns read from `args`: column (placeholder) → (args key, how it is read)
+EVENT_ARGS = {
+    "correlation": ("correlation", "int"),
+    "external_id": ("External id", "int"),
+    "device": ("device", "int"),
+    "stream": ("stream", "int"),
+    "bandwidth": ("memory bandwidth (GB/s)", "float"),
+    "coll_name": ("Collective name", "str"),
+    "in_nelems": ("In msg nelems", "int"),
+    "out_nelems": ("Out msg nelems", "int"),
+    "in_split": ("In split size", "str"),
+    "out_split": ("Out split size", "str"),
+    "group_size": ("Group size", "int"),
+    "dtype": ("dtype", "str"),
+    "pg_name": ("Process Group Name", "str"),
+    "pg_desc": ("Process Group Description", "str"),
+    "pg_ranks": ("Process Group Ranks", "str"),
+    "seq": ("Seq", "int"),
+    "input_dims": ("Input Dims", "json"),
+    "input_types": ("Input type", "json"),
+    "concrete_inputs": ("Concrete Inputs", "json"),
+    "wait_on_stream": ("wait_on_stream", "int"),
+    "wait_on_event_correlation": ("wait_on_cuda_event_record_corr_id", "int"),
+    "comm_rank": ("Comm rank", "int"),
+}
+MEMORY_ARGS = {
+    "device_type": ("Device Type", "int"),
+    "device_id": ("Device Id", "int"),
+    "addr": ("Addr", "int"),
+    "bytes": ("Bytes", "int"),
+    "total_allocated": ("Total Allocated", "int"),
+    "total_reserved": ("Total Reserved", "int"),
+}
+
+
+def _read_args(typed: bool, spec: dict[str, tuple[str, str]]) -> dict[str, str]:
     a = _Args(typed)
-    return f"""
-SELECT {rank}::INTEGER AS rank,
-       {_kind_case()} AS kind,
-       -- a name that is null or not a string (read as NULL) is the empty string: every
-       -- table, figure and report row below carries names as strings
-       cat, coalesce(name, '') AS name,
-       {_id("pid")} AS pid, {_id("tid")} AS tid,
-       {_ns("ts", base_ns)} AS ts_ns,
-       round(dur * 1000)::BIGINT AS dur_ns,
-       {a.int("correlation")} AS correlation,
-       {a.int("External id")} AS external_id,
-       {a.int("device")} AS device,
-       {a.int("stream")} AS stream,
-       TRY_CAST(round({a.float("memory bandwidth (GB/s)")} * dur * 1000) AS BIGINT) AS bytes,
-       {a.str("Collective name")} AS coll_name,
-       {a.int("In msg nelems")} AS in_nelems,
-       {a.int("Out msg nelems")} AS out_nelems,
-       {a.str("In split size")} AS in_split,
-       {a.str("Out split size")} AS out_split,
-       {a.int("Group size")} AS group_size,
-       {a.str("dtype")} AS dtype,
-       {a.str("Process Group Name")} AS pg_name,
-       {a.str("Process Group Description")} AS pg_desc,
-       {a.str("Process Group Ranks")} AS pg_ranks,
-       {a.int("Seq")} AS seq,
-       {a.json("Input Dims")} AS input_dims,
-       {a.json("Input type")} AS input_types,
-       {a.json("Concrete Inputs")} AS concrete_inputs,
-       {a.int("wait_on_stream")} AS wait_on_stream,
-       {a.int("wait_on_cuda_event_record_corr_id")} AS wait_on_event_correlation,
-       {a.int("Comm rank")} AS comm_rank
-FROM raw WHERE ph = 'X' AND {_ts_ok()} AND {_dur_ok()}
-"""
+    return {col: getattr(a, how)(key) for col, (key, how) in spec.items()}
+
+
+def _located(rank: int | str, base_ns: int | str) -> dict[str, str]:
+    """The placeholders every table of `raw` shares: its rank, ids and start time."""
+    return {"rank": str(rank), "pid": _id("pid"), "tid": _id("tid"), "ts_ns": _ns("ts", base_ns)}
+
+
+def events_sql(rank: int | str, base_ns: int | str, typed: bool) -> str:
+    return sql.query(
+        _M,
+        "events",
+        kind=_kind_case(),
+        **_located(rank, base_ns),
+        **_read_args(typed, EVENT_ARGS),
+        ts_ok=_ts_ok(),
+        dur_ok=_dur_ok(),
+    )
 
 
 def flows_sql(rank: int | str, base_ns: int | str) -> str:
-    return f"""
-SELECT {rank}::INTEGER AS rank, TRY_CAST(id AS BIGINT) AS flow_id, cat, ph AS phase,
-       {_id("pid")} AS pid, {_id("tid")} AS tid, {_ns("ts", base_ns)} AS ts_ns
-FROM raw WHERE ph IN ('s', 'f', 't') AND {_ts_ok()}
-"""
+    return sql.query(_M, "flows", **_located(rank, base_ns), ts_ok=_ts_ok())
 
 
 def memory_sql(rank: int | str, base_ns: int | str, typed: bool) -> str:
-    a = _Args(typed)
-    return f"""
-SELECT {rank}::INTEGER AS rank, {_ns("ts", base_ns)} AS ts_ns,
-       {_id("pid")} AS pid, {_id("tid")} AS tid,
-       {a.int("Device Type")} AS device_type, {a.int("Device Id")} AS device_id,
-       {a.int("Addr")} AS addr, {a.int("Bytes")} AS bytes,
-       {a.int("Total Allocated")} AS total_allocated, {a.int("Total Reserved")} AS total_reserved
-FROM raw WHERE ph = 'i' AND name = '[memory]' AND {_ts_ok()}
-"""
+    return sql.query(
+        _M, "memory", **_located(rank, base_ns), **_read_args(typed, MEMORY_ARGS), ts_ok=_ts_ok()
+    )
 
 
 def threads_sql(rank: int | str, typed: bool) -> str:
     """Latest thread/process name per (pid, tid); process labels ("GPU 0", "CPU")."""
     a = _Args(typed)
-    return f"""
-SELECT {rank}::INTEGER AS rank, {_id("pid")} AS pid,
-       CASE WHEN name = 'thread_name' THEN {_id("tid")} END AS tid,
-       CASE name WHEN 'thread_name' THEN 'thread' WHEN 'process_name' THEN 'process'
-                 ELSE 'labels' END AS what,
-       arg_max(coalesce({a.str("name")}, {a.str("labels")}), coalesce(ts, 0)) AS name
-FROM raw
-WHERE ph = 'M' AND name IN ('thread_name', 'process_name', 'process_labels')
-GROUP BY ALL
-"""
+    return sql.query(
+        _M,
+        "threads",
+        rank=str(rank),
+        pid=_id("pid"),
+        tid=_id("tid"),
+        name_arg=a.str("name"),
+        labels_arg=a.str("labels"),
+    )
 
 
 # TraceLens TraceFusion: process names `RANK r - CPU` / `RANK r - GPU`, pids offset by r×10⁸;
@@ -355,36 +345,25 @@ def merged_ranks(con: duckdb.DuckDBPyConnection, header: Header, typed: bool) ->
     `load_raw` returned."""
     if header.distributedInfo:
         return None
-    a = _Args(typed)
-    rows = con.execute(f"""
-        SELECT DISTINCT TRY_CAST(regexp_extract({a.str("name")}, '{_MERGED_PROCESS}', 1) AS INT)
-        FROM raw WHERE ph = 'M' AND name = 'process_name'
-          AND regexp_matches({a.str("name")}, '{_MERGED_PROCESS}')""").fetchall()
+    parts = {"name_arg": _Args(typed).str("name"), "pattern": sql_str(_MERGED_PROCESS)}
+    rows = con.execute(sql.query(_M, "merged_ranks", **parts)).fetchall()
     ranks = sorted(r for (r,) in rows if r is not None)
     if not ranks:
         return None
-    con.execute(f"""
-        CREATE OR REPLACE TABLE _pid_rank AS
-        SELECT pid, any_value(TRY_CAST(regexp_extract({a.str("name")}, '{_MERGED_PROCESS}', 1)
-                                       AS INT)) AS rank
-        FROM raw WHERE ph = 'M' AND name = 'process_name'
-          AND regexp_matches({a.str("name")}, '{_MERGED_PROCESS}')
-        GROUP BY pid""")
+    con.execute(sql.query(_M, "pid_ranks", **parts))
     return ranks
 
 
 def merged_rank_sql(rank: int) -> str:
     """One rank's raw events out of a merged file (`_raw_all`): by `args.rank`, else by the
     process the event belongs to; pids lose the rank's offset (r×10⁸)."""
-    off = rank * MERGED_PID_OFFSET
-    return f"""
-SELECT r.* REPLACE (
-    CASE WHEN {rank} > 0 AND TRY_CAST(r.pid AS BIGINT) >= {off}
-         THEN (TRY_CAST(r.pid AS BIGINT) - {off})::VARCHAR ELSE r.pid END AS pid)
-FROM _raw_all r LEFT JOIN _pid_rank p ON p.pid = r.pid
-WHERE coalesce(TRY_CAST(r.args."rank" AS BIGINT), p.rank,
-               TRY_CAST(TRY_CAST(r.pid AS BIGINT) // {MERGED_PID_OFFSET} AS INT)) = {rank}
-"""
+    return sql.query(
+        _M,
+        "merged_rank",
+        offset=str(int(rank) * MERGED_PID_OFFSET),
+        pid_offset=str(MERGED_PID_OFFSET),
+        rank=str(int(rank)),
+    )
 
 
 def _as_int(v: Any) -> int | None:
@@ -441,10 +420,7 @@ PROCESS_GROUPS = (
 def rank_stats(con: duckdb.DuckDBPyConnection) -> dict[int, tuple]:
     """Per rank of `events`: (its most used device, first start, last end, events, whether
     any ran on a device) — what `rank_info_rows` reads from the events."""
-    rows = con.execute(
-        "SELECT rank, mode(device), min(ts_ns), max(ts_ns + dur_ns), count(*), "
-        "count(*) FILTER (kind IN ('kernel', 'memcpy', 'memset')) > 0 FROM events GROUP BY rank"
-    ).fetchall()
+    rows = con.execute(sql.query(_M, "rank_stats")).fetchall()
     return {r[0]: r[1:] for r in rows}
 
 

@@ -21,6 +21,8 @@ from tracekit.metrics import windows as W
 from tracekit.metrics.breakdown import hidden_by_compute_sql
 from tracekit.store.run import Run
 
+_EXPOSURE = "metrics.collective_exposure"
+
 Key = tuple[str | None, int | None, int | None]  # name, group size, bytes
 
 
@@ -43,16 +45,12 @@ class Instances:
 
 def exposure(run: Run, windows: str) -> dict[Key, dict[tuple[int, int], Exposure]]:
     """key → (rank, wid) → union / exposed / exposed-wait ns in that window."""
-    all_rows = W.overlapping("SELECT * FROM collectives", windows)
-    wait_rows = W.overlapping(
-        "SELECT *, ts_ns + least(wait_ns, dur_ns) AS wait_end_ns FROM collectives "
-        "WHERE wait_ns > 0 AND matched",
-        windows,
-        end="wait_end_ns",
-    )
+    all_rows = W.overlapping(sql.query(_EXPOSURE, "collective_rows"), windows)
+    wait_rows = W.overlapping(sql.query(_EXPOSURE, "wait_rows"), windows, end="wait_end_ns")
     hidden = hidden_by_compute_sql("SELECT * FROM isl", "SELECT rank, start_ns, end_ns FROM w")
-    query = sql.fill(
-        "metrics.collective_exposure",
+    query = sql.query(
+        _EXPOSURE,
+        "collective_exposure",
         windows=windows,
         all_rows=all_rows,
         wait_rows=wait_rows,
@@ -68,7 +66,7 @@ def exposure(run: Run, windows: str) -> dict[Key, dict[tuple[int, int], Exposure
 
 def instances(run: Run, windows: str) -> dict[int, dict[Key, Instances]]:
     """wid → key → the instances starting in that window, summarised."""
-    rows = W.starting_in("SELECT * FROM collectives", windows)
+    rows = W.starting_in(sql.query(_EXPOSURE, "collective_rows"), windows)
     query = sql.fill("metrics.collective_instances", rows=rows)
     out: dict[int, dict[Key, Instances]] = {}
     for wid, name, group, nbytes, *rest in run.sql(query).fetchall():

@@ -23,18 +23,15 @@ def kernel_time(
     Only the kernels `names`, when given; else, with `top`, only the `top` names with the
     most device time over all windows (ties by name, as `top_names`). The report reads
     ten names: at 1,024 ranks every name was 73,000 rows brought into Python."""
-    clipped = W.overlapping("SELECT * FROM device_activity WHERE category = 'compute'", windows)
-    query = sql.fill("metrics.kernel_time", clipped=clipped)
+    clipped = W.overlapping(sql.query("metrics.kernel_time", "compute_activity"), windows)
+    query = sql.query("metrics.kernel_time", "kernel_time", clipped=clipped)
     params = None
     if names is not None:
-        query = f"SELECT * FROM ({query}) WHERE list_contains($names, name)"
+        query = sql.query("metrics.kernel_time", "named", kernel_time=query)
         params = {"names": list(names)}
     elif top is not None:
-        # a sum of integers is exact in SQL as in `top_names`: the same names, same order
-        # (a kernel without a name is one more name, as in Python)
-        query = f"""WITH kt AS ({query}),
-        t AS (SELECT name FROM kt GROUP BY name ORDER BY sum(ns) DESC, name LIMIT {int(top)})
-        SELECT * FROM kt SEMI JOIN t ON kt.name IS NOT DISTINCT FROM t.name"""
+        query = sql.query("metrics.kernel_time", "top", kernel_time=query)
+        params = {"top": int(top)}
     out: dict[str, dict[tuple[int, int], tuple[int, int]]] = {}
     for rank, wid, name, ns, n in run.sql(query, params).fetchall():
         out.setdefault(name, {})[(rank, wid)] = (ns, n)

@@ -15,6 +15,9 @@ With ProfilerSteps (`--window steps`) a window is the steps' windows on the devi
 work before it) to the end of the device work its CPU span launched (correlation ids),
 never overlapping another; a step that launched no device work on a GPU rank (the
 profiler's trailing stub) is left out.
+
+The SQL is module `metrics.windows` (and `metrics.windows_steps`, `windows_trace`,
+`step_windows`).
 """
 
 from __future__ import annotations
@@ -107,20 +110,12 @@ def table(run: Run, rows: list[tuple[int, int, int, int, int]]) -> str:
     import hashlib
 
     if not rows:
-        return (
-            "SELECT NULL::INT AS rank, 0 AS wid, 0::BIGINT AS start_ns, 0::BIGINT AS end_ns, "
-            "1 AS n WHERE false"
-        )
+        return sql.query("metrics.windows", "no_windows")
     name = "_w_" + hashlib.sha1(repr(rows).encode()).hexdigest()
     if name not in run.window_tables:
         cols = list(zip(*rows, strict=True))
-        # in the in-memory database, not TEMP: cursors of other threads read it too
-        run.con.execute(
-            f"CREATE TABLE IF NOT EXISTS {name} AS SELECT unnest($1)::INTEGER AS rank, "
-            "unnest($2)::INTEGER AS wid, unnest($3)::BIGINT AS start_ns, "
-            "unnest($4)::BIGINT AS end_ns, unnest($5)::INTEGER AS n",
-            [list(c) for c in cols],
-        )
+        create = sql.query("metrics.windows", "window_table", name=name)
+        run.con.execute(create, [list(c) for c in cols])
         run.window_tables.add(name)
     return f"SELECT * FROM {name}"
 
@@ -131,7 +126,7 @@ def by_events(run: Run, windows: list[Window], max_events: int) -> list[tuple[st
     query whose memory grows with the events it joins, run once a chunk. Each chunk is
     (its windows as `values` SQL, a predicate on `e.rank` for its range of ranks: a scan
     of the cached Parquet files with it skips the other ranks' row groups)."""
-    counts = dict(run.sql("SELECT rank, event_count FROM rank_info").fetchall())
+    counts = dict(run.sql(sql.query("metrics.windows", "event_counts")).fetchall())
     chunks: list[list[Window]] = [[]]
     held = 0
     for w in sorted(windows, key=lambda w: w.rank):
@@ -166,17 +161,13 @@ def ops_in(source: str, windows: str) -> str:
 def overlapping(source: str, windows: str, *, start: str = "ts_ns", end: str = "end_ns") -> str:
     """Rows of `source` that meet a window of `windows`, with the window's columns (`wid`,
     `n` …, not its bounds) and the row clipped to it: `s`, `e` (one row per window met)."""
-    return f"""
-        SELECT src.*, w.* EXCLUDE (rank, start_ns, end_ns), greatest(src.{start}, w.start_ns) AS s,
-               least(src.{end}, w.end_ns) AS e
-        FROM ({source}) src JOIN ({windows}) w ON src.rank = w.rank
-        WHERE src.{end} > w.start_ns AND src.{start} < w.end_ns"""
+    # the column names first: a part filled later is not searched for their markers
+    return sql.query(
+        "metrics.windows", "overlapping", start=start, end=end, windows=windows, source=source
+    )
 
 
 def starting_in(source: str, windows: str, *, start: str = "ts_ns") -> str:
     """Rows of `source` that start inside a window of `windows`, with the window's columns
     (`wid`, `n` …, not its bounds)."""
-    return f"""
-        SELECT src.*, w.* EXCLUDE (rank, start_ns, end_ns)
-        FROM ({source}) src JOIN ({windows}) w ON src.rank = w.rank
-        WHERE src.{start} >= w.start_ns AND src.{start} < w.end_ns"""
+    return sql.query("metrics.windows", "starting_in", start=start, windows=windows, source=source)

@@ -19,13 +19,15 @@ Reads only the `collectives` view (`rank`, `name`, `instance_key`, `match_by`,
 `end_ns`). `align` then shifts each skewed rank's instants (`ts_ns`, `end_ns`,
 `*_ts_ns`, `*_start_ns`, `*_end_ns`) in the run's views by its offset, so cross-rank
 figures (arrival order, waits) compare like with like;
-durations and the Parquet cache stay as traced.
+durations and the Parquet cache stay as traced. The SQL is module `store.clocks`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from tracekit import sql
 
 if TYPE_CHECKING:
     from tracekit.store.run import Run
@@ -47,25 +49,8 @@ class Offset:
 def estimate(run: Run) -> list[Offset]:
     """One offset per rank that shares at least `MIN_INSTANCES` synchronizing
     collectives with the reference rank (the reference itself is 0)."""
-    names = ", ".join(f"'{n}'" for n in SYNCHRONIZING)
-    rows = run.sql(
-        f"""
-        WITH c AS (
-            SELECT rank, instance_key, end_ns FROM collectives
-            WHERE instance_key IS NOT NULL AND name IN ({names}) AND ranks_matched >= 2
-              AND match_by = 'seq'
-        ), ref AS (SELECT min(rank) AS rank FROM c),
-        d AS (
-            SELECT c.rank, c.end_ns - r.end_ns AS diff
-            FROM c JOIN c AS r USING (instance_key)
-            WHERE r.rank = (SELECT rank FROM ref)
-        ), m AS (
-            SELECT rank, median(diff) AS med, count(*) AS n FROM d GROUP BY rank
-        )
-        SELECT m.rank, m.med, median(abs(d.diff - m.med)), m.n
-        FROM m JOIN d USING (rank) GROUP BY m.rank, m.med, m.n ORDER BY m.rank
-        """
-    ).fetchall()
+    query = sql.query("store.clocks", "offsets")
+    rows = run.sql(query, {"names": list(SYNCHRONIZING)}).fetchall()
     return [
         Offset(rank, round(med), round(mad), n) for rank, med, mad, n in rows if n >= MIN_INSTANCES
     ]
@@ -95,10 +80,7 @@ def align(run: Run, offsets: dict[int, int]) -> list[str]:
         return []
     case = "CASE rank " + " ".join(f"WHEN {r} THEN {int(ns)}" for r, ns in offsets.items())
     case += " ELSE 0 END"
-    views = run.sql(
-        "SELECT view_name FROM duckdb_views() WHERE NOT internal AND schema_name = 'main' "
-        "AND sql LIKE '%read_parquet%' AND NOT starts_with(view_name, '_unaligned_')"
-    ).fetchall()
+    views = run.sql(sql.query("store.catalog", "cache_views")).fetchall()
     shifted = []
     for (name,) in views:
         cols = [c for c, *_ in run.sql(f'DESCRIBE "{name}"').fetchall()]
@@ -108,6 +90,7 @@ def align(run: Run, offsets: dict[int, int]) -> list[str]:
         raw = f"_unaligned_{name}"
         run.con.execute(f'ALTER VIEW "{name}" RENAME TO "{raw}"')
         repl = ", ".join(f'"{c}" - ({case}) AS "{c}"' for c in instants)
-        run.con.execute(f'CREATE VIEW "{name}" AS SELECT * REPLACE ({repl}) FROM "{raw}"')
+        aligned = sql.query("store.clocks", "aligned", shifted=repl, raw=raw)
+        run.con.execute(f'CREATE VIEW "{name}" AS {aligned}')
         shifted.append(name)
     return shifted

@@ -14,6 +14,9 @@ ranks that disagree on `world_size`, traces that start more than `MIXED_START_S`
 (one run's ranks profile the same steps, seconds apart), or two files with one Kineto
 `trace_id` (Kineto draws a new id per rank and profiling session, so equal ids mean
 one trace copied twice). `strict` turns any warning into a `TracekitError`.
+
+The queries are module `store.health`; `SELECT count(*) FROM rank_info` (a count of a
+named table) stays here.
 """
 
 from __future__ import annotations
@@ -49,9 +52,7 @@ def _span(seconds: float) -> str:
 def mixed_reasons(run: Run, notes: IngestNotes) -> list[str]:
     """Why the traces of `run` look like more than one run (empty: one run)."""
     reasons = []
-    rows = run.sql(
-        "SELECT rank, world_size, trace_start_ns FROM rank_info ORDER BY rank"
-    ).fetchall()
+    rows = run.sql(sql.query("store.health", "rank_starts")).fetchall()
     worlds: dict[int, list[int]] = defaultdict(list)
     for rank, world, _ in rows:
         if world is not None:
@@ -78,10 +79,10 @@ def missing_ranks(run: Run) -> list[int]:
     """Ranks below the largest `world_size` the traces state that no trace holds. Ranks
     left out on purpose (`--ranks`, `--sample-ranks`: `run.rank_selection`) have a trace
     and are not missing."""
-    (world,) = run.sql("SELECT max(world_size) FROM rank_info").fetchall()[0]
+    (world,) = run.sql(sql.query("store.health", "world_size")).fetchall()[0]
     if not world or world > 1_000_000:
         return []
-    present = {r for (r,) in run.sql("SELECT DISTINCT rank FROM rank_info").fetchall()}
+    present = {r for (r,) in run.sql(sql.query("store.health", "ranks")).fetchall()}
     if run.rank_selection is not None:
         present |= set(run.rank_selection.found)
     return [r for r in range(world) if r not in present]
@@ -121,7 +122,7 @@ def launches_without_device(run: Run) -> dict[int, tuple[int, int]]:
     only graph captures; read as a CPU run, such a trace's figures are the host's."""
     # a run whose every rank has device events (every GPU run) needs no scan of its
     # runtime calls: this runs at every open
-    (hosts,) = run.sql("SELECT count(*) FROM rank_info WHERE NOT has_device_events").fetchall()[0]
+    (hosts,) = run.sql(sql.query("store.health", "host_ranks")).fetchall()[0]
     if not hosts:
         return {}
     rows = run.sql(sql.query("report.run_info", "launches_without_device")).fetchall()
@@ -175,7 +176,7 @@ def check(
     problems = _device_missing(run)
     problems += [f"left out {Path(u['path']).name}: {u['reason']}" for u in run.unreadable]
     if run.missing_ranks:
-        (world,) = run.sql("SELECT max(world_size) FROM rank_info").fetchall()[0]
+        (world,) = run.sql(sql.query("store.health", "world_size")).fetchall()[0]
         many = len(run.missing_ranks) > 1
         problems.append(
             f"rank{'s' if many else ''} {_ranges(run.missing_ranks)} of {world} "

@@ -5,8 +5,9 @@
 rank-local derived views (`steps`, `device_activity`, materialized at ingest from
 their SQL modules) are views over the per-rank Parquet files; cross-rank views
 (`collectives`, `collective_instances`) are SQL modules run at open. Every public
-column is documented in those files (`-- @column name: doc`); `Run.describe(view)`
-returns the docs.
+column is documented, with its type, in those files (`-- @column name TYPE: doc`);
+`Run.describe(view)` returns the docs. The cache scans are module `store.run`; copying
+a view into a table (`materialize`) and the connection's settings stay here, plumbing.
 """
 
 from __future__ import annotations
@@ -46,11 +47,11 @@ def _read(cache_dir: Path, table: str, whole: list[str], partial: dict[str, list
     scans = []
     if whole:
         listed = ", ".join(sql_str(str(table_path(cache_dir, b, table))) for b in whole)
-        scans.append(f"SELECT * FROM read_parquet([{listed}], union_by_name = true)")
+        scans.append(sql.query("store.run", "whole_batches", files=listed))
     for b, ranks in partial.items():
         path = sql_str(str(table_path(cache_dir, b, table)))
         keep = ", ".join(str(int(r)) for r in ranks)
-        scans.append(f"SELECT * FROM read_parquet({path}) WHERE rank IN ({keep})")
+        scans.append(sql.query("store.run", "some_ranks", file=path, ranks=keep))
     return " UNION ALL BY NAME ".join(scans)
 
 

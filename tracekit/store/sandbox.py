@@ -132,10 +132,9 @@ def _first_line(exc: BaseException) -> str:
 
 def view_definitions(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
     """(name, CREATE VIEW …) of every user view of `con`, in creation order."""
-    return con.execute(
-        "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal "
-        "AND schema_name = 'main' ORDER BY view_oid"
-    ).fetchall()
+    from tracekit import sql
+
+    return con.execute(sql.query("store.catalog", "user_views")).fetchall()
 
 
 def open_sandbox(

@@ -3,118 +3,118 @@
 
 -- @table events
 -- One row per complete (`ph: X`) event of every rank.
--- @column rank: global rank of the trace (distributedInfo.rank, else the file name)
--- @column kind: cpu_op, user_annotation, python, runtime, kernel, memcpy, memset, gpu_annotation, sync, comm_thread (a gloo:* execution span), trace, other
--- @column cat: Kineto category as written in the trace
--- @column name: event name (dictionary-encoded)
--- @column pid: process id (device id for device events); -1 for pseudo-processes
--- @column tid: thread id (stream for device events)
--- @column ts_ns: start, ns since the Unix epoch (baseTimeNanoseconds + ts)
--- @column dur_ns: duration in ns
--- @column correlation: CUDA runtime ↔ device event link (args.correlation)
--- @column external_id: args["External id"]: CPU op ↔ launched work link
--- @column device: GPU index of a device event
--- @column stream: CUDA stream of a device event
--- @column bytes: bytes moved by a memcpy/memset
--- @column coll_name: collective metadata: "Collective name"
--- @column in_nelems: collective metadata: "In msg nelems"
--- @column out_nelems: collective metadata: "Out msg nelems"
--- @column in_split: collective metadata: "In split size"
--- @column out_split: collective metadata: "Out split size"
--- @column group_size: collective metadata: "Group size"
--- @column dtype: collective metadata: element type (Float, BFloat16 …)
--- @column pg_name: collective metadata: "Process Group Name"
--- @column pg_desc: collective metadata: "Process Group Description"
--- @column pg_ranks: collective metadata: "Process Group Ranks" (text such as "[0, 1]")
--- @column seq: collective metadata: "Seq" (newer torch)
--- @column input_dims: "Input Dims" as JSON text (record_shapes=True)
--- @column input_types: "Input type" as JSON text
--- @column concrete_inputs: "Concrete Inputs" as JSON text (split sizes, peers, async_op)
--- @column wait_on_stream: CUDA sync event (`cuda_sync`, `enable_cuda_sync_events=True`): the stream the awaited event was recorded on
--- @column wait_on_event_correlation: CUDA sync event: correlation of the `cudaEventRecord` call that recorded the awaited event ("wait_on_cuda_event_record_corr_id")
--- @column comm_rank: `record_param_comms` "Rank": the peer of a send or recv (its rank in the process group), else this process's rank in the group; null elsewhere
+-- @column rank INTEGER: global rank of the trace (distributedInfo.rank, else the file name)
+-- @column kind VARCHAR: cpu_op, user_annotation, python, runtime, kernel, memcpy, memset, gpu_annotation, sync, comm_thread (a gloo:* execution span), trace, other
+-- @column cat VARCHAR: Kineto category as written in the trace
+-- @column name VARCHAR: event name (dictionary-encoded)
+-- @column pid BIGINT: process id (device id for device events); -1 for pseudo-processes
+-- @column tid BIGINT: thread id (stream for device events)
+-- @column ts_ns BIGINT: start, ns since the Unix epoch (baseTimeNanoseconds + ts)
+-- @column dur_ns BIGINT: duration in ns
+-- @column correlation BIGINT: CUDA runtime ↔ device event link (args.correlation)
+-- @column external_id BIGINT: args["External id"]: CPU op ↔ launched work link
+-- @column device BIGINT: GPU index of a device event
+-- @column stream BIGINT: CUDA stream of a device event
+-- @column bytes BIGINT: bytes moved by a memcpy/memset
+-- @column coll_name VARCHAR: collective metadata: "Collective name"
+-- @column in_nelems BIGINT: collective metadata: "In msg nelems"
+-- @column out_nelems BIGINT: collective metadata: "Out msg nelems"
+-- @column in_split VARCHAR: collective metadata: "In split size"
+-- @column out_split VARCHAR: collective metadata: "Out split size"
+-- @column group_size BIGINT: collective metadata: "Group size"
+-- @column dtype VARCHAR: collective metadata: element type (Float, BFloat16 …)
+-- @column pg_name VARCHAR: collective metadata: "Process Group Name"
+-- @column pg_desc VARCHAR: collective metadata: "Process Group Description"
+-- @column pg_ranks VARCHAR: collective metadata: "Process Group Ranks" (text such as "[0, 1]")
+-- @column seq BIGINT: collective metadata: "Seq" (newer torch)
+-- @column input_dims VARCHAR: "Input Dims" as JSON text (record_shapes=True)
+-- @column input_types VARCHAR: "Input type" as JSON text
+-- @column concrete_inputs VARCHAR: "Concrete Inputs" as JSON text (split sizes, peers, async_op)
+-- @column wait_on_stream BIGINT: CUDA sync event (`cuda_sync`, `enable_cuda_sync_events=True`): the stream the awaited event was recorded on
+-- @column wait_on_event_correlation BIGINT: CUDA sync event: correlation of the `cudaEventRecord` call that recorded the awaited event ("wait_on_cuda_event_record_corr_id")
+-- @column comm_rank BIGINT: `record_param_comms` "Rank": the peer of a send or recv (its rank in the process group), else this process's rank in the group; null elsewhere
 
 -- @table flows
 -- Flow endpoints (`ph: s/f/t`): ac2g CPU→GPU launch links, fwdbwd forward→backward links.
--- @column rank: global rank
--- @column flow_id: flow id shared by its start and finish
--- @column cat: flow category (ac2g, fwdbwd, async …)
--- @column phase: s (start), f (finish) or t (step)
--- @column pid: process id
--- @column tid: thread id / stream
--- @column ts_ns: time of the endpoint, ns since the epoch
+-- @column rank INTEGER: global rank
+-- @column flow_id BIGINT: flow id shared by its start and finish
+-- @column cat VARCHAR: flow category (ac2g, fwdbwd, async …)
+-- @column phase VARCHAR: s (start), f (finish) or t (step)
+-- @column pid BIGINT: process id
+-- @column tid BIGINT: thread id / stream
+-- @column ts_ns BIGINT: time of the endpoint, ns since the epoch
 
 -- @table memory
 -- `[memory]` instants from profile_memory=True: one allocation (+) or free (−) each.
--- @column rank: global rank
--- @column ts_ns: time, ns since the epoch
--- @column pid: process id
--- @column tid: thread id
--- @column device_type: 0 CPU, 1 CUDA (Kineto's enum)
--- @column device_id: device index (−1 for CPU)
--- @column addr: address of the block
--- @column bytes: bytes allocated (positive) or freed (negative)
--- @column total_allocated: allocator's allocated total after this event, bytes
--- @column total_reserved: allocator's reserved total after this event, bytes
+-- @column rank INTEGER: global rank
+-- @column ts_ns BIGINT: time, ns since the epoch
+-- @column pid BIGINT: process id
+-- @column tid BIGINT: thread id
+-- @column device_type BIGINT: 0 CPU, 1 CUDA (Kineto's enum)
+-- @column device_id BIGINT: device index (−1 for CPU)
+-- @column addr BIGINT: address of the block
+-- @column bytes BIGINT: bytes allocated (positive) or freed (negative)
+-- @column total_allocated BIGINT: allocator's allocated total after this event, bytes
+-- @column total_reserved BIGINT: allocator's reserved total after this event, bytes
 
 -- @table threads
 -- Thread and process names from `ph: M` metadata.
--- @column rank: global rank
--- @column pid: process id
--- @column tid: thread id (null for process rows)
--- @column what: thread (thread_name), process (process_name) or labels (process_labels, e.g. "GPU 0")
--- @column name: the name or label
+-- @column rank INTEGER: global rank
+-- @column pid BIGINT: process id
+-- @column tid BIGINT: thread id (null for process rows)
+-- @column what VARCHAR: thread (thread_name), process (process_name) or labels (process_labels, e.g. "GPU 0")
+-- @column name VARCHAR: the name or label
 
 -- @table rank_info
 -- One row per rank: where it came from and what ran it.
--- @column rank: global rank
--- @column rank_source: distributedInfo, file name or single file
--- @column source: path of the trace file
--- @column world_size: distributedInfo.world_size
--- @column backend: nccl, gloo … (distributedInfo.backend)
--- @column nccl_version: distributedInfo.nccl_version
--- @column base_time_ns: baseTimeNanoseconds (null in old traces with absolute ts)
--- @column host_name: host_name from the trace header
--- @column device_id: GPU index this rank's device events ran on
--- @column device_name: deviceProperties name of that GPU (null on CPU runs)
--- @column device_memory_bytes: totalGlobalMem of that GPU
--- @column device_sms: numSms of that GPU
--- @column device_compute_capability: computeMajor.computeMinor
--- @column device_count: GPUs listed in deviceProperties
--- @column has_device_events: whether the trace has kernels/memcpy/memset (false on CPU runs)
--- @column record_shapes: record_shapes was on (message sizes and FLOPs need it)
--- @column profile_memory: profile_memory was on
--- @column trace_start_ns: first event start
--- @column trace_end_ns: last event end
--- @column event_count: complete events in the trace
--- @column pg_count: distributedInfo.pg_count
--- @column distributed_info: distributedInfo as JSON text
+-- @column rank INTEGER: global rank
+-- @column rank_source VARCHAR: distributedInfo, file name or single file
+-- @column source VARCHAR: path of the trace file
+-- @column world_size BIGINT: distributedInfo.world_size
+-- @column backend VARCHAR: nccl, gloo … (distributedInfo.backend)
+-- @column nccl_version VARCHAR: distributedInfo.nccl_version
+-- @column base_time_ns BIGINT: baseTimeNanoseconds (null in old traces with absolute ts)
+-- @column host_name VARCHAR: host_name from the trace header
+-- @column device_id BIGINT: GPU index this rank's device events ran on
+-- @column device_name VARCHAR: deviceProperties name of that GPU (null on CPU runs)
+-- @column device_memory_bytes BIGINT: totalGlobalMem of that GPU
+-- @column device_sms BIGINT: numSms of that GPU
+-- @column device_compute_capability VARCHAR: computeMajor.computeMinor
+-- @column device_count BIGINT: GPUs listed in deviceProperties
+-- @column has_device_events BOOLEAN: whether the trace has kernels/memcpy/memset (false on CPU runs)
+-- @column record_shapes BOOLEAN: record_shapes was on (message sizes and FLOPs need it)
+-- @column profile_memory BOOLEAN: profile_memory was on
+-- @column trace_start_ns BIGINT: first event start
+-- @column trace_end_ns BIGINT: last event end
+-- @column event_count BIGINT: complete events in the trace
+-- @column pg_count BIGINT: distributedInfo.pg_count
+-- @column distributed_info VARCHAR: distributedInfo as JSON text
 
 -- @table process_groups
 -- Process groups each rank belongs to (distributedInfo.pg_config).
--- @column rank: global rank
--- @column pg_name: process group name ("0" is the default group)
--- @column pg_desc: description (default_pg, mesh_tp, mesh_dp …)
--- @column pg_size: number of ranks in the group
--- @column ranks: global ranks in the group
--- @column backend_config: e.g. cuda:nccl or cpu:gloo
+-- @column rank INTEGER: global rank
+-- @column pg_name VARCHAR: process group name ("0" is the default group)
+-- @column pg_desc VARCHAR: description (default_pg, mesh_tp, mesh_dp …)
+-- @column pg_size BIGINT: number of ranks in the group
+-- @column ranks BIGINT[]: global ranks in the group
+-- @column backend_config VARCHAR: e.g. cuda:nccl or cpu:gloo
 
 -- @table kernel_classes
 -- One row per distinct kernel name of a rank: communication or compute, by the table of
 -- communication kernels (tracekit/commkernels.py) and the user's patterns (--comm-kernel,
 -- job.json / pyproject.toml comm_kernels). device_activity and collectives read it; join
 -- it to tell compute kernels from communication (kc.rank = k.rank AND kc.name = k.name).
--- @column rank: global rank
--- @column name: kernel name as traced
--- @column category: communication or compute
--- @column family: library of a communication kernel (nccl, deepep, nvshmem, symm_mem, custom_all_reduce, userbuffers, user); null for compute
--- @column coll_name: collective the name alone tells (all_reduce, all_to_all …); null when only metadata can say (ncclDevKernel_Generic, user patterns)
--- @column pattern: the table's or the user's regex that matched; null for compute
+-- @column rank INTEGER: global rank
+-- @column name VARCHAR: kernel name as traced
+-- @column category VARCHAR: communication or compute
+-- @column family VARCHAR: library of a communication kernel (nccl, deepep, nvshmem, symm_mem, custom_all_reduce, userbuffers, user); null for compute
+-- @column coll_name VARCHAR: collective the name alone tells (all_reduce, all_to_all …); null when only metadata can say (ncclDevKernel_Generic, user patterns)
+-- @column pattern VARCHAR: the table's or the user's regex that matched; null for compute
 
 -- @table collective_groups
 -- The process groups the collectives of each rank ran on, one row per distinct group:
 -- collectives.matched checks once per group, not once per row, that all its ranks are in
 -- the run.
--- @column rank: global rank
--- @column group_hash: 64-bit hash of group_ranks (DuckDB's hash), the key collective rows carry
--- @column group_ranks: global ranks of the group (collectives.group_ranks)
+-- @column rank INTEGER: global rank
+-- @column group_hash UBIGINT: 64-bit hash of group_ranks (DuckDB's hash), the key collective rows carry
+-- @column group_ranks BIGINT[]: global ranks of the group (collectives.group_ranks)

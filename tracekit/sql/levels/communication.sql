@@ -1,3 +1,4 @@
+-- @include run.collectives
 -- Communication: what the communication level reads beyond the collectives table.
 
 -- @query bare_instances

@@ -1,3 +1,6 @@
+-- @include base.tables
+-- @include rank.op_flops
+-- @include rank.steps
 -- Compute: counted ops (the FLOPs table, `op_flops`) in the analysed windows.
 
 -- @query op_dtypes

@@ -1,3 +1,5 @@
+-- @include base.tables
+-- @include rank.activity_segments
 -- Data loading: the device idle while the host fetches a batch.
 
 -- @query loader_spans

@@ -1,3 +1,4 @@
+-- @include rank.device_activity
 -- Fusion: how the device's compute time splits between kernels by name.
 
 -- @query compute_kernels

@@ -1,3 +1,4 @@
+-- @include base.tables
 -- Memory: the allocator's totals per rank.
 
 -- @query peaks

@@ -1,3 +1,6 @@
+-- @include base.tables
+-- @include rank.steps
+-- @include run.collectives
 -- Pipeline parallelism: what the scaling level reads to detect a pipeline and time it.
 
 -- @query stage_labels

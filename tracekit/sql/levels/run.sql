@@ -1,3 +1,5 @@
+-- @include base.tables
+-- @include run.collectives
 -- The run's givens the levels read: its device and where its ranks sit.
 
 -- @query device

@@ -1,3 +1,5 @@
+-- @include rank.steps
+-- @include run.collectives
 -- Stragglers: who makes the others wait at matched collectives.
 
 -- @query waits_by_last_rank

@@ -1,3 +1,4 @@
+-- @include run.collectives
 -- @query collective_exposure
 -- Per rank, window of {windows} (rank, wid, start_ns, end_ns) and collective key (name,
 -- group size, bytes): the union of the collective's intervals, the union of its waits for
@@ -39,3 +40,13 @@ SELECT rank, wid, name, group_size, bytes,
        sum(e - s - hidden) FILTER (part = 'all') AS exposed_ns,
        coalesce(sum(e - s - hidden) FILTER (part = 'wait'), 0) AS wait_exposed_ns
 FROM hid GROUP BY rank, wid, name, group_size, bytes
+
+-- @query collective_rows
+-- Every collective row: what `collective_exposure` clips to the windows ({all_rows}).
+SELECT * FROM collectives
+
+-- @query wait_rows
+-- The waits for late peers of matched instances, each [ts_ns, wait_end_ns): what
+-- `collective_exposure` clips to the windows ({wait_rows}).
+SELECT *, ts_ns + least(wait_ns, dur_ns) AS wait_end_ns FROM collectives
+WHERE wait_ns > 0 AND matched

@@ -1,17 +1,18 @@
+-- @include run.collectives
 -- @query collective_instances_in_windows
 -- Per window id of {rows} (collective rows that start in a window, with its `wid` and
 -- `n`, its steps) and collective key: one row per instance — matched across ranks, or a
 -- rank's own row when unmatched (point-to-point, a partial run) — summarised.
--- @column wid: the window's id
--- @column name: collective name
--- @column group_size: ranks in its group
--- @column bytes: nccl-tests' S
--- @column dtypes: element types seen, comma-separated in order
--- @column pg_ranks: the group's ranks as the trace writes them (the least, deterministic)
--- @column instances: instances (rank rows when unmatched)
--- @column transfer_ns: median over instances of the shortest duration across matched ranks (unmatched: the row's own duration, waiting included)
--- @column matched: every instance matched across its whole group
--- @column n: steps in the window (most over its ranks)
+-- @column wid INTEGER: the window's id
+-- @column name VARCHAR: collective name
+-- @column group_size BIGINT: ranks in its group
+-- @column bytes BIGINT: nccl-tests' S
+-- @column dtypes VARCHAR: element types seen, comma-separated in order
+-- @column pg_ranks VARCHAR: the group's ranks as the trace writes them (the least, deterministic)
+-- @column instances BIGINT: instances (rank rows when unmatched)
+-- @column transfer_ns DOUBLE: median over instances of the shortest duration across matched ranks (unmatched: the row's own duration, waiting included)
+-- @column matched BOOLEAN: every instance matched across its whole group
+-- @column n INTEGER: steps in the window (most over its ranks)
 WITH c AS (
     SELECT c.*, i.transfer_ns FROM ({rows}) c
     LEFT JOIN collective_instances i USING (instance_key)

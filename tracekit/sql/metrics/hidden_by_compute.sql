@@ -1,3 +1,4 @@
+-- @include rank.activity_islands
 -- @query hidden_by_compute
 -- The rows of {intervals} (rank, s, e, any other columns) with `hidden`, the part of [s, e)
 -- under the rank's compute islands clipped to {windows} (rank, start_ns, end_ns). No sweep,

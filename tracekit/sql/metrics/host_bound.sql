@@ -1,3 +1,5 @@
+-- @include rank.device_activity
+-- @include rank.steps
 -- @query device_gaps
 -- Per window of {windows} (rank, wid, start_ns, end_ns) each device work item (kernel,
 -- memcpy, memset) with the end of the work before it on any stream (`prev_end`): a gap
@@ -6,12 +8,12 @@
 -- previous step's tail). A gloo span (a GPU run's gloo collective) is work before an
 -- item too: the host that launched late was waiting for it, not slow to launch.
 -- `host_bound` and the loader's share of it read these rows.
--- @column rank: global rank
--- @column wid: the window's id
--- @column ts_ns: the work's start
--- @column end_ns: the work's end
--- @column launch_ns: its launch call's start
--- @column prev_end: the end of the work before it, null for the first
+-- @column rank INTEGER: global rank
+-- @column wid INTEGER: the window's id
+-- @column ts_ns BIGINT: the work's start
+-- @column end_ns BIGINT: the work's end
+-- @column launch_ns BIGINT: its launch call's start
+-- @column prev_end BIGINT: the end of the work before it, null for the first
 WITH sw AS ({windows}),
 d AS (
     SELECT a.rank, sw.wid, a.ts_ns, a.end_ns, a.launch_ns, a.kind = 'comm_thread' AS gloo
@@ -39,12 +41,12 @@ WHERE NOT l0.gloo
 -- the previous work had ended (`device_activity.launch_ns`): the device waited for the
 -- host. A gap across the start of a ProfilerStep is left out: that is the previous step's
 -- tail (waiting on other ranks, a pipeline's cooldown), not launch overhead. GPU runs.
--- @column rank: global rank
--- @column wid: the window's id
--- @column host_bound_ns: host-bound gap time
--- @column host_gaps: host-bound gaps
--- @column gap_ns: all device gaps between kernels
--- @column median_kernel_ns: median kernel duration
+-- @column rank INTEGER: global rank
+-- @column wid INTEGER: the window's id
+-- @column host_bound_ns HUGEINT: host-bound gap time
+-- @column host_gaps BIGINT: host-bound gaps
+-- @column gap_ns HUGEINT: all device gaps between kernels
+-- @column median_kernel_ns DOUBLE: median kernel duration
 -- Placeholder {gaps}: `device_gaps` over the same windows.
 WITH l AS ({gaps})
 SELECT rank, wid,

@@ -1,3 +1,6 @@
+-- @include base.tables
+-- @include rank.device_activity
+-- @include rank.steps
 -- Holistic Trace Analysis's device activity (`--window hta`): device work whose launch
 -- (runtime correlation) began before the last ProfilerStep started; ranks with fewer
 -- than two steps keep everything. Like HTA (trace_parser.py), each interval is rounded

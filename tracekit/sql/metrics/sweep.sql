@@ -1,3 +1,5 @@
+-- @include rank.activity_segments
+-- @include run.collectives
 -- @query sweep
 -- Per window of {windows} (columns rank, wid, start_ns, end_ns; one window per rank for the
 -- report, one per step for the samples) the breakdown's figures, from the segments
@@ -5,13 +7,13 @@
 -- compute running and no host wait; communication is communication running or a host
 -- waiting for it) clipped to the windows and summed. Peer wait: exposed communication
 -- inside a matched collective before its last peer arrived (`collectives.wait_ns`).
--- @column rank: global rank
--- @column wid: the window's id
--- @column busy_ns: union of all device activity in the window
--- @column compute_ns: compute, no host wait
--- @column comm_ns: communication, or a host waiting for it
--- @column overlap_ns: compute and communication together
--- @column wait_ns: exposed communication waiting for a late peer
+-- @column rank INTEGER: global rank
+-- @column wid INTEGER: the window's id
+-- @column busy_ns HUGEINT: union of all device activity in the window
+-- @column compute_ns HUGEINT: compute, no host wait
+-- @column comm_ns HUGEINT: communication, or a host waiting for it
+-- @column overlap_ns HUGEINT: compute and communication together
+-- @column wait_ns HUGEINT: exposed communication waiting for a late peer
 WITH sw AS ({windows}),
 seg AS (
     SELECT a.rank, sw.wid, a.compute, a.comm, a.other,

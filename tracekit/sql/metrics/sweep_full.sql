@@ -1,3 +1,4 @@
+-- @include run.collectives
 -- @query sweep_full
 -- `metrics.sweep` over any activity table {activity} (rank, category, ts_ns, end_ns): one
 -- sweep over interval boundaries — the running depth of compute (C), communication (M),

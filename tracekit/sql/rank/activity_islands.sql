@@ -1,14 +1,15 @@
+-- @include rank.device_activity
 -- @view activity_islands
 -- Each rank's device activity merged into islands: per category, the maximal intervals
 -- where at least one event of that category runs (the union the breakdown measures).
 -- Materialized at ingest, so every analysis sweeps islands instead of raw events; a
 -- union clipped to a window is the islands clipped to it. Category `computing` is the
 -- compute_fraction rule: compute running and no host wait (CPU runs).
--- @column rank: global rank
--- @column category: compute, communication, memcpy, memset, host_wait (device_activity's), or computing
--- @column ts_ns: island start, ns since the epoch
--- @column end_ns: island end, ns since the epoch
--- @column before_ns: time of the rank's earlier islands of this category, ns (a running sum: the category's time before t is before_ns + min(t, end_ns) − ts_ns for the last island starting at or before t)
+-- @column rank INTEGER: global rank
+-- @column category VARCHAR: compute, communication, memcpy, memset, host_wait (device_activity's), or computing
+-- @column ts_ns BIGINT: island start, ns since the epoch
+-- @column end_ns BIGINT: island end, ns since the epoch
+-- @column before_ns BIGINT: time of the rank's earlier islands of this category, ns (a running sum: the category's time before t is before_ns + min(t, end_ns) − ts_ns for the last island starting at or before t)
 CREATE OR REPLACE VIEW activity_islands AS
 WITH o AS (
     SELECT rank, category, ts_ns, end_ns,

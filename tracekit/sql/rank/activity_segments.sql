@@ -1,15 +1,16 @@
+-- @include rank.activity_islands
 -- @view activity_segments
 -- Each rank's busy time cut where what runs changes: between two consecutive island
 -- boundaries of activity_islands, one row saying what the device (and, on CPU runs, the
 -- host) does there, by the breakdown's rules. Materialized at ingest, so a breakdown
 -- over any windows is a clipped sum over these rows instead of a sweep over the
 -- islands; idle time has no row.
--- @column rank: global rank
--- @column ts_ns: segment start, ns since the epoch
--- @column end_ns: segment end, ns since the epoch
--- @column compute: compute runs and no host waits for communication (compute_fraction's rule)
--- @column comm: communication runs, or a host waits for it (comm_fraction's rule)
--- @column other: memcpy or memset runs
+-- @column rank INTEGER: global rank
+-- @column ts_ns BIGINT: segment start, ns since the epoch
+-- @column end_ns BIGINT: segment end, ns since the epoch
+-- @column compute BOOLEAN: compute runs and no host waits for communication (compute_fraction's rule)
+-- @column comm BOOLEAN: communication runs, or a host waits for it (comm_fraction's rule)
+-- @column other BOOLEAN: memcpy or memset runs
 CREATE OR REPLACE VIEW activity_segments AS
 WITH edges AS (
     SELECT rank, t, sum(dc) AS dc, sum(dm) AS dm, sum(do_) AS do_, sum(dw) AS dw

@@ -1,3 +1,4 @@
+-- @include base.tables
 -- @view device_activity
 -- Work on each rank's device, classified by one rule:
 --   GPU run: kernels that kernel_classes marks communication (tracekit/commkernels.py:
@@ -17,17 +18,17 @@
 --            result reaches the device only after it (the device idles meanwhile unless
 --            compute overlaps it); without them a GPU run on gloo read 0% communication.
 -- Overlapping events are allowed; metrics take unions of intervals.
--- @column rank: global rank
--- @column category: compute, communication, memcpy, memset or host_wait (CPU runs)
--- @column kind: event kind (kernel, memcpy, memset, comm_thread, cpu_op)
--- @column name: event name
--- @column lane: stream (GPU) or thread (CPU) the work ran on
--- @column correlation: runtime correlation id (GPU)
--- @column family: library of a communication kernel (nccl, deepep, nvshmem, symm_mem, custom_all_reduce, userbuffers, user); gloo for gloo spans; null otherwise
--- @column ts_ns: start, ns since the epoch
--- @column dur_ns: duration, ns
--- @column end_ns: end, ns since the epoch
--- @column launch_ns: start of the runtime call that launched it (same correlation; the earliest if several), GPU runs; null when the trace has none
+-- @column rank INTEGER: global rank
+-- @column category VARCHAR: compute, communication, memcpy, memset or host_wait (CPU runs)
+-- @column kind VARCHAR: event kind (kernel, memcpy, memset, comm_thread, cpu_op)
+-- @column name VARCHAR: event name
+-- @column lane BIGINT: stream (GPU) or thread (CPU) the work ran on
+-- @column correlation BIGINT: runtime correlation id (GPU)
+-- @column family VARCHAR: library of a communication kernel (nccl, deepep, nvshmem, symm_mem, custom_all_reduce, userbuffers, user); gloo for gloo spans; null otherwise
+-- @column ts_ns BIGINT: start, ns since the epoch
+-- @column dur_ns BIGINT: duration, ns
+-- @column end_ns BIGINT: end, ns since the epoch
+-- @column launch_ns BIGINT: start of the runtime call that launched it (same correlation; the earliest if several), GPU runs; null when the trace has none
 CREATE OR REPLACE VIEW device_activity AS
 SELECT e.rank,
        CASE WHEN e.kind = 'kernel' THEN coalesce(kc.category, 'compute')

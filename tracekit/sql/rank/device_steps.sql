@@ -1,3 +1,5 @@
+-- @include base.tables
+-- @include rank.steps
 -- @view device_steps
 -- One row per ProfilerStep per rank with the device work it launched and its window on
 -- the device. A device event (kernel, memcpy, memset) belongs to the step whose CPU span
@@ -20,18 +22,18 @@
 -- steps did (the stub the profiler records when it stops) is not analysed; on a rank
 -- where no step launched any (CPU and gloo runs, traces without correlations) every step
 -- is.
--- @column rank: global rank
--- @column step: N of ProfilerStep#N
--- @column cpu_ts_ns: the step's CPU span start, ns since the epoch
--- @column cpu_end_ns: the step's CPU span end, ns since the epoch
--- @column launched: device events launched inside the CPU span
--- @column device_first_ns: start of the first device work it launched (null: none)
--- @column device_end_ns: end of the last device work it launched (null: none)
--- @column prior_end_ns: end of the device work before it: launched before its CPU start, or started before the first work it launched (null: none)
--- @column analysed: the step is analysed (false: a step without device work on a GPU rank)
--- @column ts_ns: the step's window start on the device, ns since the epoch (null when not analysed)
--- @column end_ns: the step's window end on the device, ns since the epoch (null when not analysed)
--- @column dur_ns: the window's length, ns (null when not analysed)
+-- @column rank INTEGER: global rank
+-- @column step BIGINT: N of ProfilerStep#N
+-- @column cpu_ts_ns BIGINT: the step's CPU span start, ns since the epoch
+-- @column cpu_end_ns BIGINT: the step's CPU span end, ns since the epoch
+-- @column launched BIGINT: device events launched inside the CPU span
+-- @column device_first_ns BIGINT: start of the first device work it launched (null: none)
+-- @column device_end_ns BIGINT: end of the last device work it launched (null: none)
+-- @column prior_end_ns BIGINT: end of the device work before it: launched before its CPU start, or started before the first work it launched (null: none)
+-- @column analysed BOOLEAN: the step is analysed (false: a step without device work on a GPU rank)
+-- @column ts_ns BIGINT: the step's window start on the device, ns since the epoch (null when not analysed)
+-- @column end_ns BIGINT: the step's window end on the device, ns since the epoch (null when not analysed)
+-- @column dur_ns BIGINT: the window's length, ns (null when not analysed)
 CREATE OR REPLACE VIEW device_steps AS
 WITH s AS (
     SELECT rank, step, ts_ns, end_ns FROM steps

@@ -1,3 +1,4 @@
+-- @include base.tables
 -- @view op_flops
 -- One row per counted op: an op of the FLOPs signature table (GEMMs, convolutions and
 -- their backward, attention forward and backward; tracekit/model/flops.py) that is the
@@ -8,22 +9,22 @@
 -- `cudaStreamEndCapture` on their thread, `hip…` alike; a capture never ended runs to the
 -- trace's end) are not here: their launches were recorded into a graph, their kernels did
 -- not run, so they did no work (the graph's replays do it, with no op above them).
--- @column rank: global rank
--- @column tid: thread the op ran on
--- @column name: aten op name
--- @column ts_ns: op start (CPU), ns since the epoch
--- @column dur_ns: op duration (CPU), ns
--- @column flops: FLOPs the op executed (2 per multiply-add); NULL when the trace lacks an argument the formula needs
--- @column flops_note: why flops is NULL (the missing argument), else NULL
--- @column dtype: first input tensor dtype as traced (c10::BFloat16, float …)
--- @column phase: forward, backward (inside an autograd node: gradients and activation recompute) or optimizer
--- @column tf32: an fp32 op that ran on TF32 tensor cores: a launched kernel named *tf32* / *s1688* or, for convolutions, cuDNN's allow_tf32 argument
--- @column winograd: a launched kernel is a Winograd convolution (*winograd*: cuDNN's `…winograd…4x4_3x3`, `winogradForwardData4x4`): it does fewer multiplies than the convolution's FLOPs, so its speed may pass the peak with an exact count
--- @column kernels: compute kernels launched inside the op (communication kernels excluded; 0 on CPU runs)
--- @column kernel_ns: summed duration of those kernels (GPU), ns
--- @column device_ns: time the work took: kernel_ns on GPU runs, dur_ns on CPU runs
--- @column achieved_flops_per_s: flops ÷ device_ns
--- @column work_ns: where its work runs: the start of its first launched kernel (GPU), else the op's start — the time a window counts its FLOPs by, as it counts the kernels' time (`tracekit.metrics.windows.ops_in`)
+-- @column rank INTEGER: global rank
+-- @column tid BIGINT: thread the op ran on
+-- @column name VARCHAR: aten op name
+-- @column ts_ns BIGINT: op start (CPU), ns since the epoch
+-- @column dur_ns BIGINT: op duration (CPU), ns
+-- @column flops DOUBLE: FLOPs the op executed (2 per multiply-add); NULL when the trace lacks an argument the formula needs
+-- @column flops_note VARCHAR: why flops is NULL (the missing argument), else NULL
+-- @column dtype VARCHAR: first input tensor dtype as traced (c10::BFloat16, float …)
+-- @column phase VARCHAR: forward, backward (inside an autograd node: gradients and activation recompute) or optimizer
+-- @column tf32 BOOLEAN: an fp32 op that ran on TF32 tensor cores: a launched kernel named *tf32* / *s1688* or, for convolutions, cuDNN's allow_tf32 argument
+-- @column winograd BOOLEAN: a launched kernel is a Winograd convolution (*winograd*: cuDNN's `…winograd…4x4_3x3`, `winogradForwardData4x4`): it does fewer multiplies than the convolution's FLOPs, so its speed may pass the peak with an exact count
+-- @column kernels BIGINT: compute kernels launched inside the op (communication kernels excluded; 0 on CPU runs)
+-- @column kernel_ns DOUBLE: summed duration of those kernels (GPU), ns
+-- @column device_ns DOUBLE: time the work took: kernel_ns on GPU runs, dur_ns on CPU runs
+-- @column achieved_flops_per_s DOUBLE: flops ÷ device_ns
+-- @column work_ns BIGINT: where its work runs: the start of its first launched kernel (GPU), else the op's start — the time a window counts its FLOPs by, as it counts the kernels' time (`tracekit.metrics.windows.ops_in`)
 CREATE OR REPLACE VIEW op_flops AS
 WITH capture_calls AS (
     SELECT rank, tid, ts_ns, regexp_matches(name::VARCHAR, 'StreamBeginCapture') AS begins

@@ -1,3 +1,5 @@
+-- @include base.tables
+-- @include rank.op_flops
 -- @view regions
 -- One row per region instance per rank: every `record_function` range (`user_annotation`,
 -- ProfilerStep and gloo execution spans left out) and every `nn.Module: X` python_function
@@ -11,20 +13,20 @@
 -- inside its span [start, end) — inclusive of its children (device_ns) and its own
 -- (device_self_ns: launched while no child region was open). FLOPs are those of the
 -- counted ops (op_flops) that start inside the span on its thread, children's included.
--- @column rank: global rank
--- @column tid: thread the region ran on
--- @column kind: module (an nn.Module event) or annotation (a record_function range)
--- @column name: the region's name (a module's without "nn.Module: ")
--- @column path: names from the outermost region to this one (ProfilerStep left out), the leaf last
--- @column depth: regions above it on its thread (0: outermost)
--- @column ts_ns: region start (CPU), ns since the epoch
--- @column dur_ns: region duration (CPU), ns
--- @column end_ns: region end (CPU), ns since the epoch
--- @column launched: device events launched inside the span, children's included
--- @column device_ns: summed duration of those device events, ns (children's included)
--- @column device_self_ns: the part of device_ns launched outside every child region, ns
--- @column flops: FLOPs of the counted ops that start inside the span (null: none counted)
--- @column work_ns: where its work runs: the start of the first device event it launched, else its CPU start — the time a window counts the region by, as it counts ops (`windows.ops_in`)
+-- @column rank INTEGER: global rank
+-- @column tid BIGINT: thread the region ran on
+-- @column kind VARCHAR: module (an nn.Module event) or annotation (a record_function range)
+-- @column name VARCHAR: the region's name (a module's without "nn.Module: ")
+-- @column path VARCHAR[]: names from the outermost region to this one (ProfilerStep left out), the leaf last
+-- @column depth INTEGER: regions above it on its thread (0: outermost)
+-- @column ts_ns BIGINT: region start (CPU), ns since the epoch
+-- @column dur_ns BIGINT: region duration (CPU), ns
+-- @column end_ns BIGINT: region end (CPU), ns since the epoch
+-- @column launched DOUBLE: device events launched inside the span, children's included
+-- @column device_ns DOUBLE: summed duration of those device events, ns (children's included)
+-- @column device_self_ns DOUBLE: the part of device_ns launched outside every child region, ns
+-- @column flops DOUBLE: FLOPs of the counted ops that start inside the span (null: none counted)
+-- @column work_ns BIGINT: where its work runs: the start of the first device event it launched, else its CPU start — the time a window counts the region by, as it counts ops (`windows.ops_in`)
 CREATE OR REPLACE VIEW regions AS
 WITH RECURSIVE r AS (
     SELECT row_number() OVER (ORDER BY rank, tid, ts_ns, dur_ns DESC, name) AS rid, rank, tid,

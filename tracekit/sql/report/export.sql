@@ -1,3 +1,7 @@
+-- @include base.tables
+-- @include rank.activity_segments
+-- @include rank.steps
+-- @include run.collectives
 -- What the merged Perfetto trace (`tracekit export`) and the HTML report's links to it
 -- read from the store: where the trace's clock starts, the step boundaries, the exposed
 -- communication as intervals, and the places a finding's evidence points at. Every
@@ -5,23 +9,23 @@
 
 -- @query base
 -- The merged trace's zero: the earliest event of any rank, ns since the epoch.
--- @column base_ns: the earliest event start, ns since the epoch
+-- @column base_ns BIGINT: the earliest event start, ns since the epoch
 SELECT min(ts_ns) AS base_ns FROM events
 
 -- @query steps
 -- Each rank's ProfilerSteps.
--- @column rank: global rank
--- @column step: N of ProfilerStep#N
--- @column ts_ns: step start, ns since the epoch
--- @column end_ns: step end, ns since the epoch
+-- @column rank INTEGER: global rank
+-- @column step BIGINT: N of ProfilerStep#N
+-- @column ts_ns BIGINT: step start, ns since the epoch
+-- @column end_ns BIGINT: step end, ns since the epoch
 SELECT rank, step, ts_ns, end_ns FROM steps ORDER BY rank, ts_ns
 
 -- @query exposed
 -- Communication no compute hides, as intervals: the `activity_segments` where
 -- communication runs and compute does not, touching segments joined.
--- @column rank: global rank
--- @column ts_ns: interval start, ns since the epoch
--- @column end_ns: interval end, ns since the epoch
+-- @column rank INTEGER: global rank
+-- @column ts_ns BIGINT: interval start, ns since the epoch
+-- @column end_ns BIGINT: interval end, ns since the epoch
 WITH s AS (
     SELECT rank, ts_ns, end_ns,
            ts_ns <> coalesce(lag(end_ns) OVER (PARTITION BY rank ORDER BY ts_ns), -1) AS fresh

@@ -1,3 +1,4 @@
+-- @include base.tables
 -- @view collectives
 -- One row per collective instance per rank, any backend (see tracekit/collectives.py for
 -- how communication kernels and gloo spans become rows), matched across ranks:
@@ -20,38 +21,38 @@
 -- groups {0,1} and {2,3} of a 2-D mesh) share keys, count more ranks than a group has,
 -- and stay unmatched. Point-to-point transfers (send, recv, send_recv) and rows of
 -- unknown kind are not matched (instance_key null).
--- @column rank: global rank
--- @column backend: gloo, or the family of the communication kernel: nccl (NCCL and RCCL), deepep, nvshmem, symm_mem, custom_all_reduce, userbuffers, user
--- @column name: all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, send, recv, send_recv, barrier, gather, scatter; null when nothing says (RCCL generic kernel without metadata)
--- @column raw_name: kernel or gloo span name as traced
--- @column issue_name: what named the collective: Collective name (metadata) or the c10d:: op / nccl:* annotation
--- @column issue_ts_ns: when the CPU issued it (start of the outermost enclosing c10d / record_param_comms / nccl:* op, else the launch call)
--- @column ts_ns: when the transfer started on the device / worker thread
--- @column dur_ns: transfer duration including waiting for peers, ns
--- @column end_ns: transfer end
--- @column lane: stream (device) or worker thread (gloo)
--- @column pg_name: process group name (null when the trace does not say)
--- @column pg_desc: process group description
--- @column pg_ranks: ranks of the process group, as traced
--- @column group_ranks: global ranks of the group (metadata, else the rank's pg_config, else all ranks when the trace lists no groups); null when unknown
--- @column group_size: ranks taking part (metadata, else the group's traced ranks, else an all-gather's or reduce-scatter's shapes — the whole buffer ÷ the shard —, else the rank's only group size in pg_config, else the world size when the trace lists no groups); null when unknown
--- @column dtype: element type
--- @column elem_bytes: bytes per element
--- @column in_nelems: input elements
--- @column out_nelems: output elements
--- @column bytes: nccl-tests size S = max(in, out) × element size, bytes
--- @column seq: sequence number from the metadata (newer torch)
--- @column kind_source: where name came from: kernel (metadata args), record_param_comms, issue_op (c10d:: op or nccl:* annotation), kernel_name, span_name (gloo); null when unknown
--- @column size_source: where in/out_nelems came from: kernel, record_param_comms, issue_op (Input Dims), span (gloo span dims); null when unknown
--- @column group_source: where group_size came from: kernel (metadata), record_param_comms, pg_ranks (the group's ranks as traced), shapes (in/out elements), pg_config (the rank's only group size), world (the world size); null when unknown
--- @column peer: send: the global rank it goes to; recv: the one it comes from (record_param_comms' "Rank", which for a send/recv is the peer's rank in the process group; gloo: the c10d op's third argument in Concrete Inputs), mapped through group_ranks; null for other collectives or when unknown
--- @column match_by: seq or occurrence; null for rows that are not matched (point-to-point, unknown kind)
--- @column occurrence: 1-based count of this (group, collective, Seq or size) on this rank
--- @column instance_key: cross-rank match key; null for point-to-point and unknown kind
--- @column ranks_matched: ranks in the run with the same instance_key (matched or not)
--- @column matched: every rank of the group is in the run and has this instance (and, for a synchronizing collective matched by occurrence, their spans overlap)
--- @column last_arrival_ns: latest transfer start among the group's ranks; null unless matched
--- @column wait_ns: last_arrival_ns − ts_ns: time this rank waited for the last peer; null unless matched
+-- @column rank INTEGER: global rank
+-- @column backend VARCHAR: gloo, or the family of the communication kernel: nccl (NCCL and RCCL), deepep, nvshmem, symm_mem, custom_all_reduce, userbuffers, user
+-- @column name VARCHAR: all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, send, recv, send_recv, barrier, gather, scatter; null when nothing says (RCCL generic kernel without metadata)
+-- @column raw_name VARCHAR: kernel or gloo span name as traced
+-- @column issue_name VARCHAR: what named the collective: Collective name (metadata) or the c10d:: op / nccl:* annotation
+-- @column issue_ts_ns BIGINT: when the CPU issued it (start of the outermost enclosing c10d / record_param_comms / nccl:* op, else the launch call)
+-- @column ts_ns BIGINT: when the transfer started on the device / worker thread
+-- @column dur_ns BIGINT: transfer duration including waiting for peers, ns
+-- @column end_ns BIGINT: transfer end
+-- @column lane BIGINT: stream (device) or worker thread (gloo)
+-- @column pg_name VARCHAR: process group name (null when the trace does not say)
+-- @column pg_desc VARCHAR: process group description
+-- @column pg_ranks VARCHAR: ranks of the process group, as traced
+-- @column group_ranks BIGINT[]: global ranks of the group (metadata, else the rank's pg_config, else all ranks when the trace lists no groups); null when unknown
+-- @column group_size BIGINT: ranks taking part (metadata, else the group's traced ranks, else an all-gather's or reduce-scatter's shapes — the whole buffer ÷ the shard —, else the rank's only group size in pg_config, else the world size when the trace lists no groups); null when unknown
+-- @column dtype VARCHAR: element type
+-- @column elem_bytes BIGINT: bytes per element
+-- @column in_nelems BIGINT: input elements
+-- @column out_nelems BIGINT: output elements
+-- @column bytes BIGINT: nccl-tests size S = max(in, out) × element size, bytes
+-- @column seq BIGINT: sequence number from the metadata (newer torch)
+-- @column kind_source VARCHAR: where name came from: kernel (metadata args), record_param_comms, issue_op (c10d:: op or nccl:* annotation), kernel_name, span_name (gloo); null when unknown
+-- @column size_source VARCHAR: where in/out_nelems came from: kernel, record_param_comms, issue_op (Input Dims), span (gloo span dims); null when unknown
+-- @column group_source VARCHAR: where group_size came from: kernel (metadata), record_param_comms, pg_ranks (the group's ranks as traced), shapes (in/out elements), pg_config (the rank's only group size), world (the world size); null when unknown
+-- @column peer BIGINT: send: the global rank it goes to; recv: the one it comes from (record_param_comms' "Rank", which for a send/recv is the peer's rank in the process group; gloo: the c10d op's third argument in Concrete Inputs), mapped through group_ranks; null for other collectives or when unknown
+-- @column match_by VARCHAR: seq or occurrence; null for rows that are not matched (point-to-point, unknown kind)
+-- @column occurrence BIGINT: 1-based count of this (group, collective, Seq or size) on this rank
+-- @column instance_key VARCHAR: cross-rank match key; null for point-to-point and unknown kind
+-- @column ranks_matched BIGINT: ranks in the run with the same instance_key (matched or not)
+-- @column matched BOOLEAN: every rank of the group is in the run and has this instance (and, for a synchronizing collective matched by occurrence, their spans overlap)
+-- @column last_arrival_ns BIGINT: latest transfer start among the group's ranks; null unless matched
+-- @column wait_ns BIGINT: last_arrival_ns − ts_ns: time this rank waited for the last peer; null unless matched
 CREATE OR REPLACE VIEW collectives AS
 WITH s AS (
     SELECT *,
@@ -111,19 +112,19 @@ FROM g;
 -- @view collective_instances
 -- One row per collective instance matched across every rank of its group (see
 -- collectives.matched); partial instances are left out.
--- @column instance_key: match key (group/collective/Seq or size/occurrence)
--- @column match_by: seq or occurrence
--- @column name: collective
--- @column pg_name: process group name
--- @column bytes: nccl-tests size S, bytes (all_to_all: the largest rank's)
--- @column group_size: ranks in the group
--- @column ranks_matched: ranks of this run in which the instance was found (= group_size)
--- @column first_start_ns: earliest transfer start across ranks
--- @column last_start_ns: latest transfer start across ranks (the last arrival)
--- @column skew_ns: last_start_ns − first_start_ns
--- @column last_rank: rank that arrived last (of ranks arriving at the same nanosecond, the lowest)
--- @column transfer_ns: shortest duration across ranks (the transfer itself, without waiting)
--- @column max_dur_ns: longest duration across ranks (includes waiting for the last peer)
+-- @column instance_key VARCHAR: match key (group/collective/Seq or size/occurrence)
+-- @column match_by VARCHAR: seq or occurrence
+-- @column name VARCHAR: collective
+-- @column pg_name VARCHAR: process group name
+-- @column bytes BIGINT: nccl-tests size S, bytes (all_to_all: the largest rank's)
+-- @column group_size BIGINT: ranks in the group
+-- @column ranks_matched BIGINT: ranks of this run in which the instance was found (= group_size)
+-- @column first_start_ns BIGINT: earliest transfer start across ranks
+-- @column last_start_ns BIGINT: latest transfer start across ranks (the last arrival)
+-- @column skew_ns BIGINT: last_start_ns − first_start_ns
+-- @column last_rank INTEGER: rank that arrived last (of ranks arriving at the same nanosecond, the lowest)
+-- @column transfer_ns BIGINT: shortest duration across ranks (the transfer itself, without waiting)
+-- @column max_dur_ns BIGINT: longest duration across ranks (includes waiting for the last peer)
 CREATE OR REPLACE VIEW collective_instances AS
 SELECT instance_key, any_value(match_by) AS match_by, any_value(name) AS name,
        any_value(pg_name) AS pg_name, max(bytes) AS bytes, max(group_size) AS group_size,

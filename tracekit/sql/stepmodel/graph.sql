@@ -1,3 +1,6 @@
+-- @include base.tables
+-- @include rank.steps
+-- @include run.collectives
 -- The step model's inputs (tracekit/stepmodel/graph.py builds the dependency graph from
 -- them): host events, device work with its launch, collective rows, the steps.
 -- Placeholder {windows}: rows (rank, wid, start_ns, end_ns, n), each rank's analysed window.

@@ -1,3 +1,4 @@
+-- @include run.collectives
 -- The TUI's collectives (screen 4): the skew of matched instances, one collective's
 -- instances across ranks, the instance a finding's jump lands on.
 

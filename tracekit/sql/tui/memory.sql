@@ -1,3 +1,4 @@
+-- @include base.tables
 -- The TUI's memory (screen 6): the allocator's totals over the run.
 
 -- @query span

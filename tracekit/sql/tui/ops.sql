@@ -1,3 +1,4 @@
+-- @include base.tables
 -- The TUI's ops & kernels (screen 5).
 
 -- @query kernels

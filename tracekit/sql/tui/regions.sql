@@ -1,3 +1,6 @@
+-- @include base.tables
+-- @include rank.regions
+-- @include rank.steps
 -- The regions screen's jumps (tui/screens/regions.py): a region's first occurrence in an
 -- analysed step, and the ops that ran inside it.
 

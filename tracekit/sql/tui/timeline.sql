@@ -1,3 +1,8 @@
+-- @include base.tables
+-- @include rank.device_activity
+-- @include rank.op_flops
+-- @include rank.steps
+-- @include run.collectives
 -- The TUI's timeline (screen 3): lanes, step spans, the viewport aggregated to columns,
 -- the event under the cursor and what launched it, the next event on a lane.
 -- Python fills {ranks} with a rank predicate (`rank IN (0, 1)`, or TRUE) and {lane}
