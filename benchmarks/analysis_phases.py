@@ -108,6 +108,7 @@ def patch(t: Timer) -> None:
     SM = _module("tracekit.analysis.stepmodel", "diagnosers.analyses.stepmodel")
     U = _module("tracekit.analysis.uncounted", "diagnosers.analyses.uncounted")
     G.build = t.wrap("stepmodel_build", G.build)
+    M.StepModel.__init__ = t.wrap("stepmodel_build", M.StepModel.__init__)  # its edges
     for name in ("ordered", "prune", "run", "toposort"):
         setattr(R, name, t.wrap("replays", getattr(R, name)))
     M.StepModel.critical_path = t.wrap("stepmodel_path", M.StepModel.critical_path)

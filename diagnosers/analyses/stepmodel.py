@@ -188,8 +188,9 @@ def _cpu_work(ctx: Context, meas) -> dict[tuple[str, int], float]:
     return {k: t / n for k, (t, n) in sums.items()}
 
 
-def what_if(ctx: Context, specs: list[str]) -> Outcome:
-    """The replay with the changes `specs` (TracekitError / NotApplicable: exit 2)."""
+def what_if(ctx: Context, specs: list[str], path: bool = True) -> Outcome:
+    """The replay with the changes `specs` (TracekitError / NotApplicable: exit 2);
+    `path=False`: without the critical path of the replay."""
     changes = [C.parse(s) for s in specs]
     if {type(c) for c in changes} >= {C.Microbatches, C.Interleave}:
         raise C.NotApplicable("--change microbatches=M and interleave=V do not combine (yet)")
@@ -201,7 +202,7 @@ def what_if(ctx: Context, specs: list[str]) -> Outcome:
             ch.pipeline = pipeline_shape(ctx)
         if isinstance(ch, C.Overlap):
             ch.contended = contended(ctx)
-    return sm.what_if(changes)
+    return sm.what_if(changes, path=path)
 
 
 def contended(ctx: Context) -> bool:
@@ -259,7 +260,7 @@ def impacts(ctx: Context, findings: list[Finding]) -> list[tuple[Finding, Outcom
         skipped: list[str] = []
         for spec in specs:
             try:
-                done.append(what_if(ctx, [spec]))
+                done.append(what_if(ctx, [spec], path=False))  # the report shows no path
             except C.NotApplicable as exc:
                 why = str(exc).removeprefix(f"--change {spec}: ")
                 skipped.append(f"{spec} does not apply ({why})")
