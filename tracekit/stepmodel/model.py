@@ -38,12 +38,14 @@ class StepModel:
 
     def __init__(self, run, windows: str):
         self.graph = G.build(run, windows)
-        self.order, measured = R.ordered(self.graph)
-        if not measured:  # the measured order holds every edge: nothing to drop
-            R.prune(self.graph, self.order)
         # the graph's edges as vertex arrays, built once: a what-if that adds edges checks
         # the order against these and its changed nodes' edges only (`R.ordered`)
         self.edges = R.edge_arrays(self.graph)
+        self.order, measured = R.ordered(self.graph, edges=self.edges)
+        # the measured order holds every edge: nothing to drop; else the edges the
+        # order cannot hold are dropped, and the arrays built again
+        if not measured and R.prune(self.graph, self.order):
+            self.edges = R.edge_arrays(self.graph)
         self.base = R.run(self.graph, self.order)
         self.notes: list[str] = []  # what the caller chose about its windows
 

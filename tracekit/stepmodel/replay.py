@@ -82,11 +82,12 @@ def order(g: G.Graph) -> list[int]:
     return ordered(g)[0]
 
 
-def ordered(g: G.Graph, base=None) -> tuple[list[int], bool]:
+def ordered(g: G.Graph, base=None, edges=None) -> tuple[list[int], bool]:
     """`order`, and whether it is the measured order (which holds every edge: `prune`
     then drops nothing). `base`: (`edge_arrays` of a graph, its starts, its ends) of which
     `g`'s edges are an edit (a what-if: `Edits` replaces the lists of the nodes it
-    changes): the edges are those arrays less the changed nodes', plus theirs.
+    changes): the edges are those arrays less the changed nodes', plus theirs; `edges`:
+    `edge_arrays(g)` where the caller has them.
 
     A zero-length node's end sorts with the starts of its instant, by vertex: after its
     own start (2·i < 2·i+1) and before the start of what follows it on its thread (added
@@ -110,7 +111,10 @@ def ordered(g: G.Graph, base=None) -> tuple[list[int], bool]:
     vorder = np.lexsort((np.arange(2 * n), tie, time))
     pos = np.empty(2 * n, dtype=np.int64)
     pos[vorder] = np.arange(2 * n)
-    src, dst = edge_arrays(g) if base is None else _edited_arrays(g, *base)
+    if edges is not None:
+        src, dst = edges
+    else:
+        src, dst = edge_arrays(g) if base is None else _edited_arrays(g, *base)
     if src.size and not (pos[src] < pos[dst]).all():
         return toposort(g), False
     return vorder.tolist(), True
