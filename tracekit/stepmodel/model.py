@@ -41,7 +41,9 @@ class StepModel:
         # the graph's edges as vertex arrays, built once: a what-if that adds edges checks
         # the order against these and its changed nodes' edges only (`R.ordered`)
         self.edges = R.edge_arrays(self.graph)
-        self.order, measured = R.ordered(self.graph, edges=self.edges)
+        # the vertices by measured time, sorted once: a what-if changes no measured time
+        self.measured = R.measured_order(self.graph) if self.graph.n else None
+        self.order, measured = R.ordered(self.graph, edges=self.edges, measured=self.measured)
         # the measured order holds every edge: nothing to drop; else the edges the
         # order cannot hold are dropped, and the arrays built again
         if not measured and R.prune(self.graph, self.order):
@@ -106,7 +108,7 @@ class StepModel:
             saved = g.starts, g.ends
             g.starts, g.ends = e.starts, e.ends
             try:
-                order, measured = R.ordered(g, base=(self.edges, *saved))
+                order, measured = R.ordered(g, base=(self.edges, *saved), measured=self.measured)
             finally:
                 g.starts, g.ends = saved
             # a change's edges may contradict the rest (data that is not ready before the

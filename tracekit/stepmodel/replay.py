@@ -82,23 +82,37 @@ def order(g: G.Graph) -> list[int]:
     return ordered(g)[0]
 
 
-def ordered(g: G.Graph, base=None, edges=None) -> tuple[list[int], bool]:
+def ordered(g: G.Graph, base=None, edges=None, measured=None) -> tuple[list[int], bool]:
     """`order`, and whether it is the measured order (which holds every edge: `prune`
     then drops nothing). `base`: (`edge_arrays` of a graph, its starts, its ends) of which
     `g`'s edges are an edit (a what-if: `Edits` replaces the lists of the nodes it
     changes): the edges are those arrays less the changed nodes', plus theirs; `edges`:
-    `edge_arrays(g)` where the caller has them.
+    `edge_arrays(g)` where the caller has them; `measured`: `measured_order(g)` where
+    the caller has it (a what-if changes edges and durations, not measured times).
 
     A zero-length node's end sorts with the starts of its instant, by vertex: after its
     own start (2·i < 2·i+1) and before the start of what follows it on its thread (added
     after it). Any topological order replays to the same times (the latest of each
     node's edges does not depend on the order), so this only decides whether the
     measured order holds or `toposort` is needed."""
+    if not g.n:
+        return [], True
+    vorder, pos = measured if measured is not None else measured_order(g)
+    if edges is not None:
+        src, dst = edges
+    else:
+        src, dst = edge_arrays(g) if base is None else _edited_arrays(g, *base)
+    if src.size and not (pos[src] < pos[dst]).all():
+        return toposort(g), False
+    return vorder, True
+
+
+def measured_order(g: G.Graph):
+    """(the vertices in measured-time order as a list, each vertex's position in it as
+    an array): `ordered`'s order before its edges are checked."""
     import numpy as np
 
     n = g.n
-    if not n:
-        return [], True
     ts = np.asarray(g.ts, dtype=np.int64)
     end = np.asarray(g.end, dtype=np.int64)
     inst = np.asarray(g.kind, dtype=np.int8) == G.INST
@@ -111,13 +125,7 @@ def ordered(g: G.Graph, base=None, edges=None) -> tuple[list[int], bool]:
     vorder = np.lexsort((np.arange(2 * n), tie, time))
     pos = np.empty(2 * n, dtype=np.int64)
     pos[vorder] = np.arange(2 * n)
-    if edges is not None:
-        src, dst = edges
-    else:
-        src, dst = edge_arrays(g) if base is None else _edited_arrays(g, *base)
-    if src.size and not (pos[src] < pos[dst]).all():
-        return toposort(g), False
-    return vorder.tolist(), True
+    return vorder.tolist(), pos
 
 
 def edge_arrays(g: G.Graph, nodes=None):
