@@ -98,7 +98,8 @@ def _module(*names: str):
     raise ImportError(names[0])
 
 
-def patch(t: Timer) -> None:
+def patch(t: Timer):
+    """Wrap the phases' functions; returns what undoes it."""
     from diagnosers import assemble
     from diagnosers import levels as L
     from tracekit.stepmodel import graph as G
@@ -107,6 +108,16 @@ def patch(t: Timer) -> None:
 
     SM = _module("tracekit.analysis.stepmodel", "diagnosers.analyses.stepmodel")
     U = _module("tracekit.analysis.uncounted", "diagnosers.analyses.uncounted")
+    names = {
+        G: ["build"],
+        R: ["ordered", "prune", "run", "toposort"],
+        M.StepModel: ["__init__", "critical_path", "collective_slack_ms"],
+        SM: ["impacts"],
+        U: ["facts"],
+        assemble: ["run_rules", "_regions", "per_step", "analyze"],
+    }
+    saved = [(obj, n, getattr(obj, n)) for obj, ns in names.items() for n in ns]
+    saved_levels = dict(L.BUILDERS)
     G.build = t.wrap("stepmodel_build", G.build)
     M.StepModel.__init__ = t.wrap("stepmodel_build", M.StepModel.__init__)  # its edges
     for name in ("ordered", "prune", "run", "toposort"):
@@ -122,6 +133,13 @@ def patch(t: Timer) -> None:
     assemble.per_step = t.wrap("samples", assemble.per_step)
     assemble.analyze = t.wrap("assemble", assemble.analyze)
 
+    def undo() -> None:
+        for obj, n, fn in saved:
+            setattr(obj, n, fn)
+        L.BUILDERS.update(saved_levels)
+
+    return undo
+
 
 def measure(run_dir: Path, workers: int = 1) -> dict:
     """{phase: CPU seconds, "total": …, "queries": DuckDB statements} of one recompute."""
@@ -130,19 +148,17 @@ def measure(run_dir: Path, workers: int = 1) -> dict:
     from tracekit.store.open import open_run
 
     t = Timer()
-    patch(t)
+    undo = patch(t)
     t._switch()
     t.stack.append("open")
     c0 = time.process_time()
-    run = open_run(run_dir, workers=workers)
     try:
-        assemble.analyze(run, AnalysisOptions())
+        with open_run(run_dir, workers=workers) as run:
+            assemble.analyze(run, AnalysisOptions())
     finally:
         t._switch()
         t.stack.pop()
-        close = getattr(run, "close", None)
-        if close:
-            close()
+        undo()
     out = {k: round(v, 3) for k, v in t.spent.items()}
     out["total"] = round(time.process_time() - c0, 3)
     out["step_model"] = round(sum(t.spent[p] for p in STEP_MODEL), 3)
