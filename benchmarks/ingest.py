@@ -27,7 +27,11 @@ Phases:
 - `analyze_cold`, `analyze_recompute`, `analyze_warm`: a whole `python -m tracekit.cli
   analyze RUN --format json --workers W` process (interpreter start and imports
   included), with no cache; with the cached tables but no cached report (what a new
-  `--steps` or override costs); and with the report cache answering.
+  `--steps` or override costs); and with the report cache answering;
+- `analysis` (8 big and 1,024 small ranks): the recompute split into the analysis'
+  phases (step model build, replays, what-if candidates, attribution, levels, rules,
+  samples, assemble …) in exclusive CPU seconds, beside the floor's and HTA's CPU
+  (`benchmarks/analysis_phases.py`).
 
 `--quick` skips HTA and the 64-rank run (the 8 big and 1,024 small ranks stay): for
 iterating. `--big` adds `benchmarks/bigtrace.py`: one trace of ≥ 1 GiB of JSON, cold.
