@@ -27,7 +27,11 @@ Phases:
 - `analyze_cold`, `analyze_recompute`, `analyze_warm`: a whole `python -m tracekit.cli
   analyze RUN --format json --workers W` process (interpreter start and imports
   included), with no cache; with the cached tables but no cached report (what a new
-  `--steps` or override costs); and with the report cache answering.
+  `--steps` or override costs); and with the report cache answering;
+- `analysis` (8 big and 1,024 small ranks): the recompute split into the analysis'
+  phases (step model build, replays, what-if candidates, attribution, levels, rules,
+  samples, assemble …) in exclusive CPU seconds, beside the floor's and HTA's CPU
+  (`benchmarks/analysis_phases.py`).
 
 `--quick` skips HTA and the 64-rank run (the 8 big and 1,024 small ranks stay): for
 iterating. `--big` adds `benchmarks/bigtrace.py`: one trace of ≥ 1 GiB of JSON, cold.
@@ -124,8 +128,9 @@ def phase_script(name: str, run_dir: Path, workers: int) -> str:
         "import os, sys, time, logging\n"
         "logging.disable(logging.CRITICAL)\n"
         f"RUN = {str(run_dir)!r}; WORKERS = {workers}\n" + PRELUDE + "def main():\n"
-        "    t0 = time.perf_counter()\n"
+        "    t0, c0 = time.perf_counter(), time.process_time()\n"
         + textwrap.indent(body, "    ")
+        + "\n    print('BODY_CPU', time.process_time() - c0)"
         + "\n    print('ELAPSED', time.perf_counter() - t0)\n"
         "if __name__ == '__main__':\n    main()\n"
     )
@@ -147,6 +152,9 @@ def run_phase(name: str, run_dir: Path, workers: int, timeout: float | None = No
         return m
     m = _checked(m, name)
     m.seconds = float(m.stdout.split("ELAPSED")[-1])
+    # this process's CPU in the timed body (not its workers'): what the analysis phases'
+    # CPU seconds are set beside
+    m.body_cpu_seconds = float(m.stdout.split("BODY_CPU")[-1].split()[0])
     return m
 
 
@@ -194,6 +202,8 @@ def bench_run(
             runs = (run_phase(ph, run_dir, workers, t) for _ in range(repeat))
         best = best_of(runs)
         out[ph] = best.figures()
+        if getattr(best, "body_cpu_seconds", None) is not None:
+            out[ph]["body_cpu_seconds"] = round(best.body_cpu_seconds, 3)
         if best.seconds is None:
             print(f"  {ph:18} stopped after {hta_timeout:.0f} s", flush=True)
             continue
@@ -209,6 +219,28 @@ def bench_run(
             flush=True,
         )
     return out
+
+
+def analysis_phases(run_dir: Path, figs: dict) -> dict:
+    """Each phase of a recompute in CPU seconds (`benchmarks/analysis_phases.py`, in a
+    process of its own), printed beside the floor's and HTA's CPU seconds measured in this
+    run, and as a share of the cold analyze's CPU (the process tree's)."""
+
+    def cpu(ph: str) -> float | None:
+        f = figs.get(ph) or {}
+        # HTA parses ranks in a pool of processes: its process tree's CPU (imports in)
+        if ph == "hta":
+            return f.get("cpu_seconds")
+        return f.get("body_cpu_seconds", f.get("cpu_seconds"))
+
+    cmd = [sys.executable, str(Path(__file__).with_name("analysis_phases.py")), str(run_dir)]
+    for flag, v in (("--floor", cpu("floor")), ("--hta", cpu("hta")),
+                    ("--cold", cpu("analyze_cold"))):  # fmt: skip
+        if v:
+            cmd += [flag, str(v)]
+    m = _checked(measure(cmd), f"analysis phases of {run_dir}")
+    print(m.stdout.rstrip(), flush=True)
+    return json.loads(m.stderr.split("PHASES ")[-1].splitlines()[0])
 
 
 def describe_small(files: list[Path], source: Path) -> dict:
@@ -328,6 +360,8 @@ def main() -> None:
             )
             phases = phases_for(kind, skip_hta, args.hta_at_64)
             figs = bench_run(folder, phases, args.workers, args.repeat, args.hta_timeout)
+            if kind != "scaled":
+                figs["analysis"] = analysis_phases(folder, figs)
             result["runs"][name] = {**info, "kind": kind, "phases": figs}
             names[kind] = name
         if args.big:

@@ -65,7 +65,7 @@ def impacts(ctx: Context, findings: list[Finding]) -> list[tuple[Finding, Outcom
         skipped: list[str] = []
         for spec in specs:
             try:
-                done.append(what_if(ctx, [spec]))
+                done.append(what_if(ctx, [spec], path=False))  # the report shows no path
             except C.NotApplicable as exc:
                 why = str(exc).removeprefix(f"--change {spec}: ")
                 skipped.append(f"{spec} does not apply ({why})")

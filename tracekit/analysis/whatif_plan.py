@@ -185,8 +185,9 @@ def _cpu_work(ctx: Facts, meas) -> dict[tuple[str, int], float]:
     return {k: t / n for k, (t, n) in sums.items()}
 
 
-def what_if(ctx: Facts, specs: list[str]) -> Outcome:
-    """The replay with the changes `specs` (TracekitError / NotApplicable: exit 2)."""
+def what_if(ctx: Facts, specs: list[str], path: bool = True) -> Outcome:
+    """The replay with the changes `specs` (TracekitError / NotApplicable: exit 2);
+    `path=False`: without the critical path of the replay."""
     changes = [C.parse(s) for s in specs]
     if {type(c) for c in changes} >= {C.Microbatches, C.Interleave}:
         raise C.NotApplicable("--change microbatches=M and interleave=V do not combine (yet)")
@@ -198,7 +199,7 @@ def what_if(ctx: Facts, specs: list[str]) -> Outcome:
             ch.pipeline = pipeline_shape(ctx)
         if isinstance(ch, C.Overlap):
             ch.contended = contended(ctx)
-    return sm.what_if(changes)
+    return sm.what_if(changes, path=path)
 
 
 def contended(ctx: Facts) -> bool:

@@ -407,18 +407,21 @@ class NoHostGaps(Change):
                 "work on; its host time is the work"
             )
         host_gaps, dev_gaps = (G.E_CHAIN, G.E_HOSTWAIT), (G.E_STREAM, G.E_LAUNCH)
+        kinds, g_ends, starts = g.kind, g.ends, e.starts
         for i in range(g.n):
-            k = g.kind[i]
+            k = kinds[i]
             if k == G.HOST:
-                e.dur[i] = 0.0 if not g.ends[i] else e.dur[i]
+                e.dur[i] = 0.0 if not g_ends[i] else e.dur[i]
                 gaps = host_gaps
             elif k in (G.COMPUTE, G.COMM):  # no later than the (instant) host gets there
                 gaps = dev_gaps
             else:
                 continue
-            st = e.starts[i]
-            if any(lag and ek in gaps for _s, _se, lag, ek in st):
-                e.starts[i] = [(s, se, 0 if ek in gaps else lag, ek) for s, se, lag, ek in st]
+            st = starts[i]
+            for _s, _se, lag, ek in st:
+                if lag and ek in gaps:
+                    starts[i] = [(s, se, 0 if ek in gaps else lag, ek) for s, se, lag, ek in st]
+                    break
         keep_device_order(g, e)
 
 
@@ -467,23 +470,24 @@ def keep_device_order(g: G.Graph, e: Edits) -> None:
     keeps its measured duration, the wait for peers the trace does not show included,
     so it holds its place like compute."""
     by_rank: dict[int, list[int]] = {}
+    kinds, inst, lanes, ts, end, starts = g.kind, g.inst, g.lane, g.ts, g.end, e.starts
     for i in range(g.n):
-        unmatched = g.kind[i] == G.COMM and g.inst[i] < 0
-        if (g.kind[i] == G.COMPUTE or unmatched) and g.lane[i].startswith("stream "):
+        k = kinds[i]
+        if (k == G.COMPUTE or (k == G.COMM and inst[i] < 0)) and lanes[i].startswith("stream "):
             by_rank.setdefault(g.rank[i], []).append(i)
     for nodes in by_rank.values():
-        nodes.sort(key=lambda i: (g.ts[i], i))
+        nodes.sort(key=ts.__getitem__)  # stable: by start, then node (they come ascending)
         last = None  # the work with the latest end so far
         for i in nodes:
             if last is not None:
                 edge = (
                     (last, True, 0, G.E_STREAM)
-                    if g.end[last] <= g.ts[i]
-                    else (last, False, g.ts[i] - g.ts[last], G.E_STREAM)
+                    if end[last] <= ts[i]
+                    else (last, False, ts[i] - ts[last], G.E_STREAM)
                 )
-                e.starts[i] = [*e.starts[i], edge]
+                starts[i] = [*starts[i], edge]
                 e.reorder = True
-            if last is None or g.end[i] > g.end[last]:
+            if last is None or end[i] > end[last]:
                 last = i
 
 

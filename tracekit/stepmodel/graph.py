@@ -277,13 +277,18 @@ def build(run, windows: str) -> Graph:
         waits.setdefault(consumer, producer)
     # ---- stream order and launch edges
     host_lanes = {(g.rank[i], g.lane[i]) for v in host_nodes.values() for i in v}
+    # the device nodes `_on_host_thread`, found once (asked per node twice below)
+    on_host = {
+        i for v in dev_nodes.values() for i in v
+        if g.lane[i][:5] == "gloo " and _on_host_thread(g, i, host_lanes)
+    }  # fmt: skip
     for rank, nodes in dev_nodes.items():
         nodes.sort(key=lambda i: (g.lane[i], g.ts[i]))
         prev: dict[str, int] = {}
         for i in nodes:
             p = prev.get(g.lane[i])
             prev[g.lane[i]] = i
-            if _on_host_thread(g, i, host_lanes):
+            if i in on_host:
                 p = None  # gloo send/recv on a host thread: posted in host order, not queued
             if i in launch_of and (p is None or g.ts[i] - g.end[p] > STREAM_SLACK_NS):
                 lat_bound.setdefault(rank, []).append(g.ts[i] - launch_of[i][1])
@@ -426,7 +431,7 @@ def build(run, windows: str) -> Graph:
         tails = [hn[-1]] if hn else []
         last_by_lane: dict[str, int] = {}
         for i in dev_nodes.get(rank, []):
-            if _on_host_thread(g, i, host_lanes):
+            if i in on_host:
                 continue  # a send's span lasts until it is waited for: not the step's end
             if g.lane[i] not in last_by_lane or g.end[i] > g.end[last_by_lane[g.lane[i]]]:
                 last_by_lane[g.lane[i]] = i

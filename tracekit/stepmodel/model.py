@@ -25,7 +25,7 @@ class Outcome:
     measured_step_ms: float
     replayed_step_ms: float
     predicted_step_ms: float
-    critical_path: CriticalPath
+    critical_path: CriticalPath | None  # None: replayed without its path (`path=False`)
     notes: list[str] = field(default_factory=list)  # what changes outside the graph did
 
     @property
@@ -38,9 +38,16 @@ class StepModel:
 
     def __init__(self, run, windows: str):
         self.graph = G.build(run, windows)
-        self.order, measured = R.ordered(self.graph)
-        if not measured:  # the measured order holds every edge: nothing to drop
-            R.prune(self.graph, self.order)
+        # the graph's edges as vertex arrays, built once: a what-if that adds edges checks
+        # the order against these and its changed nodes' edges only (`R.ordered`)
+        self.edges = R.edge_arrays(self.graph)
+        # the vertices by measured time, sorted once: a what-if changes no measured time
+        self.measured = R.measured_order(self.graph) if self.graph.n else None
+        self.order, measured = R.ordered(self.graph, edges=self.edges, measured=self.measured)
+        # the measured order holds every edge: nothing to drop; else the edges the
+        # order cannot hold are dropped, and the arrays built again
+        if not measured and R.prune(self.graph, self.order):
+            self.edges = R.edge_arrays(self.graph)
         self.base = R.run(self.graph, self.order)
         self.notes: list[str] = []  # what the caller chose about its windows
 
@@ -89,8 +96,9 @@ class StepModel:
             by.setdefault(self.graph.coll[i] or self.graph.name[i], []).append(ns / 1e6)
         return {k: median(v) for k, v in sorted(by.items())}
 
-    def what_if(self, changes: list[C.Change]) -> Outcome:
-        """Replay with `changes` applied (NotApplicable when one does not apply)."""
+    def what_if(self, changes: list[C.Change], path: bool = True) -> Outcome:
+        """Replay with `changes` applied (NotApplicable when one does not apply);
+        `path=False`: without its critical path (a remedy's replay needs its step only)."""
         g = self.graph
         e = C.Edits.of(g)
         for ch in changes:
@@ -100,7 +108,7 @@ class StepModel:
             saved = g.starts, g.ends
             g.starts, g.ends = e.starts, e.ends
             try:
-                order, measured = R.ordered(g)
+                order, measured = R.ordered(g, base=(self.edges, *saved), measured=self.measured)
             finally:
                 g.starts, g.ends = saved
             # a change's edges may contradict the rest (data that is not ready before the
@@ -115,12 +123,13 @@ class StepModel:
             ends=e.ends,
             shift=e.shift,
             start_at=e.start_at,
+            path=path,
         )
         return Outcome(
             change=[c.spec for c in changes],
             measured_step_ms=self.base.measured_step_ms,
             replayed_step_ms=self.base.replayed_step_ms,
             predicted_step_ms=rp.replayed_step_ms + e.extra_ms,
-            critical_path=self.critical_path(rp),
+            critical_path=self.critical_path(rp) if path else None,
             notes=list(e.notes),
         )

@@ -82,20 +82,37 @@ def order(g: G.Graph) -> list[int]:
     return ordered(g)[0]
 
 
-def ordered(g: G.Graph) -> tuple[list[int], bool]:
+def ordered(g: G.Graph, base=None, edges=None, measured=None) -> tuple[list[int], bool]:
     """`order`, and whether it is the measured order (which holds every edge: `prune`
-    then drops nothing).
+    then drops nothing). `base`: (`edge_arrays` of a graph, its starts, its ends) of which
+    `g`'s edges are an edit (a what-if: `Edits` replaces the lists of the nodes it
+    changes): the edges are those arrays less the changed nodes', plus theirs; `edges`:
+    `edge_arrays(g)` where the caller has them; `measured`: `measured_order(g)` where
+    the caller has it (a what-if changes edges and durations, not measured times).
 
     A zero-length node's end sorts with the starts of its instant, by vertex: after its
     own start (2·i < 2·i+1) and before the start of what follows it on its thread (added
     after it). Any topological order replays to the same times (the latest of each
     node's edges does not depend on the order), so this only decides whether the
     measured order holds or `toposort` is needed."""
+    if not g.n:
+        return [], True
+    vorder, pos = measured if measured is not None else measured_order(g)
+    if edges is not None:
+        src, dst = edges
+    else:
+        src, dst = edge_arrays(g) if base is None else _edited_arrays(g, *base)
+    if src.size and not (pos[src] < pos[dst]).all():
+        return toposort(g), False
+    return vorder, True
+
+
+def measured_order(g: G.Graph):
+    """(the vertices in measured-time order as a list, each vertex's position in it as
+    an array): `ordered`'s order before its edges are checked."""
     import numpy as np
 
     n = g.n
-    if not n:
-        return [], True
     ts = np.asarray(g.ts, dtype=np.int64)
     end = np.asarray(g.end, dtype=np.int64)
     inst = np.asarray(g.kind, dtype=np.int8) == G.INST
@@ -108,22 +125,40 @@ def ordered(g: G.Graph) -> tuple[list[int], bool]:
     vorder = np.lexsort((np.arange(2 * n), tie, time))
     pos = np.empty(2 * n, dtype=np.int64)
     pos[vorder] = np.arange(2 * n)
-    src, dst = _edge_arrays(g)
-    if src.size and not (pos[src] < pos[dst]).all():
-        return toposort(g), False
-    return vorder.tolist(), True
+    return vorder.tolist(), pos
 
 
-def _edge_arrays(g: G.Graph):
-    """Every edge as (source vertex, target vertex) arrays: start edges end at 2·i, end
-    edges at 2·i+1."""
+def edge_arrays(g: G.Graph, nodes=None):
+    """Every edge (of `nodes` only, when given) as (source vertex, target vertex) arrays:
+    start edges end at 2·i, end edges at 2·i+1."""
     import numpy as np
 
-    src = [2 * e[0] + (1 if e[1] else 0) for st in g.starts for e in st]
-    dst = [2 * i for i, st in enumerate(g.starts) for _ in st]
-    src += [2 * e[0] + 1 for en in g.ends for e in en]
-    dst += [2 * i + 1 for i, en in enumerate(g.ends) for _ in en]
+    starts, ends = g.starts, g.ends
+    nodes = range(g.n) if nodes is None else nodes
+    src = [2 * e[0] + (1 if e[1] else 0) for i in nodes for e in starts[i]]
+    dst = [2 * i for i in nodes for _ in starts[i]]
+    src += [2 * e[0] + 1 for i in nodes for e in ends[i]]
+    dst += [2 * i + 1 for i in nodes for _ in ends[i]]
     return np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+
+
+def _edited_arrays(g: G.Graph, arrays, starts, ends):
+    """`edge_arrays(g)` from the arrays of the graph whose `starts`, `ends` g's edit: its
+    edges less those into the nodes whose lists were replaced, plus theirs (a what-if
+    replaces a few thousand of tens of thousands: built whole, the arrays were a third
+    of the replays' time)."""
+    import numpy as np
+
+    src, dst = arrays
+    changed = [i for i in range(g.n) if g.starts[i] is not starts[i] or g.ends[i] is not ends[i]]
+    if not changed:
+        return src, dst
+    hit = np.zeros(2 * g.n, dtype=bool)
+    hit[2 * np.asarray(changed)] = True
+    hit[2 * np.asarray(changed) + 1] = True
+    keep = ~hit[dst]
+    s2, d2 = edge_arrays(g, changed)
+    return np.concatenate([src[keep], s2]), np.concatenate([dst[keep], d2])
 
 
 def toposort(g: G.Graph) -> list[int]:
@@ -216,6 +251,47 @@ def run(
     dur = dur if dur is not None else g.dur
     starts = starts if starts is not None else g.starts
     ends = ends if ends is not None else g.ends
+    if not path:
+        t = _times(g, vorder, dur, starts, ends, shift, start_at)
+        pred: list = []
+    else:
+        t, pred = _times_pred(g, vorder, dur, starts, ends, shift, start_at)
+    return _finish(g, t, pred, path)
+
+
+def _times(g: G.Graph, vorder, dur, starts, ends, shift, start_at) -> list[float]:
+    """`_times_pred`'s times alone, without the edge that set each (a replay whose path
+    is not asked for: each remedy's). The same sums and maxima in the same order, so
+    the same floats."""
+    t = [0.0] * (2 * g.n)
+    ts, rank = g.ts, g.rank
+    for v in vorder:
+        i = v >> 1
+        if v & 1:
+            best = t[v - 1] + dur[i]
+            for src, lag, _ek in ends[i]:
+                x = t[2 * src + 1] + lag
+                if x > best:
+                    best = x
+            t[v] = best
+            continue
+        st = starts[i]
+        if st:
+            best = None
+            for src, src_end, lag, _ek in st:
+                x = t[2 * src + 1 if src_end else 2 * src] + lag
+                if best is None or x > best:
+                    best = x
+        elif start_at and i in start_at:
+            best = start_at[i]
+        else:
+            best = ts[i] + (shift.get(rank[i], 0) if shift else 0)
+        t[v] = best
+    return t
+
+
+def _times_pred(g: G.Graph, vorder, dur, starts, ends, shift, start_at):
+    """Each vertex's replayed time, and the (vertex, edge kind) that set it."""
     t = [0.0] * (2 * g.n)
     pred: list[tuple[int, int] | None] = [None] * (2 * g.n)  # (vertex, edge kind)
     ts = g.ts
@@ -242,6 +318,12 @@ def run(
                 if x > best:
                     best, arg = x, (2 * src + 1, ek)
             t[v], pred[v] = best, arg
+    return t, pred
+
+
+def _finish(g: G.Graph, t: list[float], pred: list, path: bool) -> Replay:
+    """The replay of vertex times `t`: each rank's window end, its step, and (`path`)
+    the critical paths from `pred`."""
     per_rank: dict[int, float] = {}
     measured: dict[int, float] = {}
     ends: dict[int, tuple[float, int | None, float]] = {}  # rank → (end, vertex, lag)
