@@ -198,7 +198,7 @@ def chart_step_times(rep: dict) -> Chart | None:
     rows = [
         {"rank": f"rank {s['rank']}", "step": step, "ms": ms}
         for s in (rep.get("samples") or {}).get("ranks") or []
-        for step, ms in zip(s.get("step") or [], s.get("step_time_ms") or [], strict=False)
+        for step, ms in zip(s.get("step") or [], s.get(F.STEP_TIME_MS.key) or [], strict=False)
         if _num(ms) is not None
     ]
     if not rows:
@@ -212,7 +212,7 @@ def chart_step_times(rep: dict) -> Chart | None:
             mark=mark,
             encoding={
                 "x": _o("step", "ProfilerStep"),
-                "y": _q("ms", F.label("step_time_ms") + " (ms)"),
+                "y": _q("ms", F.label(F.STEP_TIME_MS.key) + " (ms)"),
                 "color": _n("rank", ""),
             },
         ),
@@ -334,14 +334,14 @@ def chart_bubble(rep: dict) -> Chart | None:
     if not per:
         return None
     rows = [
-        {"stage": f"rank {p['rank']}", "bubble": p["bubble_fraction"], "what": "measured"}
+        {"stage": f"rank {p['rank']}", "bubble": p[F.BUBBLE_FRACTION.key], "what": "measured"}
         for p in per
-        if _num(p.get("bubble_fraction")) is not None
+        if _num(p.get(F.BUBBLE_FRACTION.key)) is not None
     ]
     pred = scal.get("predicted") or {}
     rules = [
-        {"what": "formula (P−1)/(M+P−1)", "bubble": pred.get("bubble_fraction")},
-        {"what": "modeled (schedule replayed)", "bubble": pred.get("modeled_bubble_fraction")},
+        {"what": "formula (P−1)/(M+P−1)", "bubble": pred.get(F.BUBBLE_FRACTION.key)},
+        {"what": "modeled (schedule replayed)", "bubble": pred.get(F.MODELED_BUBBLE_FRACTION.key)},
     ]
     rules = [r for r in rules if _num(r["bubble"]) is not None]
     y = _q("bubble", "bubble (fraction of the step)", axis={"format": "%"})
@@ -378,15 +378,15 @@ def chart_mfu(rep: dict) -> Chart | None:
     comp = _level(rep, "compute")
     rows = []
     for r in (comp.get("metrics") or {}).get("ranks") or []:
-        for key in ("mfu", "hfu"):
+        for key in (F.MFU.key, F.HFU.key):
             if _num(r.get(key)) is not None:
                 rows.append({"rank": f"rank {r['rank']}", "figure": F.label(key), "value": r[key]})
     if not rows:
         return None
-    dtypes = units.fmt((rep.get("summary") or {}).get("flops_by_dtype"), "map", of="flops")
-    peaks = (rep.get("summary") or {}).get("peak_flops_by_dtype")
+    dtypes = units.fmt((rep.get("summary") or {}).get(F.FLOPS_BY_DTYPE.key), "map", of="flops")
+    peaks = (rep.get("summary") or {}).get(F.PEAK_FLOPS_BY_DTYPE.key)
     return Chart(
-        "mfu",
+        F.MFU.key,
         "MFU and HFU per rank",
         _spec(
             rows,
@@ -417,7 +417,7 @@ def chart_ops(rep: dict) -> Chart | None:
     ]
     peaks = [
         {"peak": f"{k} peak", "TFLOPs": v / 1e12}
-        for k, v in ((rep.get("summary") or {}).get("peak_flops_by_dtype") or {}).items()
+        for k, v in ((rep.get("summary") or {}).get(F.PEAK_FLOPS_BY_DTYPE.key) or {}).items()
         if _num(v)
     ]
     x = _q("TFLOPs", "achieved TFLOP/s")
@@ -873,13 +873,13 @@ def _remedies_html(remedies: list) -> str:
 
 
 def _uncounted_html(rep: dict) -> str:
-    frac = (rep.get("summary") or {}).get("uncounted_compute_fraction")
+    frac = (rep.get("summary") or {}).get(F.UNCOUNTED_COMPUTE_FRACTION.key)
     tops = rep.get("top_uncounted_ops") or (rep.get("summary") or {}).get("top_uncounted_ops")
     if frac is None and not tops:
         return ""
     out = "<section id='uncounted'><h2>Compute tracekit cannot count</h2>"
     if frac is not None:
-        label = F.label("uncounted_compute_fraction", "uncounted compute")
+        label = F.label(F.UNCOUNTED_COMPUTE_FRACTION.key, "uncounted compute")
         out += f"<p>{esc(label)}: <b>{esc(units.fmt(frac, 'fraction'))}</b></p>"
     if isinstance(tops, list) and tops and all(isinstance(t, dict) for t in tops):
         cols = list(dict.fromkeys(k for t in tops for k in t))
