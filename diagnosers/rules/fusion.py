@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from diagnosers.base import mean, pct
 from diagnosers.rules.base import Rule
-from tracekit.model import figures as F
 
 
 class Unfused(Rule):
