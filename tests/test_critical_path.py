@@ -185,22 +185,22 @@ def test_one_colour_per_kind_in_every_chart_that_draws_the_path():
     """The HTML report's path charts and the TUI's path rows take their colours from one
     mapping (tracekit.stepmodel.replay.COLOURS), one for each kind."""
     from tracekit.report import html
+    from tracekit.report.schema import CriticalPath, PathSegment, StepModelBlock
     from tui.widgets import timeline
 
     assert set(R.COLOURS) == set(R.KINDS)
     assert len(set(R.COLOURS.values())) == len(R.KINDS)
-    rep = {
-        "step_model": {
-            "critical_path": {
-                "by_kind": {k: 1.0 for k in R.KINDS},
-                "segments": [
-                    {"rank": 0, "kind": k, "name": k, "start_ms": i, "ms": 1.0}
-                    for i, k in enumerate(R.KINDS)
-                ],
-            }
-        }
-    }
-    for chart in html.charts_step_model(rep):
+    model = StepModelBlock(
+        critical_path=CriticalPath(
+            by_kind={k: 1.0 for k in R.KINDS},
+            by_rank={},
+            segments=[
+                PathSegment(rank=0, kind=k, name=k, start_ms=i, ms=1.0)
+                for i, k in enumerate(R.KINDS)
+            ],
+        )
+    )
+    for chart in html.charts_step_model(model):
         scale = chart.spec["encoding"]["color"]["scale"]
         assert dict(zip(scale["domain"], scale["range"], strict=True)) == {
             k: R.COLOURS[k] for k in scale["domain"]

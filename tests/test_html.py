@@ -12,14 +12,17 @@ import re
 import shutil
 from pathlib import Path
 
+import msgspec
 import pytest
 from click.testing import CliRunner
+from msgspec import convert
+from msgspec.structs import replace
 
 from tests import browser
 from tests.synth import SCENARIOS, generate
 from tracekit.cli import main
 from tracekit.report import html as H
-from tracekit.report.schema import decode, to_dict
+from tracekit.report.schema import StepModelBlock, UncountedOpRow, decode, to_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 EVIL = "<img src=x onerror=\"document.body.dataset.pwned='yes'\">"
@@ -44,6 +47,10 @@ STEP_MODEL = {
         {"finding": "TK-S401", "change": ["M = 16"], "predicted_step_ms": 12.0, "saved_ms": 8.5}
     ],
 }
+
+
+def _step_model() -> StepModelBlock:
+    return convert(STEP_MODEL, StepModelBlock)
 
 
 def _cli(*args) -> str:
@@ -117,11 +124,12 @@ def test_page_names_the_levels_and_findings(pipeline_run, pipeline_html):
 
 
 def test_charts_from_the_report(pipeline_run):
-    rep = to_dict(_report(pipeline_run))
-    keys = [c.key for c in H.charts(rep)]
+    report = _report(pipeline_run)
+    rep = to_dict(report)  # the truths: the report's JSON values
+    keys = [c.key for c in H.charts(report)]
     assert {"breakdown", "step_times", "exposed", "bubble", "mfu", "ops", "memory"} <= set(keys)
     # the bubble chart sets each stage's measured bubble beside the formula and the model
-    bubble = next(c for c in H.charts(rep) if c.key == "bubble")
+    bubble = next(c for c in H.charts(report) if c.key == "bubble")
     measured = bubble.spec["layer"][0]["data"]["values"]
     per_rank = next(lv for lv in rep["levels"] if lv["level"] == "scaling")["metrics"]
     assert [m["bubble"] for m in measured] == [
@@ -130,30 +138,32 @@ def test_charts_from_the_report(pipeline_run):
     rules = {r["what"]: r["bubble"] for r in bubble.spec["layer"][1]["data"]["values"]}
     assert rules["formula (P−1)/(M+P−1)"] == pytest.approx(3 / 5)  # P = 4, M = 2
     # the breakdown's four parts add up to each rank's window per step
-    bd = next(c for c in H.charts(rep) if c.key == "breakdown").spec["data"]["values"]
+    bd = next(c for c in H.charts(report) if c.key == "breakdown").spec["data"]["values"]
     for r in rep["ranks"]:
         parts = [x["ms"] for x in bd if x["rank"] == f"rank {r['rank']}"]
         assert sum(parts) == pytest.approx(r["window_ms"] / r["steps"], rel=1e-9)
 
 
 def test_step_model_is_drawn_when_present(pipeline_run):
-    rep = to_dict(_report(pipeline_run))
-    bare = {k: v for k, v in rep.items() if k != "step_model"}
+    report = _report(pipeline_run)
+    bare = replace(report, step_model=msgspec.UNSET)
     assert not [c for c in H.charts(bare) if c.key.startswith("critical_path")]
-    keys = [c.key for c in H.charts({**bare, "step_model": STEP_MODEL})]
+    keys = [c.key for c in H.charts(replace(bare, step_model=_step_model()))]
     assert {"critical_path", "critical_path_timeline"} <= set(keys)
     # the run's own step model (the report has one now) is drawn too
-    assert rep["step_model"]["critical_path"]["segments"]
-    assert {"critical_path", "critical_path_timeline"} <= {c.key for c in H.charts(rep)}
+    assert report.step_model.critical_path.segments
+    assert {"critical_path", "critical_path_timeline"} <= {c.key for c in H.charts(report)}
 
 
 def test_uncounted_compute_is_shown_when_present(pipeline_run):
     report = _report(pipeline_run)
-    rep = to_dict(report)
-    assert "uncounted_compute_fraction" not in H.to_html(report, data=rep).split("<script")[0]
-    rep["summary"]["uncounted_compute_fraction"] = 0.125
-    rep["top_uncounted_ops"] = [{"name": EVIL, "device_ms": 3.0}]
-    page = H.to_html(report, data=rep).split("<script")[0]
+    assert "uncounted_compute_fraction" not in H.to_html(report).split("<script")[0]
+    report = replace(
+        report,
+        summary=replace(report.summary, uncounted_compute_fraction=0.125),
+        top_uncounted_ops=[UncountedOpRow(name=EVIL, why="no_op", count=1, device_ms=3.0)],
+    )
+    page = H.to_html(report).split("<script")[0]
     assert "12.5%" in page and "&lt;img src=x" in page
 
 
@@ -213,7 +223,7 @@ def test_dlrm_8_ranks_render_offline(shared_trace, tmp_path):
 def test_markup_in_names_runs_nothing(pipeline_run, tmp_path):
     report = _evil_report(pipeline_run)
     page = tmp_path / "evil.html"
-    page.write_text(H.to_html(report, data={**to_dict(report), "step_model": STEP_MODEL}))
+    page.write_text(H.to_html(replace(report, step_model=_step_model())))
     got = browser.render(page)
     assert got.console == [], got.console  # an injected <img> would be a refused request
     assert "data-pwned=" not in got.dom  # its handler never ran

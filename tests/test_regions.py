@@ -272,8 +272,8 @@ def test_html_icicle_and_rank_heat_map(tmp_path):
     from tests import browser
     from tracekit.report import html as H
 
-    rep = json.loads(Path(__file__).with_name("tui_report_regions.json").read_text())
-    charts = {c.key: c for c in H.charts(rep)}
+    report = decode(Path(__file__).with_name("tui_report_regions.json").read_text())
+    charts = {c.key: c for c in H.charts(report)}
     icicle = charts["regions"].spec["data"]["values"]
     by_path = {r["path"]: r for r in icicle}
     for r in icicle:  # a child lies inside its parent's bar, one row below
@@ -292,7 +292,7 @@ def test_html_icicle_and_rank_heat_map(tmp_path):
     if browser.chromium() is None:
         return
     page = tmp_path / "regions.html"
-    page.write_text(H.to_html(decode(json.dumps(rep))))
+    page.write_text(H.to_html(report))
     got = browser.render(page, tmp_path / "regions.png")
     assert got.console == [], got.console
     assert {"regions", "region_ranks"} <= set(got.charts_drawn())

@@ -70,16 +70,14 @@ def _html_report(r, rep) -> str:
     """The HTML report, each finding linked to its place in the Perfetto export."""
     from tracekit.report import export
     from tracekit.report.html import Link, to_html
-    from tracekit.report.schema import to_dict
 
     base = export.base_ns(r) if rep.full else 0
     links = [
         Link(export.perfetto_url(p, base), p.what) if p else None
         for p in (export.evidence(r, rep) if rep.full else [])
     ]
-    data = to_dict(rep)
-    data["memory_timeline"] = export.memory_timeline(r) if rep.full else []
-    return to_html(rep, links, export.how_to_open(), data)
+    timeline = export.memory_timeline(r) if rep.full else []
+    return to_html(rep, links, export.how_to_open(), timeline)
 
 
 def gate_report(

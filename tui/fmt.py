@@ -16,7 +16,7 @@ from typing import Any
 from tracekit.model import figures as F
 from tracekit.report import units
 
-PERCENT_KEYS = ("mfu", "hfu", "gemm_efficiency", "efficiency")
+PERCENT_KEYS = (F.MFU.key, F.HFU.key, F.GEMM_EFFICIENCY.key, "efficiency")
 
 
 @cache
@@ -175,24 +175,24 @@ def ms(ns: int | float | None) -> str:
 # them (`tracekit.report.render.LEVEL_ROWS`); the level's page shows every figure.
 KEY_FIGURES: dict[str, tuple[tuple[str | None, str | None], ...]] = {
     "memory": (
-        ("max_peak_memory_fraction", None),
-        ("peak_memory_bytes", "predicted_memory_bytes"),
+        (F.MAX_PEAK_MEMORY_FRACTION.key, None),
+        (F.PEAK_MEMORY_BYTES.key, F.PREDICTED_MEMORY_BYTES.key),
         ("capacity_bytes", None),
     ),
     "compute": (
-        ("mfu", None),
-        ("model_flops_per_step", "predicted_flops_per_step"),
-        ("idle_fraction", None),
+        (F.MFU.key, None),
+        (F.MODEL_FLOPS_PER_STEP.key, F.PREDICTED_FLOPS_PER_STEP.key),
+        (F.IDLE_FRACTION.key, None),
     ),
     "communication": (
-        ("exposed_comm_fraction", "predicted_exposed_comm_fraction"),
-        ("comm_wait_fraction", None),
-        ("comm_overlap_fraction", None),
+        (F.EXPOSED_COMM_FRACTION.key, F.PREDICTED_EXPOSED_COMM_FRACTION.key),
+        (F.COMM_WAIT_FRACTION.key, None),
+        (F.COMM_OVERLAP_FRACTION.key, None),
     ),
     "scaling": (
-        ("bubble_fraction", "predicted_bubble_fraction"),
-        (None, "modeled_bubble_fraction"),
-        ("straggler_ranks", None),
+        (F.BUBBLE_FRACTION.key, F.PREDICTED_BUBBLE_FRACTION.key),
+        (None, F.MODELED_BUBBLE_FRACTION.key),
+        (F.STRAGGLER_RANKS.key, None),
     ),
 }
 LEVEL_ORDER = tuple(KEY_FIGURES)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from diagnosers.base import pct
 from diagnosers.rules.base import Rule
+from tracekit.model import figures as F
 
 
 class DeviceIdle(Rule):
@@ -41,7 +42,7 @@ class DeviceIdle(Rule):
         for r in ctx.compute.ranks:
             if capturing.get(r["rank"], 0) >= 1:
                 continue  # capture steps: launches recorded, not run (compute's note)
-            unexplained = (r["idle_fraction"] or 0) - (r["host_bound_fraction"] or 0)
+            unexplained = (r[F.IDLE_FRACTION.key] or 0) - (r[F.HOST_BOUND_FRACTION.key] or 0)
             if unexplained >= self.warn:
                 flagged.append((r, unexplained))
         if not flagged:
@@ -51,8 +52,8 @@ class DeviceIdle(Rule):
             "critical" if frac >= self.critical else "warning",
             f"the device is idle {pct(frac)} of the step for reasons other than kernel launches",
             ranks=[r["rank"] for r, _ in flagged],
-            measured={"idle_fraction": frac},
-            predicted={"idle_fraction": 0.0},
+            measured={F.IDLE_FRACTION.key: frac},
+            predicted={F.IDLE_FRACTION.key: 0.0},
             impact_ms=frac * (ctx.step_ms or 0),
             remedy="look in the timeline for waits on the data loader, host synchronizations, "
             "checkpointing or evaluation inside the step",

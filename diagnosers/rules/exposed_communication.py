@@ -6,6 +6,7 @@ from diagnosers.base import mean, pct
 from diagnosers.findings import severity
 from diagnosers.rules.base import Rule
 from tracekit.analysis.communication import P2P, bare_counts, bucket_sizes, most_exposed
+from tracekit.model import figures as F
 
 
 class ExposedCommunication(Rule):
@@ -101,13 +102,15 @@ class ExposedCommunication(Rule):
             f"and overlap with compute would win it: {', '.join(parts)}",
             ranks=[r.rank for r in flagged],
             measured={
-                "exposed_comm_fraction": exposed,
-                "exposed_transfer_fraction": mean(r.exposed_transfer_fraction for r in ctx.ranks),
-                "comm_wait_fraction": mean(r.comm_wait_fraction for r in ctx.ranks),
-                "unexplained_exposed_fraction": resid,
+                F.EXPOSED_COMM_FRACTION.key: exposed,
+                F.EXPOSED_TRANSFER_FRACTION.key: mean(
+                    r.exposed_transfer_fraction for r in ctx.ranks
+                ),
+                F.COMM_WAIT_FRACTION.key: mean(r.comm_wait_fraction for r in ctx.ranks),
+                F.UNEXPLAINED_EXPOSED_FRACTION.key: resid,
                 "overlap_win_ms": ms,
             },
-            predicted={"exposed_comm_fraction": 0.0},
+            predicted={F.EXPOSED_COMM_FRACTION.key: 0.0},
             impact_ms=ms,
             remedy=self.remedy(ctx, top, wait_ms > self.mostly_wait * ms),
             details={

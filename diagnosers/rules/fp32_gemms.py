@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from diagnosers.base import mean, pct
 from diagnosers.rules.base import Rule
+from tracekit.model import figures as F
 
 
 class Fp32Matmuls(Rule):
@@ -49,8 +50,8 @@ class Fp32Matmuls(Rule):
         steps = {r.rank: getattr(r, "step_ms", None) for r in ctx.ranks}
         rows = []
         for r in c.ranks:
-            flops = (r.get("flops_by_dtype") or {}).get("fp32")
-            eff, step = r.get("gemm_efficiency"), steps.get(r["rank"])
+            flops = (r.get(F.FLOPS_BY_DTYPE.key) or {}).get("fp32")
+            eff, step = r.get(F.GEMM_EFFICIENCY.key), steps.get(r["rank"])
             if not flops or not eff or not step:
                 continue
             ms = flops / fp32 * 1e3 / eff  # the kernels' time at the rank's efficiency

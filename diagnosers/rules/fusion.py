@@ -47,7 +47,7 @@ class Unfused(Rule):
 
     def check(self, ctx):
         step_ms = ctx.step_ms or 0
-        eff = getattr(ctx.compute, "gemm_efficiency", None)
+        eff = ctx.compute.gemm_efficiency
         if not step_ms or (eff is not None and eff < self.gemm_ok):
             return
         rows = [
@@ -60,7 +60,7 @@ class Unfused(Rule):
         share = mean(f.elementwise_fraction for f in rows)
         other = mean(f.other_ms for f in rows)
         top = ", ".join(f"{_short(n)} {ms:.1f} ms" for n, ms in rows[0].top)
-        mfu = getattr(ctx.compute, "mfu", None)
+        mfu = ctx.compute.mfu
         yield self.finding(
             "critical" if other >= self.critical * step_ms else "warning",
             f"{pct(share)} of compute time ({other:.1f} ms per step, {pct(other / step_ms)} of "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from diagnosers.base import mean, pct
 from diagnosers.findings import severity
 from diagnosers.rules.base import Rule
+from tracekit.model import figures as F
 
 
 class HostBound(Rule):
@@ -41,11 +42,11 @@ class HostBound(Rule):
         per_rank = [self._less_input(ctx, r) for r in ctx.compute.ranks]
         flagged = [
             r for r in per_rank
-            if severity(r["host_bound_fraction"] or 0, self.warn, self.critical)
+            if severity(r[F.HOST_BOUND_FRACTION.key] or 0, self.warn, self.critical)
         ]  # fmt: skip
         if not flagged:
             return
-        frac = mean(r["host_bound_fraction"] for r in flagged)
+        frac = mean(r[F.HOST_BOUND_FRACTION.key] for r in flagged)
         ms = mean(r["host_bound_ms_per_step"] for r in flagged)
         gaps = mean(r["host_gaps_per_step"] for r in flagged)
         yield self.finding(
@@ -53,8 +54,8 @@ class HostBound(Rule):
             f"the device waits for kernel launches {pct(frac)} of each step ({ms:.1f} ms, "
             f"{gaps:.0f} gaps per step)",
             ranks=[r["rank"] for r in flagged],
-            measured={"host_bound_fraction": frac},
-            predicted={"host_bound_fraction": 0.0},
+            measured={F.HOST_BOUND_FRACTION.key: frac},
+            predicted={F.HOST_BOUND_FRACTION.key: 0.0},
             impact_ms=ms,
             remedy=self.advice(ctx, flagged),
         )
@@ -112,7 +113,7 @@ class HostBound(Rule):
         if wait is None or not wait.host_bound_ms or row["host_bound_ms_per_step"] is None:
             return row
         ms = max(row["host_bound_ms_per_step"] - wait.host_bound_ms, 0.0)
-        frac = row["host_bound_fraction"]
+        frac = row[F.HOST_BOUND_FRACTION.key]
         if frac and row["host_bound_ms_per_step"]:
             frac *= ms / row["host_bound_ms_per_step"]
-        return {**row, "host_bound_ms_per_step": ms, "host_bound_fraction": frac}
+        return {**row, "host_bound_ms_per_step": ms, F.HOST_BOUND_FRACTION.key: frac}

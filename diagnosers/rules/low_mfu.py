@@ -5,6 +5,7 @@ from __future__ import annotations
 from diagnosers.base import pct
 from diagnosers.rules.base import Rule
 from tracekit.analysis.uncounted import describe
+from tracekit.model import figures as F
 
 
 class LowMfu(Rule):
@@ -52,10 +53,10 @@ class LowMfu(Rule):
             return  # high MFU, or low MFU that idle / communication explains (their findings)
         lost = 0.0
         for r in c.ranks:  # the kernels' time now, against the time at a good efficiency
-            if r.get("gemm_efficiency") and r.get("at_peak_ms_per_step"):
+            if r.get(F.GEMM_EFFICIENCY.key) and r.get("at_peak_ms_per_step"):
                 at_peak = r["at_peak_ms_per_step"]
                 lost += max(
-                    0.0, at_peak / r["gemm_efficiency"] - at_peak / self.good_gemm_efficiency
+                    0.0, at_peak / r[F.GEMM_EFFICIENCY.key] - at_peak / self.good_gemm_efficiency
                 )
         peak_txt = ", ".join(f"{k} {p / 1e12:.0f}" for k, p in c.peak_flops_by_dtype.items())
         unc = c.uncounted_compute_fraction
@@ -66,9 +67,13 @@ class LowMfu(Rule):
                 f"GEMM/attention work whose FLOPs tracekit cannot count "
                 f"({describe(c.uncounted)}); the counted "
                 f"GEMM/attention work runs at {pct(eff)} of its dtype's peak",
-                ranks=[r["rank"] for r in c.ranks if r.get("mfu") is not None],
-                measured={"mfu": mfu, "gemm_efficiency": eff, "uncounted_compute_fraction": unc},
-                predicted={"gemm_efficiency": self.good_gemm_efficiency},
+                ranks=[r["rank"] for r in c.ranks if r.get(F.MFU.key) is not None],
+                measured={
+                    F.MFU.key: mfu,
+                    F.GEMM_EFFICIENCY.key: eff,
+                    F.UNCOUNTED_COMPUTE_FRACTION.key: unc,
+                },
+                predicted={F.GEMM_EFFICIENCY.key: self.good_gemm_efficiency},
                 impact_ms=None,
                 remedy="read MFU as a bound on the counted ops; top_uncounted_ops names the "
                 "rest (graph replays: profile a few steps without CUDA graphs to count them)",
@@ -79,9 +84,13 @@ class LowMfu(Rule):
             "critical" if mfu < self.critical else "warning",
             f"MFU {pct(mfu)}: the counted GEMM/attention work runs at {pct(eff)} of its "
             f"dtype's peak (TFLOP/s: {peak_txt or '—'})",
-            ranks=[r["rank"] for r in c.ranks if r.get("mfu") is not None and r["mfu"] < self.warn],
-            measured={"mfu": mfu, "gemm_efficiency": eff},
-            predicted={"gemm_efficiency": self.good_gemm_efficiency},
+            ranks=[
+                r["rank"]
+                for r in c.ranks
+                if r.get(F.MFU.key) is not None and r[F.MFU.key] < self.warn
+            ],
+            measured={F.MFU.key: mfu, F.GEMM_EFFICIENCY.key: eff},
+            predicted={F.GEMM_EFFICIENCY.key: self.good_gemm_efficiency},
             impact_ms=lost / max(len(c.ranks), 1),
             remedy="bf16 autocast or TF32 for fp32 GEMMs, matmul shapes that are multiples of "
             "64, flash/fused attention, torch.compile; confirm tensor-core kernels in the "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from diagnosers.base import pct
 from diagnosers.findings import severity
 from diagnosers.rules.base import Rule
+from tracekit.model import figures as F
 from tracekit.model.pipeline import bubble_fraction, microbatches_for
 
 
@@ -106,11 +107,11 @@ class PipelineBubble(Rule):
             f"{pipe.schedule or 'schedule unknown'}; formula {pct(pred)}"
             + (f", modeled {pct(model['modeled'])}" if model else "")
             + ")",
-            ranks=[s["rank"] for s in b.per_stage if s["bubble_fraction"] >= self.warn],
-            measured={"bubble_fraction": measured},
+            ranks=[s["rank"] for s in b.per_stage if s[F.BUBBLE_FRACTION.key] >= self.warn],
+            measured={F.BUBBLE_FRACTION.key: measured},
             predicted={
-                "bubble_fraction": pred,
-                "modeled_bubble_fraction": model["modeled"] if model else None,
+                F.BUBBLE_FRACTION.key: pred,
+                F.MODELED_BUBBLE_FRACTION.key: model["modeled"] if model else None,
             },
             impact_ms=max(min(win, (measured or 0) * step_ms), 0.0),
             remedy="; ".join(remedies),

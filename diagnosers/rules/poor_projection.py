@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from diagnosers.base import pct
 from diagnosers.rules.base import Rule
+from tracekit.model import figures as F
 
 
 class PoorProjection(Rule):
@@ -39,16 +40,16 @@ class PoorProjection(Rule):
         comm_found = any(f.level == "communication" for f in ctx.raised)
         if eff2 is None or eff2 >= self.efficiency or comm_found:
             return
-        step_ms = ctx.step_ms
+        step_ms, step2 = ctx.step_ms, proj["2x"][F.STEP_TIME_MS.key]
         # a projection, not a measurement: information, never a warning
         yield self.finding(
             "info",
             f"at {proj['2x']['world_size']} ranks the step would take "
-            f"{proj['2x']['step_time_ms']:.1f} ms (efficiency {pct(eff2)})",
+            f"{step2:.1f} ms (efficiency {pct(eff2)})",
             ranks=[],
-            measured={"step_time_ms": step_ms},
+            measured={F.STEP_TIME_MS.key: step_ms},
             predicted=proj,
-            impact_ms=proj["2x"]["step_time_ms"] - step_ms,
+            impact_ms=step2 - step_ms,
             remedy="overlap communication with compute, shard within a node (TP/HSDP), or "
             "raise the per-rank batch so compute grows with communication",
         )

@@ -23,10 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from tracekit.model import figures as F
 from tracekit.report import units
 from tracekit.report.render import header, health_lines, healthy_text, level_rows
-from tracekit.report.schema import Report, to_dict
+from tracekit.report.schema import CollectiveRow, Region, Report, StepModelBlock
 from tracekit.stepmodel.replay import COLOURS as PATH_COLOURS
 
 LEVELS = ("memory", "compute", "communication", "scaling")
@@ -156,14 +158,14 @@ def _path_color(domain: list[str]) -> dict[str, Any]:
 # ---------------------------------------------------------------- the charts
 
 
-def chart_breakdown(rep: dict) -> Chart | None:
+def chart_breakdown(report: Report) -> Chart | None:
     """Per rank, a step's time: idle, compute, exposed communication, other (the report's
     per-rank figures over its window, ÷ its steps)."""
     rows = []
-    for r in rep.get("ranks") or []:
-        steps = r.get("steps") or 1
-        window, busy = _num(r.get("window_ms")), _num(r.get("busy_ms"))
-        comp, exp = _num(r.get("compute_ms")), _num(r.get("exposed_comm_ms"))
+    for r in report.ranks:
+        steps = r.steps or 1
+        window, busy = _num(r.window_ms), _num(r.busy_ms)
+        comp, exp = _num(r.compute_ms), _num(r.exposed_comm_ms)
         if None in (window, busy, comp, exp):
             continue
         parts = {
@@ -173,7 +175,7 @@ def chart_breakdown(rep: dict) -> Chart | None:
             "idle": max(window - busy, 0.0),
         }
         for i, (part, ms) in enumerate(parts.items()):
-            rows.append({"rank": f"rank {r['rank']}", "part": part, "order": i, "ms": ms / steps})
+            rows.append({"rank": f"rank {r.rank}", "part": part, "order": i, "ms": ms / steps})
     if not rows:
         return None
     return Chart(
@@ -194,11 +196,11 @@ def chart_breakdown(rep: dict) -> Chart | None:
     )
 
 
-def chart_step_times(rep: dict) -> Chart | None:
+def chart_step_times(report: Report) -> Chart | None:
     rows = [
-        {"rank": f"rank {s['rank']}", "step": step, "ms": ms}
-        for s in (rep.get("samples") or {}).get("ranks") or []
-        for step, ms in zip(s.get("step") or [], s.get("step_time_ms") or [], strict=False)
+        {"rank": f"rank {s.rank}", "step": step, "ms": ms}
+        for s in (report.samples.ranks if report.samples else [])
+        for step, ms in zip(s.step, s.step_time_ms, strict=False)
         if _num(ms) is not None
     ]
     if not rows:
@@ -212,7 +214,7 @@ def chart_step_times(rep: dict) -> Chart | None:
             mark=mark,
             encoding={
                 "x": _o("step", "ProfilerStep"),
-                "y": _q("ms", F.label("step_time_ms") + " (ms)"),
+                "y": _q("ms", F.STEP_TIME_MS.label + " (ms)"),
                 "color": _n("rank", ""),
             },
         ),
@@ -220,34 +222,34 @@ def chart_step_times(rep: dict) -> Chart | None:
     )
 
 
-def _coll_label(c: dict) -> str:
-    size = units.fmt(c.get("bytes"), "bytes") if c.get("bytes") is not None else "?"
-    group = c.get("group_size") or "?"
-    return f"{c.get('name') or '(unknown)'} {size} ×{group}"
+def _coll_label(c: CollectiveRow) -> str:
+    size = units.fmt(c.bytes, "bytes") if c.bytes is not None else "?"
+    group = c.group_size or "?"
+    return f"{c.name or '(unknown)'} {size} ×{group}"
 
 
-def chart_busbw(rep: dict) -> Chart | None:
+def chart_busbw(report: Report) -> Chart | None:
     rows = []
-    for c in rep.get("collectives") or []:
-        n, kind = _num(c.get("bytes")), c.get("name") or "(unknown)"
+    for c in report.collectives or []:
+        n, kind = _num(c.bytes), c.name or "(unknown)"
         if not n:
             continue
-        if _num(c.get("busbw_GBps")) is not None:
+        if _num(c.busbw_GBps) is not None:
             rows.append(
                 {
                     "kind": kind,
                     "bytes": n,
-                    "GBps": c["busbw_GBps"],
+                    "GBps": c.busbw_GBps,
                     "what": "measured",
                     "collective": _coll_label(c),
                 }
             )
-        if _num(c.get("predicted_busbw_GBps")) is not None:
+        if _num(c.predicted_busbw_GBps) is not None:
             rows.append(
                 {
                     "kind": kind,
                     "bytes": n,
-                    "GBps": c["predicted_busbw_GBps"],
+                    "GBps": c.predicted_busbw_GBps,
                     "what": "α-β model",
                     "collective": _coll_label(c),
                 }
@@ -289,10 +291,10 @@ def chart_busbw(rep: dict) -> Chart | None:
     )
 
 
-def chart_exposed(rep: dict) -> Chart | None:
+def chart_exposed(report: Report) -> Chart | None:
     rows = []
-    for c in (rep.get("collectives") or [])[:15]:
-        exp, wait = _num(c.get("exposed_ms")), _num(c.get("exposed_wait_ms")) or 0.0
+    for c in (report.collectives or [])[:15]:
+        exp, wait = _num(c.exposed_ms), _num(c.exposed_wait_ms) or 0.0
         if not exp:
             continue
         label = _coll_label(c)
@@ -308,7 +310,7 @@ def chart_exposed(rep: dict) -> Chart | None:
             mark={"type": "bar", "tooltip": True},
             encoding={
                 "y": _n("collective", None, sort="-x", axis={"labelLimit": 300}),
-                "x": _q("ms", F.label("exposed_ms") + " (ms per step)", stack="zero"),
+                "x": _q("ms", F.EXPOSED_MS.label + " (ms per step)", stack="zero"),
                 "color": _n(
                     "part",
                     "",
@@ -323,25 +325,25 @@ def chart_exposed(rep: dict) -> Chart | None:
     )
 
 
-def _level(rep: dict, name: str) -> dict:
-    return next((lv for lv in rep.get("levels") or [] if lv.get("level") == name), {})
+def _level(report: Report, name: str) -> Any:
+    return next((lv for lv in report.levels or [] if lv.level == name), None)
 
 
-def chart_bubble(rep: dict) -> Chart | None:
-    scal = _level(rep, "scaling")
-    pipe = (scal.get("metrics") or {}).get("pipeline") or {}
+def chart_bubble(report: Report) -> Chart | None:
+    scal = _level(report, "scaling")
+    pipe = (scal.metrics if scal else {}).get("pipeline") or {}
     per = pipe.get("per_rank") or []
     if not per:
         return None
     rows = [
-        {"stage": f"rank {p['rank']}", "bubble": p["bubble_fraction"], "what": "measured"}
+        {"stage": f"rank {p['rank']}", "bubble": p[F.BUBBLE_FRACTION.key], "what": "measured"}
         for p in per
-        if _num(p.get("bubble_fraction")) is not None
+        if _num(p.get(F.BUBBLE_FRACTION.key)) is not None
     ]
-    pred = scal.get("predicted") or {}
+    pred = scal.predicted
     rules = [
-        {"what": "formula (P−1)/(M+P−1)", "bubble": pred.get("bubble_fraction")},
-        {"what": "modeled (schedule replayed)", "bubble": pred.get("modeled_bubble_fraction")},
+        {"what": "formula (P−1)/(M+P−1)", "bubble": pred.predicted_bubble_fraction},
+        {"what": "modeled (schedule replayed)", "bubble": pred.modeled_bubble_fraction},
     ]
     rules = [r for r in rules if _num(r["bubble"]) is not None]
     y = _q("bubble", "bubble (fraction of the step)", axis={"format": "%"})
@@ -374,19 +376,20 @@ def chart_bubble(rep: dict) -> Chart | None:
     )
 
 
-def chart_mfu(rep: dict) -> Chart | None:
-    comp = _level(rep, "compute")
+def chart_mfu(report: Report) -> Chart | None:
+    comp = _level(report, "compute")
     rows = []
-    for r in (comp.get("metrics") or {}).get("ranks") or []:
-        for key in ("mfu", "hfu"):
-            if _num(r.get(key)) is not None:
-                rows.append({"rank": f"rank {r['rank']}", "figure": F.label(key), "value": r[key]})
+    for r in (comp.metrics if comp else {}).get("ranks") or []:
+        for fig in (F.MFU, F.HFU):  # the level's per-rank rows: JSON values
+            if _num(r.get(fig.key)) is not None:
+                rows.append({"rank": f"rank {r['rank']}", "figure": fig.label, "value": r[fig.key]})
     if not rows:
         return None
-    dtypes = units.fmt((rep.get("summary") or {}).get("flops_by_dtype"), "map", of="flops")
-    peaks = (rep.get("summary") or {}).get("peak_flops_by_dtype")
+    summary = report.summary
+    dtypes = units.fmt(summary.flops_by_dtype, "map", of="flops")
+    peaks = summary.peak_flops_by_dtype
     return Chart(
-        "mfu",
+        F.MFU.key,
         "MFU and HFU per rank",
         _spec(
             rows,
@@ -403,21 +406,21 @@ def chart_mfu(rep: dict) -> Chart | None:
     )
 
 
-def chart_ops(rep: dict) -> Chart | None:
-    ops = [o for o in (rep.get("top_ops") or [])[:12] if _num(o.get("achieved_tflops")) is not None]
+def chart_ops(report: Report) -> Chart | None:
+    ops = [o for o in (report.top_ops or [])[:12] if _num(o.achieved_tflops) is not None]
     if not ops:
         return None
     rows = [
         {
-            "op": f"{o['name']} ({o.get('dtype') or '?'})",
-            "TFLOPs": o["achieved_tflops"],
-            "of_peak": o.get("peak_fraction"),
+            "op": f"{o.name} ({o.dtype or '?'})",
+            "TFLOPs": o.achieved_tflops,
+            "of_peak": o.op_peak_fraction,
         }
         for o in ops
     ]
     peaks = [
         {"peak": f"{k} peak", "TFLOPs": v / 1e12}
-        for k, v in ((rep.get("summary") or {}).get("peak_flops_by_dtype") or {}).items()
+        for k, v in (report.summary.peak_flops_by_dtype or {}).items()
         if _num(v)
     ]
     x = _q("TFLOPs", "achieved TFLOP/s")
@@ -449,10 +452,10 @@ def chart_ops(rep: dict) -> Chart | None:
     )
 
 
-def chart_memory(rep: dict) -> Chart | None:
-    mem = _level(rep, "memory")
+def chart_memory(report: Report) -> Chart | None:
+    mem = _level(report, "memory")
     rows, caps = [], []
-    for r in (mem.get("metrics") or {}).get("ranks") or []:
+    for r in (mem.metrics if mem else {}).get("ranks") or []:
         for key in ("peak_allocated_bytes", "peak_reserved_bytes"):
             if _num(r.get(key)):
                 rows.append(
@@ -462,11 +465,11 @@ def chart_memory(rep: dict) -> Chart | None:
             caps.append(
                 {"rank": f"rank {r['rank']}", "figure": "capacity", "GB": r["capacity_bytes"] / 1e9}
             )
-    pred = mem.get("predicted") or {}
+    pred = mem.predicted if mem else None
     eq = [
-        {"rank": "equation", "figure": F.label(key), "GB": pred[key] / 1e9}
-        for key in ("states_bytes", "activations_bytes")
-        if _num(pred.get(key))
+        {"rank": "equation", "figure": fig.label, "GB": getattr(pred, fig.key) / 1e9}
+        for fig in (F.STATES_BYTES, F.ACTIVATIONS_BYTES)
+        if _num(getattr(pred, fig.key, None))
     ]
     if not rows and not eq:
         return None
@@ -509,12 +512,12 @@ def chart_memory(rep: dict) -> Chart | None:
     )
 
 
-def chart_memory_timeline(rep: dict) -> Chart | None:
+def chart_memory_timeline(timeline: list[dict] | None) -> Chart | None:
     """The allocator's total over time per rank (`memory_timeline`: the trace's series the
     CLI adds beside the report when the trace has memory events)."""
     rows = [
         {"rank": f"rank {m['rank']}", "t_ms": m["t_ms"], "GB": m["allocated_bytes"] / 1e9}
-        for m in rep.get("memory_timeline") or []
+        for m in timeline or []
         if _num(m.get("allocated_bytes")) is not None and _num(m.get("t_ms")) is not None
     ]
     if len(rows) < 2:
@@ -536,13 +539,12 @@ def chart_memory_timeline(rep: dict) -> Chart | None:
     )
 
 
-def charts_step_model(rep: dict) -> list[Chart]:
-    model = rep.get("step_model")
-    if not isinstance(model, dict):
+def charts_step_model(model: StepModelBlock | Any) -> list[Chart]:
+    if not isinstance(model, StepModelBlock):
         return []
-    cp = model.get("critical_path") or {}
+    cp = model.critical_path
     out = []
-    kinds = [{"kind": k, "ms": v} for k, v in (cp.get("by_kind") or {}).items() if _num(v)]
+    kinds = [{"kind": k, "ms": v} for k, v in (cp.by_kind if cp else {}).items() if _num(v)]
     if kinds:
         out.append(
             Chart(
@@ -557,21 +559,21 @@ def charts_step_model(rep: dict) -> list[Chart]:
                         "color": _n("kind", "", scale=_path_color([k["kind"] for k in kinds])),
                     },
                 ),
-                f"measured step {units.fmt(model.get('measured_step_ms'), 'ms')}, "
-                f"replayed {units.fmt(model.get('replayed_step_ms'), 'ms')}, "
-                f"replay error {units.fmt(model.get('replay_error'), 'fraction')}.",
+                f"measured step {units.fmt(model.measured_step_ms, 'ms')}, "
+                f"replayed {units.fmt(model.replayed_step_ms, 'ms')}, "
+                f"replay error {units.fmt(model.replay_error, 'fraction')}.",
             )
         )
     segs = [
         {
-            "rank": f"rank {s.get('rank')}",
-            "kind": s.get("kind"),
-            "name": s.get("name"),
-            "start": s.get("start_ms"),
-            "end": s["start_ms"] + s["ms"],
+            "rank": f"rank {s.rank}",
+            "kind": s.kind,
+            "name": s.name,
+            "start": s.start_ms,
+            "end": s.start_ms + s.ms,
         }
-        for s in cp.get("segments") or []
-        if _num(s.get("start_ms")) is not None and _num(s.get("ms")) is not None
+        for s in (cp.segments if cp else [])
+        if _num(s.start_ms) is not None and _num(s.ms) is not None
     ]
     if segs:
         out.append(
@@ -599,18 +601,18 @@ def charts_step_model(rep: dict) -> list[Chart]:
     return out
 
 
-def chart_regions(rep: dict, limit: int = 40) -> Chart | None:
+def chart_regions(report: Report, limit: int = 40) -> Chart | None:
     """An icicle of device time by region (`regions[]`): each region a bar as wide as its
     device time per step, its children side by side beneath it, the heaviest first. Only
     the layout is computed here (where each bar starts), from the report's figures."""
-    regions = [g for g in (rep.get("regions") or []) if _num(g.get("device_ms_per_step"))]
+    regions = [g for g in report.regions or [] if _num(g.device_ms_per_step)]
     if not regions:
         return None
     top = regions[:limit]
-    paths = {tuple(g["path"]) for g in top}
-    kids: dict[tuple, list[dict]] = {}
+    paths = {tuple(g.path) for g in top}
+    kids: dict[tuple, list[Region]] = {}
     for g in top:  # the report's order: the heaviest first
-        up = tuple(g["path"][:-1])
+        up = tuple(g.path[:-1])
         while up and up not in paths:
             up = up[:-1]
         kids.setdefault(up, []).append(g)
@@ -619,21 +621,21 @@ def chart_regions(rep: dict, limit: int = 40) -> Chart | None:
     def place(up: tuple, x0: float, depth: int) -> None:
         x = x0
         for g in kids.get(up, []):
-            ms = g["device_ms_per_step"]
+            ms = g.device_ms_per_step
             rows.append(
                 {
-                    "region": g["path"][-1],
-                    "path": " / ".join(g["path"]),
-                    "kind": g.get("kind"),
+                    "region": g.path[-1],
+                    "path": " / ".join(g.path),
+                    "kind": g.kind,
                     "depth": depth,
                     "x0": x,
                     "x1": x + ms,
                     "device_ms": ms,
-                    "self_ms": g.get("device_self_ms_per_step"),
-                    "TFLOPs": g.get("achieved_tflops"),
+                    "self_ms": g.device_self_ms_per_step,
+                    "TFLOPs": g.achieved_tflops,
                 }
             )
-            place(tuple(g["path"]), x, depth + 1)
+            place(tuple(g.path), x, depth + 1)
             x += ms
 
     place((), 0.0, 0)
@@ -671,13 +673,13 @@ def chart_regions(rep: dict, limit: int = 40) -> Chart | None:
     )
 
 
-def chart_region_ranks(rep: dict, limit: int = 12) -> Chart | None:
+def chart_region_ranks(report: Report, limit: int = 12) -> Chart | None:
     """A rank × region heat map of device time per step for the top regions."""
-    regions = [g for g in (rep.get("regions") or []) if g.get("device_ms_by_rank")][:limit]
+    regions = [g for g in report.regions or [] if g.device_ms_by_rank][:limit]
     rows = [
-        {"region": " / ".join(g["path"]), "rank": int(r), "device_ms": v}
+        {"region": " / ".join(g.path), "rank": int(r), "device_ms": v}
         for g in regions
-        for r, v in g["device_ms_by_rank"].items()
+        for r, v in g.device_ms_by_rank.items()
         if _num(v) is not None
     ]
     if len({r["rank"] for r in rows}) < 2:
@@ -700,22 +702,23 @@ def chart_region_ranks(rep: dict, limit: int = 12) -> Chart | None:
     )
 
 
-def charts(rep: dict) -> list[Chart]:
-    """Every chart the report has data for, in the order of the page."""
+def charts(report: Report, memory_timeline: list[dict] | None = None) -> list[Chart]:
+    """Every chart the report has data for, in the order of the page (`memory_timeline`:
+    the allocator's series, `tracekit.report.export.memory_timeline`, not in the report)."""
     made = [
-        chart_breakdown(rep),
-        chart_step_times(rep),
-        chart_busbw(rep),
-        chart_exposed(rep),
-        chart_bubble(rep),
-        chart_mfu(rep),
-        chart_ops(rep),
-        chart_memory(rep),
-        chart_memory_timeline(rep),
-        chart_regions(rep),
-        chart_region_ranks(rep),
+        chart_breakdown(report),
+        chart_step_times(report),
+        chart_busbw(report),
+        chart_exposed(report),
+        chart_bubble(report),
+        chart_mfu(report),
+        chart_ops(report),
+        chart_memory(report),
+        chart_memory_timeline(memory_timeline),
+        chart_regions(report),
+        chart_region_ranks(report),
     ]
-    return [c for c in made if c] + charts_step_model(rep)
+    return [c for c in made if c] + charts_step_model(report.step_model)
 
 
 # ---------------------------------------------------------------- the page
@@ -872,16 +875,16 @@ def _remedies_html(remedies: list) -> str:
     )
 
 
-def _uncounted_html(rep: dict) -> str:
-    frac = (rep.get("summary") or {}).get("uncounted_compute_fraction")
-    tops = rep.get("top_uncounted_ops") or (rep.get("summary") or {}).get("top_uncounted_ops")
+def _uncounted_html(report: Report) -> str:
+    frac = report.summary.uncounted_compute_fraction
+    tops = [msgspec.to_builtins(t) for t in report.top_uncounted_ops or []]
     if frac is None and not tops:
         return ""
     out = "<section id='uncounted'><h2>Compute tracekit cannot count</h2>"
     if frac is not None:
-        label = F.label("uncounted_compute_fraction", "uncounted compute")
+        label = F.UNCOUNTED_COMPUTE_FRACTION.label
         out += f"<p>{esc(label)}: <b>{esc(units.fmt(frac, 'fraction'))}</b></p>"
-    if isinstance(tops, list) and tops and all(isinstance(t, dict) for t in tops):
+    if tops:  # every column the rows have, in their order
         cols = list(dict.fromkeys(k for t in tops for k in t))
         out += _table(cols, ([_value(t.get(c)) for c in cols] for t in tops[:15]))
     return out + "</section>"
@@ -968,13 +971,11 @@ def to_html(
     report: Report,
     links: list[Link | None] | None = None,
     how: str = "",
-    data: dict[str, Any] | None = None,
+    memory_timeline: list[dict] | None = None,
 ) -> str:
     """The report as a self-contained page; `links`: each finding's place in the Perfetto
-    export (`tracekit.report.export`), `how`: the line that says how to get one; `data`:
-    the report's JSON values the charts draw (default: the report's own; a reader with
-    blocks this version's schema does not type yet, `step_model`, passes them here)."""
-    rep = to_dict(report) if data is None else data
+    export (`tracekit.report.export`), `how`: the line that says how to get one;
+    `memory_timeline`: the allocator's series (`export.memory_timeline`), drawn beside it."""
     head = header(report)
     body = f"<h1>tracekit · {esc(head[0])}</h1>" + "".join(
         f"<p class='sub'>{esc(h)}</p>" for h in head[1:]
@@ -983,9 +984,9 @@ def to_html(
     items: list[Chart] = []
     if report.full:
         body += "<h2>The four levels</h2>" + _levels_html(report)
-        items = charts(rep)
+        items = charts(report, memory_timeline)
         body += "<h2>Charts</h2><div class='charts'>" + _chart_divs(items) + "</div>"
-        body += _uncounted_html(rep)
+        body += _uncounted_html(report)
         body += f"<h2>Findings</h2>{_findings_html(report, links, how)}"
         if report.collectives:
             from tracekit.report.render import COLLECTIVE_COLUMNS
@@ -1010,6 +1011,6 @@ def to_html(
                 ),
             )
     else:
-        items = [c for c in [chart_breakdown(rep)] if c]
+        items = [c for c in [chart_breakdown(report)] if c]
         body += "<h2>Charts</h2><div class='charts'>" + _chart_divs(items) + "</div>"
     return page(f"tracekit · {report.run.path}", body, items)

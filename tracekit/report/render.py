@@ -19,30 +19,30 @@ from tracekit.report.schema import Report, encode
 # the per-rank table: (key, header, bare unit); the header carries the unit
 RANK_COLUMNS = (
     ("rank", "rank", "text"),
-    ("steps", "steps", "count"),
-    ("step_time_ms", "step ms", "ms"),
-    ("idle_fraction", "idle %", "fraction"),
-    ("compute_fraction", "compute %", "fraction"),
-    ("non_compute_fraction", "non-compute %", "fraction"),
-    ("comm_overlap_fraction", "comm overlap %", "fraction"),
-    ("exposed_comm_fraction", "exposed comm %", "fraction"),
+    (F.STEPS.key, "steps", "count"),
+    (F.STEP_TIME_MS.key, "step ms", "ms"),
+    (F.IDLE_FRACTION.key, "idle %", "fraction"),
+    (F.COMPUTE_FRACTION.key, "compute %", "fraction"),
+    (F.NON_COMPUTE_FRACTION.key, "non-compute %", "fraction"),
+    (F.COMM_OVERLAP_FRACTION.key, "comm overlap %", "fraction"),
+    (F.EXPOSED_COMM_FRACTION.key, "exposed comm %", "fraction"),
 )
 
 # the levels table: (level, measured attribute, predicted attribute, indent); labels and
 # units are the figures'
 LEVEL_ROWS: tuple[tuple[str, str | None, str | None, int], ...] = (
-    ("memory", "max_peak_memory_fraction", None, 0),
-    ("memory", "peak_memory_bytes", "predicted_memory_bytes", 0),
-    ("compute", "mfu", None, 0),
-    ("compute", "hfu", None, 0),
-    ("compute", "gemm_efficiency", None, 0),
-    ("compute", "model_flops_per_step", "predicted_flops_per_step", 0),
-    ("compute", "flops_per_step", None, 0),
-    ("compute", "uncounted_ops_per_step", None, 0),
-    ("compute", "uncounted_compute_fraction", None, 0),
-    ("compute", "host_bound_fraction", None, 0),
-    ("compute", "idle_fraction", None, 0),
-    ("communication", "exposed_comm_fraction", "predicted_exposed_comm_fraction", 0),
+    ("memory", F.MAX_PEAK_MEMORY_FRACTION.key, None, 0),
+    ("memory", F.PEAK_MEMORY_BYTES.key, F.PREDICTED_MEMORY_BYTES.key, 0),
+    ("compute", F.MFU.key, None, 0),
+    ("compute", F.HFU.key, None, 0),
+    ("compute", F.GEMM_EFFICIENCY.key, None, 0),
+    ("compute", F.MODEL_FLOPS_PER_STEP.key, F.PREDICTED_FLOPS_PER_STEP.key, 0),
+    ("compute", F.FLOPS_PER_STEP.key, None, 0),
+    ("compute", F.UNCOUNTED_OPS_PER_STEP.key, None, 0),
+    ("compute", F.UNCOUNTED_COMPUTE_FRACTION.key, None, 0),
+    ("compute", F.HOST_BOUND_FRACTION.key, None, 0),
+    ("compute", F.IDLE_FRACTION.key, None, 0),
+    ("communication", F.EXPOSED_COMM_FRACTION.key, F.PREDICTED_EXPOSED_COMM_FRACTION.key, 0),
     # its two breakdowns, each adding to it: a group's name, then its parts
     *(
         row
@@ -52,10 +52,10 @@ LEVEL_ROWS: tuple[tuple[str, str | None, str | None, int], ...] = (
             *(("communication", key, None, 2) for key in parts),
         )
     ),
-    ("communication", "comm_overlap_fraction", None, 0),
-    ("scaling", "bubble_fraction", "predicted_bubble_fraction", 0),
-    ("scaling", None, "modeled_bubble_fraction", 0),
-    ("scaling", "straggler_ranks", None, 0),
+    ("communication", F.COMM_OVERLAP_FRACTION.key, None, 0),
+    ("scaling", F.BUBBLE_FRACTION.key, F.PREDICTED_BUBBLE_FRACTION.key, 0),
+    ("scaling", None, F.MODELED_BUBBLE_FRACTION.key, 0),
+    ("scaling", F.STRAGGLER_RANKS.key, None, 0),
 )
 
 # the collectives table: (key, header, formatter)

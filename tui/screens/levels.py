@@ -31,7 +31,7 @@ def grouped(rows: list[dict]) -> list[dict]:
         if row in by_key.values():
             continue
         out.append(row)
-        if row["path"] == ("exposed_comm_fraction",) and by_key:
+        if row["path"] == (F.EXPOSED_COMM_FRACTION.key,) and by_key:
             for group, keys in F.EXPOSED_PARTS.items():
                 out.append({"group": group})
                 out += [{**by_key[k], "depth": 3} for k in keys if k in by_key]

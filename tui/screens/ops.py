@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from rich.text import Text
 from textual.binding import Binding, BindingType
 
+from tracekit.model import figures as F
 from tracekit.report import units
 from tui import fmt
 from tui.messages import OpenKernels
@@ -40,7 +41,7 @@ class OpsScreen(TableScreen):
     def on_mount(self) -> None:
         self.sub_title = "ops & kernels"
         rep = self.session.report
-        peaks = (rep.get("summary") or {}).get("peak_flops_by_dtype") or {}
+        peaks = (rep.get("summary") or {}).get(F.PEAK_FLOPS_BY_DTYPE.key) or {}
         rows = [dict(op) for op in rep.get("top_ops", [])]
         keys: list[str] = []
         for r in rows:
@@ -55,7 +56,7 @@ class OpsScreen(TableScreen):
         )
         if not rows:
             note = "no counted ops (GEMM, convolution, attention): record_shapes off, or none ran"
-        unc = (rep.get("summary") or {}).get("uncounted_compute_fraction")
+        unc = (rep.get("summary") or {}).get(F.UNCOUNTED_COMPUTE_FRACTION.key)
         if unc:  # what MFU leaves out: GEMM/attention work without FLOPs
             names = ", ".join(o["name"] for o in rep.get("top_uncounted_ops", [])[:3])
             note += (

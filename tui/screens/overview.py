@@ -13,6 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Grid
 from textual.widgets import DataTable, Footer, Label, Static
 
+from tracekit.model import figures as F
 from tui import fmt
 from tui.messages import OpenFinding, OpenLevels, OpenWhatIf, Painted
 from tui.screens.common import TkScreen
@@ -33,9 +34,11 @@ def run_facts(report: dict, display_path: str) -> str:
         step_txt = f"{steps[0]}–{steps[-1]}" if len(steps) > 1 else str(steps[0])
     win = report.get("window", {})
     summ = report.get("summary", {})
-    step_ms = summ.get("step_time_ms")
+    step_ms = summ.get(F.STEP_TIME_MS.key)
     if step_ms is None and report.get("ranks"):
-        vals = [x["step_time_ms"] for x in report["ranks"] if x.get("step_time_ms") is not None]
+        vals = [
+            x[F.STEP_TIME_MS.key] for x in report["ranks"] if x.get(F.STEP_TIME_MS.key) is not None
+        ]
         step_ms = sum(vals) / len(vals) if vals else None
     facts = (
         f"run {display_path} · {len(r.get('ranks', []))} of {r.get('world_size')} ranks · "

@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.text import Text
 
+from tracekit.model import figures as F
 from tracekit.report import units
 from tui import fmt
 from tui.messages import JumpTo, Target
@@ -17,14 +18,14 @@ SKIP = ("window_start_ns", "straggler")
 FIRST = (
     "rank",
     "steps",
-    "step_time_ms",
-    "idle_fraction",
-    "compute_fraction",
-    "non_compute_fraction",
-    "comm_overlap_fraction",
-    "exposed_comm_fraction",
+    F.STEP_TIME_MS.key,
+    F.IDLE_FRACTION.key,
+    F.COMPUTE_FRACTION.key,
+    F.NON_COMPUTE_FRACTION.key,
+    F.COMM_OVERLAP_FRACTION.key,
+    F.EXPOSED_COMM_FRACTION.key,
 )
-LABELS = {"step_time_ms": "step ms", "window_ms": "window ms"}
+LABELS = {F.STEP_TIME_MS.key: "step ms", "window_ms": "window ms"}
 
 
 def rank_columns(ranks: list[dict]) -> list[tuple[str, str]]:
@@ -61,7 +62,7 @@ class RanksScreen(TableScreen):
     def on_mount(self) -> None:
         self.sub_title = "ranks"
         rep = self.session.report
-        stragglers = set((rep.get("summary") or {}).get("straggler_ranks") or [])
+        stragglers = set((rep.get("summary") or {}).get(F.STRAGGLER_RANKS.key) or [])
         rows = [dict(r, straggler=r["rank"] in stragglers) for r in rep.get("ranks", [])]
         table = self.table
         table.set_data(rank_columns(rows), rows, rank_cell, sort_key="rank", reverse=False)

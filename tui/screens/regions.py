@@ -12,6 +12,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Static, Tree
 
+from tracekit.model import figures as F
 from tracekit.report import units
 from tui.messages import JumpTo, ShowError, Target
 from tui.screens.common import TkScreen
@@ -40,7 +41,7 @@ def spread(g: dict) -> float | None:
 
 def sort_value(g: dict, sort: str) -> float:
     if sort == "FLOPs":
-        return g.get("flops_per_step") or 0.0
+        return g.get(F.FLOPS_PER_STEP.key) or 0.0
     if sort == "spread":
         return spread(g) or 0.0
     return time_ms(g)
