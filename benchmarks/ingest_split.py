@@ -67,15 +67,15 @@ class _Timed:
     def __getattr__(self, name):
         return getattr(self._con, name)
 
-    def execute(self, query, *args):
+    def execute(self, query, *args, **kwargs):
         t = cpu_seconds()
         try:
-            return self._con.execute(query, *args)
+            return self._con.execute(query, *args, **kwargs)
         finally:
             self._spent[label(query)] += cpu_seconds() - t
 
-    def sql(self, query, *args):
-        return _TimedRel(self._con.sql(query, *args), self._spent, label(query))
+    def sql(self, query, *args, **kwargs):
+        return _TimedRel(self._con.sql(query, *args, **kwargs), self._spent, label(query))
 
     def close(self):
         self._con.close()
