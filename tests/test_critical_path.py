@@ -184,7 +184,7 @@ def test_a_graph_replay_with_a_host_sync_follows_the_graphs_kernels(tmp_path, la
 def test_one_colour_per_kind_in_every_chart_that_draws_the_path():
     """The HTML report's path charts and the TUI's path rows take their colours from one
     mapping (tracekit.stepmodel.replay.COLOURS), one for each kind."""
-    from tracekit.report import html
+    from tracekit.report import charts_detail as html
     from tracekit.report.schema import CriticalPath, PathSegment, StepModelBlock
     from tui.widgets import timeline
 

@@ -9,7 +9,8 @@ from tracekit.gate import read as R
 from tracekit.gate.render import _change, _shown, headline
 from tracekit.gate.verdict import Comparison
 from tracekit.report import units
-from tracekit.report.html import Chart, _n, _o, _q, _spec, _table, esc, page
+from tracekit.report.html import _table, esc, page
+from tracekit.report.vega import Chart, _n, _o, _q, _spec
 
 VERDICT_COLOR = {
     "regressed": "#c62828",
