@@ -45,6 +45,9 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from itertools import pairwise
+
+import numpy as np
 
 from tracekit import sql
 
@@ -163,13 +166,16 @@ def build(run, windows: str) -> Graph:
     """The graph of each rank's window (`windows`: SQL rows rank, wid, start_ns, end_ns, n)."""
     con = run.con
     wrows = con.sql(f"SELECT rank, start_ns, end_ns, n FROM ({windows})").fetchall()
-    host = con.sql(sql.query("stepmodel.graph", "host", windows=windows)).fetchall()
-    dev = con.sql(sql.query("stepmodel.graph", "device", windows=windows)).fetchall()
     steps = con.sql(sql.query("stepmodel.graph", "steps", windows=windows)).fetchall()
-    g = Graph(cpu=not any(r[4] in ("kernel", "memcpy", "memset") for r in dev))
     # times relative to the earliest window start: ns since the epoch (~1.8e18) are beyond
     # a float's exact integers (2^53), and the replay adds floats
-    g.origin = o = min((int(s) for _r, s, _e, _n in wrows if s is not None), default=0)
+    o = min((int(s) for _r, s, _e, _n in wrows if s is not None), default=0)
+    # the two large inputs as columns (tens of thousands of rows: tuples per row and their
+    # transposition cost more than the query's numpy result), times made relative there
+    hcols = _top_level(con.sql(sql.query("stepmodel.graph", "host", windows=windows)), o)
+    dcols = _columns(con, sql.query("stepmodel.graph", "device", windows=windows), o, DEV_TIMES)
+    g = Graph(cpu=not any(k in ("kernel", "memcpy", "memset") for k in dcols[4]))
+    g.origin = o
 
     def rel(x):
         return None if x is None else int(x) - o
@@ -192,10 +198,7 @@ def build(run, windows: str) -> Graph:
         g.input_spans.setdefault(rank, []).append((rel(s), rel(e)))
 
     # ---- host: top-level events per thread (what they contain acts through them)
-    hcols = list(zip(*host, strict=True)) if host else [[]] * 9
-    h_rank, h_tid, h_name = list(hcols[0]), hcols[1], list(hcols[4])
-    h_ts = [int(x) - o for x in hcols[2]]
-    h_end = [int(x) - o for x in hcols[3]]
+    h_rank, h_tid, h_name, h_ts, h_end = hcols[0], hcols[1], hcols[4], hcols[2], hcols[3]
     ids = g.extend(
         h_rank,
         [f"thread {tid}" for tid in h_tid],
@@ -212,7 +215,7 @@ def build(run, windows: str) -> Graph:
     ]
     # host node → (the blocking call in it, its start, its end, the stream it waited for)
     sync_of: dict[int, tuple[str, int, int, int | None]] = {
-        i: (api, int(cs) - o, int(ce) - o, stream)
+        i: (api, cs, ce, stream)
         for i, api, cs, ce, stream in zip(ids, *hcols[5:9], strict=True)
         if api is not None
     }
@@ -228,11 +231,9 @@ def build(run, windows: str) -> Graph:
         v.sort(key=lambda i: (g.ts[i], i))
     host_ts = {r: [g.ts[i] for i in v] for r, v in host_nodes.items()}
     blocking: dict[int, int] = {}  # host node → the device work its call waited for
-    dcols = list(zip(*dev, strict=True)) if dev else [[]] * 15
-    d_ts = [int(x) - o for x in dcols[2]]
-    d_end = [int(x) - o for x in dcols[3]]
+    d_ts, d_end = dcols[2], dcols[3]
     ids = g.extend(
-        list(dcols[0]),
+        dcols[0],
         [
             # a gloo span is a lane of its own even where it sits on the main thread (send
             # and recv): the thread's next op waits for it, it is not its predecessor
@@ -240,7 +241,7 @@ def build(run, windows: str) -> Graph:
             for lane, kind in zip(dcols[1], dcols[4], strict=True)
         ],
         COMPUTE,
-        list(dcols[5]),
+        dcols[5],
         d_ts,
         d_end,
         [float(e - t) for t, e in zip(d_ts, d_end, strict=True)],
@@ -256,19 +257,18 @@ def build(run, windows: str) -> Graph:
             by_instance.setdefault(key, []).append(i)
         if lts is None:
             continue
-        lts = int(lts) - o
         h = _containing(g, host_nodes.get(rank, []), host_ts.get(rank, []), lts)
         if h is not None:
             launch_of[i] = (h, lts)
             end = g.end[i]
             # a call that returns only once its own work is done (a blocking copy) waited
-            if lend is not None and lts <= end <= int(lend) - o >= end >= g.end[blocking.get(h, i)]:
+            if lend is not None and lts <= end <= lend >= end >= g.end[blocking.get(h, i)]:
                 blocking[h] = i
                 if lname is not None and SYNC_API.search(lname):
                     # a blocking copy: the host waits in its call for this device work
                     g.sync_api[i] = g.sync_api[h] = lname
                     g.awaited[i] = i
-                    g.sync_span[i] = g.sync_span[h] = (lts, int(lend) - o)
+                    g.sync_span[i] = g.sync_span[h] = (lts, lend)
             g.backward[i] = g.backward[h] and g.kind[i] == COMPUTE
     # ---- cross-stream waits the trace records (CUDA sync events): consumer → producer
     waits = _recorded_waits(con, windows, g, dev_nodes, o)
@@ -458,6 +458,74 @@ def build(run, windows: str) -> Graph:
     return g
 
 
+DEV_TIMES = (2, 3, 8, 9)  # the device query's columns in ns since the epoch
+
+
+def _columns(con, query: str, origin: int, times: tuple[int, ...]) -> list[list]:
+    """The query's result as one Python list per column (NULL: None), the columns
+    `times` (ns since the epoch) less `origin`: as `fetchall` would give them, transposed,
+    built from DuckDB's numpy result."""
+    cols = []
+    for k, v in enumerate(con.sql(query).fetchnumpy().values()):
+        if k in times:
+            v = v - origin
+        cols.append(v.tolist())
+    return cols
+
+
+def _top_level(rel, origin: int) -> list[list]:
+    """The top-level host events of each thread (`stepmodel.graph:host`'s rows, in each
+    thread's time order, the outer first), as columns: rank, tid, start, end, name (those
+    of its top-level event), and of the blocking call inside it that started last (None
+    without one): its name, start and end, and the stream it waited for (of the last one
+    that names a stream). Times less `origin`.
+
+    An event is top-level where it starts at or after the end of every earlier event of
+    its thread; the events after it, up to the next top-level one, are inside it."""
+    c = rel.fetchnumpy()
+    rank, tid, name, sync = c["rank"], c["tid"], c["name"], np.asarray(c["is_sync"], bool)
+    ts = np.asarray(c["ts_ns"], np.int64) - origin
+    end = np.asarray(c["end_ns"], np.int64) - origin
+    stream = np.ma.asarray(c["sync_stream"])
+    n = len(ts)
+    new = np.ones(n, bool)  # a thread's first event
+    new[1:] = (rank[1:] != rank[:-1]) | (tid[1:] != tid[:-1])
+    top = new.copy()
+    bounds = np.append(np.flatnonzero(new), n)
+    for a, b in pairwise(bounds):  # one thread: its cover so far
+        cover = np.maximum.accumulate(end[a:b])
+        top[a + 1 : b] = ts[a + 1 : b] >= cover[:-1]
+    first = np.flatnonzero(top)
+    group = np.cumsum(top) - 1  # each event's top-level event, as a group index
+    out_name = [None] * len(first)
+    out_ts, out_end, out_stream = list(out_name), list(out_name), list(out_name)
+
+    def last_of(rows):  # the last row of `rows` (ascending) in each group: (group, row)
+        g = group[rows]
+        keep = np.ones(len(rows), bool)
+        keep[:-1] = g[1:] != g[:-1]
+        return g[keep].tolist(), rows[keep]
+
+    k, rows = last_of(np.flatnonzero(sync))
+    for j, x, t, e in zip(k, name[rows].tolist(), ts[rows].tolist(), end[rows].tolist(),
+                          strict=True):  # fmt: skip
+        out_name[j], out_ts[j], out_end[j] = x, t, e
+    k, rows = last_of(np.flatnonzero(sync & ~np.ma.getmaskarray(stream)))
+    for j, x in zip(k, stream[rows].tolist(), strict=True):
+        out_stream[j] = x
+    return [
+        rank[first].tolist(),
+        tid[first].tolist(),
+        ts[first].tolist(),
+        end[first].tolist(),
+        name[first].tolist(),
+        out_name,
+        out_ts,
+        out_end,
+        out_stream,
+    ]
+
+
 def _last_ending(g: Graph, srt, times, start: int, end: int, lane: str | None = None):
     """The device work (by end: `srt`, `times`) that ended last in [start, end] (within
     rounding), on `lane` when given: what a blocking call over that span waited for."""
@@ -554,7 +622,7 @@ def _event_waits(con, windows: str, g: Graph, dcols, ids: range, o: int) -> dict
     launched: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (rank, tid) → (ts, node)
     for i, rank, tid, lts, kind in zip(ids, dcols[0], dcols[7], dcols[8], dcols[4], strict=True):
         if tid is not None and lts is not None and kind != "comm_thread":
-            launched.setdefault((rank, tid), []).append((int(lts) - o, i))
+            launched.setdefault((rank, tid), []).append((lts, i))
     for v in launched.values():
         v.sort()
     # each thread's launch times, built once (rebuilt per wait call they were a quarter

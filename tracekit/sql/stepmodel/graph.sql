@@ -6,18 +6,19 @@
 -- Placeholder {windows}: rows (rank, wid, start_ns, end_ns, n), each rank's analysed window.
 
 -- @query host
--- The top-level CPU ops and runtime calls of each thread that start in the window, in
--- time order (the unit the host timeline is replayed in; stage/step annotations and Python
--- frames are left out), each with whether a blocking sync runs inside it.
+-- The CPU ops and runtime calls of each thread that start in the window (stage/step
+-- annotations and Python frames are left out), in each thread's time order, the outer
+-- of two events that start together first (`ORDER BY rank, tid, ts_ns, end_ns DESC`):
+-- tracekit/stepmodel/graph.py `_top_level` groups them into the top-level events the host
+-- timeline is replayed in, each with the blocking sync that runs inside it (numpy over
+-- the sorted rows: the window functions that did it here cost twice as much).
 -- @column rank: global rank
 -- @column tid: thread id
 -- @column ts_ns: start, ns since the epoch
 -- @column end_ns: end, ns since the epoch
 -- @column name: event name
--- @column sync_name: the last runtime call inside it (or itself) that blocks the host until device work is done, null when none: `cudaDeviceSynchronize`, `cudaStreamSynchronize`, `cudaEventSynchronize` (and their `hip` names), a blocking copy (`cudaMemcpy`, `cudaMemcpyWithStream`, `hipMemcpy`, `hipMemcpyWithStream`, `hipMemcpyDtoH`, `cuMemcpyDtoH` …), or any call a Kineto `cuda_sync` event (`Stream Sync`, `Event Sync`, `Context Sync`) names by its correlation
--- @column sync_ts_ns: start of that call, ns since the epoch
--- @column sync_end_ns: end of that call, ns since the epoch
--- @column sync_stream: the stream it waited for, where a `Stream Sync` event names it (null: any)
+-- @column is_sync: a runtime call that blocks the host until device work is done: `cudaDeviceSynchronize`, `cudaStreamSynchronize`, `cudaEventSynchronize` (and their `hip` names), a blocking copy (`cudaMemcpy`, `cudaMemcpyWithStream`, `hipMemcpy`, `hipMemcpyWithStream`, `hipMemcpyDtoH`, `cuMemcpyDtoH` …), or any call a Kineto `cuda_sync` event (`Stream Sync`, `Event Sync`, `Context Sync`) names by its correlation
+-- @column sync_stream: the stream a blocking call waited for, where a `Stream Sync` event names it (null: any, or not a blocking call)
 WITH w AS ({windows}),
 sc AS (  -- the calls Kineto's cuda_sync events name (recorded with sync events only)
     SELECT rank, correlation, any_value(CASE WHEN name::VARCHAR = 'Stream Sync' THEN stream END)
@@ -25,36 +26,18 @@ sc AS (  -- the calls Kineto's cuda_sync events name (recorded with sync events 
     FROM events WHERE kind = 'sync' AND correlation IS NOT NULL
       AND name::VARCHAR <> 'Stream Wait Event'
     GROUP BY rank, correlation
-), h AS (
-    SELECT e.rank, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns, e.name,
-           e.kind = 'runtime' AND (sc.correlation IS NOT NULL OR regexp_matches(e.name::VARCHAR,
-               'Synchronize$|^(cuda|hip|cu)Memcpy(2D|3D|Peer|DtoH|DtoD|HtoD)?(WithStream|_v2)?$'))
-               AS is_sync,
-           sc.stream AS sync_stream
-    FROM events e JOIN w ON e.rank = w.rank
-    LEFT JOIN sc ON sc.rank = e.rank AND sc.correlation = e.correlation AND e.kind = 'runtime'
-    WHERE e.kind IN ('cpu_op', 'runtime') AND e.ts_ns >= w.start_ns AND e.ts_ns < w.end_ns
-      -- old traces record ProfilerStep#N as an operator: a step is not one host op
-      AND NOT starts_with(e.name::VARCHAR, 'ProfilerStep#')
-), c AS (
-    SELECT *, max(end_ns) OVER (PARTITION BY rank, tid ORDER BY ts_ns, end_ns DESC
-                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS _cover
-    FROM h
-), t AS (
-    SELECT *, sum((_cover IS NULL OR ts_ns >= _cover)::INT) OVER (
-               PARTITION BY rank, tid ORDER BY ts_ns, end_ns DESC ROWS UNBOUNDED PRECEDING
-           ) AS top
-    FROM c
 )
-SELECT rank, tid, arg_min(ts_ns, (ts_ns, -end_ns)) AS ts_ns,
-       arg_min(end_ns, (ts_ns, -end_ns)) AS end_ns,
-       arg_min(name, (ts_ns, -end_ns))::VARCHAR AS name,
-       arg_max(name, ts_ns) FILTER (WHERE is_sync)::VARCHAR AS sync_name,
-       max(ts_ns) FILTER (WHERE is_sync) AS sync_ts_ns,
-       arg_max(end_ns, ts_ns) FILTER (WHERE is_sync) AS sync_end_ns,
-       arg_max(sync_stream, ts_ns) FILTER (WHERE is_sync) AS sync_stream
-FROM t GROUP BY rank, tid, top
-ORDER BY rank, tid, ts_ns
+SELECT e.rank, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns, e.name::VARCHAR AS name,
+       e.kind = 'runtime' AND (sc.correlation IS NOT NULL OR regexp_matches(e.name::VARCHAR,
+           'Synchronize$|^(cuda|hip|cu)Memcpy(2D|3D|Peer|DtoH|DtoD|HtoD)?(WithStream|_v2)?$'))
+           AS is_sync,
+       sc.stream AS sync_stream
+FROM events e JOIN w ON e.rank = w.rank
+LEFT JOIN sc ON sc.rank = e.rank AND sc.correlation = e.correlation AND e.kind = 'runtime'
+WHERE e.kind IN ('cpu_op', 'runtime') AND e.ts_ns >= w.start_ns AND e.ts_ns < w.end_ns
+  -- old traces record ProfilerStep#N as an operator: a step is not one host op
+  AND NOT starts_with(e.name::VARCHAR, 'ProfilerStep#')
+ORDER BY e.rank, e.tid, e.ts_ns, end_ns DESC
 
 -- @query input_spans
 -- The data loader's fetches in each window: PyTorch's record_function around each batch
