@@ -124,5 +124,4 @@ SELECT a.rank, a.ts_ns, a.end_ns, kn.name AS kernel,
        CASE WHEN t_op IS NOT NULL THEN t_key WHEN graph THEN correlation ELSE c_key
        END AS op_key,
        a.note
-FROM a JOIN kn USING (kid)
-ORDER BY a.rank, a.ts_ns;
+FROM a JOIN kn USING (kid);
