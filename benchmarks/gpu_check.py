@@ -188,7 +188,7 @@ def _device_checks(job, run, rep, own, windows) -> list[Check]:
     bad = sorted({n for n, c in kc if n.lower().startswith("nccl") and c != "communication"})
     detail = "NCCL kernels not communication: " + (", ".join(bad[:3]) or "none")
     out.append(Check(job, "kernels", "FAIL" if bad else "PASS", len(bad), 0, detail))
-    query = sql.query("levels.compute", "kernel_attribution", windows=windows, ranks="TRUE")
+    query = sql.query("levels.compute", "kernel_attribution", windows=windows)
     missed = sorted(
         {
             k

@@ -273,33 +273,22 @@ def test_cpu_runs_count_only_matmul_ops_outside_the_table(tmp_path):
     assert row["uncounted_compute_fraction"] == pytest.approx(0.1 / 0.6, rel=1e-6)
 
 
-def test_kernel_attribution_in_chunks_of_ranks_is_the_whole_runs(tmp_path, monkeypatch):
-    """The query runs over chunks of ranks (`W.by_events`) to bound its memory: one chunk
-    a rank gives the facts of one chunk for all, and each rank's fraction is still the
-    generator's."""
+def test_kernel_attribution_is_built_at_ingest(tmp_path):
+    """Each compute kernel's attribution is rank-local and window-free, so the ingest
+    builds it (`kernel_ops`, one row per compute kernel of the trace, cached) and the
+    analysis only clips and sums it: each rank's fraction is still the generator's, with
+    launches that take the enclosing-op path (their last op had ended: a child ran first)."""
+    import gzip
+    import json
+
     from diagnosers.context import Context
     from tracekit.analysis import uncounted
-    from tracekit.metrics import windows as W
-    from tracekit.metrics.breakdown import windows_of
+    from tracekit.ingest import cache
 
-    sc = Scenario(name="chunks", **{**SMALL, "world": 4}, graph_replay="backward")
+    sc = Scenario(name="at_ingest", **{**SMALL, "world": 4}, graph_replay="backward")
     truth = generate(sc, tmp_path / "r")
     with tracekit.open(tmp_path / "r") as run:
         ctx = Context(run)
-        wins = windows_of(ctx.ranks)
-        counts = dict(run.sql("SELECT rank, event_count FROM rank_info").fetchall())
-        # chunks: consecutive ranks, each within the limit unless one rank passes it alone
-        limit = counts[0] + counts[1]
-        chunks = [run.sql(c).fetchall() for c, _ranks in W.by_events(run, wins, limit)]
-        assert [[r[0] for r in c] for c in chunks] == [[0, 1], [2, 3]]
-        assert [r for _c, r in W.by_events(run, wins, limit)] == [
-            "e.rank BETWEEN 0 AND 1",
-            "e.rank BETWEEN 2 AND 3",
-        ]
-        assert [[r[0] for r in c] for c in (run.sql(x).fetchall()
-                for x, _r in W.by_events(run, wins, 1))] == [[0], [1], [2], [3]]  # fmt: skip
-        # the run has launches whose last op had ended (a child ran first): the chunks
-        # take the enclosing-op path too
         ((dead,),) = run.sql(
             """WITH l AS (SELECT rank, tid, ts_ns FROM events WHERE kind = 'runtime'),
             c AS (SELECT rank, tid, ts_ns, ts_ns + dur_ns AS end_ns FROM events
@@ -309,8 +298,18 @@ def test_kernel_attribution_in_chunks_of_ranks_is_the_whole_runs(tmp_path, monke
             WHERE l.ts_ns > c.end_ns"""
         ).fetchall()
         assert dead > 0
+        rows = dict(run.sql("SELECT rank, count(*) FROM kernel_ops GROUP BY rank").fetchall())
         whole = uncounted.facts(ctx)
-        monkeypatch.setattr(uncounted, "ATTRIBUTION_EVENTS", 1)
-        assert uncounted.facts(Context(run)) == whole
+    # the truth: the trace JSON's kernels, less the communication (nccl) ones
+    files = sorted(p for p in (tmp_path / "r").iterdir() if ".json" in p.name)
+    kernels = []
+    for p in files:
+        opener = gzip.open if p.name.endswith(".gz") else open
+        with opener(p, "rt") as fh:
+            events = json.load(fh)["traceEvents"]
+        kernels.append(sum(1 for e in events if e.get("cat") == "kernel"
+                           and not e["name"].startswith("nccl")))  # fmt: skip
+    assert sorted(rows.values()) == sorted(kernels) and len(rows) == 4
+    assert "kernel_ops" in cache.TABLES
     for rank, fraction in whole.by_rank.items():
         assert fraction == pytest.approx(truth.uncounted_fraction[rank], abs=1e-6)

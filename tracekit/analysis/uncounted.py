@@ -74,15 +74,6 @@ class UncountedFacts:
         return self.cause_ms_per_step.get(cause, 0.0) / self.compute_ms_per_step
 
 
-# events a chunk of `kernel_attribution` joins (each chunk's scans skip the other ranks'
-# row groups). Measured, recompute, peak RSS and wall: 64 ranks of v100_ddp_rank1 in one
-# query 2.4 GB, 6.4 s; in chunks of 750,000 events 562-618 MB, 8.1-10.1 s (the issue's
-# line: 64 ranks within 1.5x the 8 ranks' cold peak, 489 MB, which the ingest sets). 8 big
-# ranks are 3 chunks (350-370 MB, 2.4-2.5 s) and 1,024 DLRM ranks 5 (3.2-3.3 s; 3.0 s in
-# one). Chunks of 1 million gave 702-761 MB at 64 ranks, too near the line.
-ATTRIBUTION_EVENTS = 750_000
-
-
 def is_uncounted(why: str, op: str | None, kernel: str) -> bool:
     """Whether a kernel of `kernel_attribution` cause `why` counts as uncounted: a table
     op without FLOPs always; otherwise only matmul-class work (module docstring)."""
@@ -98,15 +89,11 @@ def is_uncounted(why: str, op: str | None, kernel: str) -> bool:
 def facts(ctx: Facts) -> UncountedFacts:
     if ctx.cpu:
         return _cpu(ctx)
-    # rank-local, so run over chunks of ranks: at 64 big ranks (13.8 million events) the
-    # query over all of them held 2 GB; rows come in the same order (rank first)
-    rows = [
-        row
-        for windows, ranks in W.by_events(ctx.run, windows_of(ctx.ranks), ATTRIBUTION_EVENTS)
-        for row in ctx.run.sql(
-            sql.query("levels.compute", "kernel_attribution", windows=windows, ranks=ranks)
-        ).fetchall()
-    ]
+    # the per-kernel attribution is rank-local, built at ingest (`rank.kernel_ops`): here
+    # it is only clipped to the windows and summed
+    windows = W.values(ctx.run, windows_of(ctx.ranks))
+    rows = ctx.run.sql(sql.query("levels.compute", "kernel_attribution", windows=windows))
+    rows = rows.fetchall()
     steps = {r.rank: max(r.steps, 1) for r in ctx.ranks}
     n_ranks = max(len(ctx.ranks), 1)
     total: dict[int, int] = {}

@@ -43,7 +43,7 @@ except ImportError:  # Windows: no lock; writes stay atomic, two ingests may bot
 if TYPE_CHECKING:
     import duckdb
 
-SCHEMA_VERSION = 29  # bump when any cached table changes shape or meaning
+SCHEMA_VERSION = 30  # bump when any cached table changes shape or meaning
 
 TABLES = (
     "events",
@@ -62,6 +62,7 @@ TABLES = (
     "activity_segments",
     "op_flops",
     "regions",
+    "kernel_ops",
 )
 
 

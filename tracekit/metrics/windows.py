@@ -120,29 +120,6 @@ def table(run: Run, rows: list[tuple[int, int, int, int, int]]) -> str:
     return f"SELECT * FROM {name}"
 
 
-def by_events(run: Run, windows: list[Window], max_events: int) -> list[tuple[str, str]]:
-    """The windows in chunks of consecutive ranks, each chunk's traces holding at most
-    `max_events` complete events (a rank above it is a chunk alone): for a rank-local
-    query whose memory grows with the events it joins, run once a chunk. Each chunk is
-    (its windows as `values` SQL, a predicate on `e.rank` for its range of ranks: a scan
-    of the cached Parquet files with it skips the other ranks' row groups)."""
-    counts = dict(run.sql(sql.query("metrics.windows", "event_counts")).fetchall())
-    chunks: list[list[Window]] = [[]]
-    held = 0
-    for w in sorted(windows, key=lambda w: w.rank):
-        n = int(counts.get(w.rank) or 0)
-        if chunks[-1] and held + n > max_events:
-            chunks.append([])
-            held = 0
-        chunks[-1].append(w)
-        held += n
-    return [
-        (values(run, c), f"e.rank BETWEEN {int(c[0].rank)} AND {int(c[-1].rank)}")
-        for c in chunks
-        if c
-    ]
-
-
 def step_windows(steps: str | None = None) -> str:
     """SQL rows (rank, wid, start_ns, end_ns, n): each selected ProfilerStep a window."""
     return sql.query(

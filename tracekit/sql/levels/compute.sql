@@ -1,5 +1,5 @@
 -- @include base.tables
--- @include rank.op_flops
+-- @include rank.kernel_ops
 -- @include rank.steps
 -- Compute: counted ops (the FLOPs table, `op_flops`) in the analysed windows.
 
@@ -55,15 +55,11 @@ SELECT h.rank, w.n, h.host_bound_ns, h.host_gaps, h.gap_ns, h.median_kernel_ns
 FROM ({host_bound}) h JOIN w USING (rank)
 
 -- @query kernel_attribution
--- Each rank's compute kernels in its window, by what tracekit knows of their FLOPs: the
--- op of the FLOPs table whose launch they came from (as `op_flops` attributes kernels:
--- the innermost table op on the launching thread that encloses the launch), else the
--- CUDA/HIP graph launch that replayed them, else the innermost CPU op around the launch
--- on its thread (or, failing that, the CPU op with the kernel's External id). Time is the kernels'
--- device time clipped to the window, a plain sum (as `top_kernels`).
--- Placeholders {windows}: the windows (rank, wid, start_ns, end_ns, n); {ranks}: a predicate
--- on `e.rank` that holds for their ranks (TRUE, or a range: the scans then skip the row
--- groups of other ranks when the query runs over chunks of ranks).
+-- Each rank's compute kernels in its window, by what tracekit knows of their FLOPs
+-- (`kernel_ops`, built at ingest: the op of the FLOPs table whose launch they came from,
+-- else the CUDA/HIP graph launch that replayed them, else the innermost CPU op around the
+-- launch). Time is the kernels' device time clipped to the window, a plain sum (as
+-- `top_kernels`). Placeholder {windows}: the windows (rank, wid, start_ns, end_ns, n).
 -- @column rank: global rank
 -- @column why: counted (an op with FLOPs), op_without_flops (a table op whose FLOPs the trace cannot give), graph_replay (replayed by a graph launch, no op above the kernels), op_without_formula (launched by an op tracekit has no FLOP formula for), no_op (no launching op in the trace)
 -- @column op: the op (or, for graph_replay, the launch call) the kernels belong to; NULL for no_op
@@ -73,132 +69,20 @@ FROM ({host_bound}) h JOIN w USING (rank)
 -- @column n: kernels starting in the window
 -- @column ops: distinct launching ops (graph launches for graph_replay) with a kernel in the window
 WITH w AS ({windows}),
--- compute kernels by a number: their names (hundreds of characters) carried through the
--- joins below took a gigabyte at 1,024 ranks; the name joins back at the end
-kn AS (
-    SELECT rank, name, row_number() OVER () AS kid
-    FROM kernel_classes WHERE category = 'compute'
-),
-k AS (
-    SELECT e.rank, kn.kid, e.correlation, e.external_id,
-           greatest(e.ts_ns, w.start_ns) AS s, least(e.ts_ns + e.dur_ns, w.end_ns) AS e,
-           e.ts_ns >= w.start_ns AS starts_in
-    FROM events e
-    JOIN kn ON kn.rank = e.rank AND kn.name = e.name::VARCHAR
-    JOIN w ON w.rank = e.rank
-    WHERE e.kind = 'kernel' AND {ranks}
-      AND e.ts_ns + e.dur_ns > w.start_ns AND e.ts_ns < w.end_ns
-),
-l AS (  -- the launch calls of those kernels only (a semi join first: runs have millions)
-    SELECT rank, correlation, arg_min(name::VARCHAR, ts_ns) AS launch,
-           arg_min(tid, ts_ns) AS tid, min(ts_ns) AS launch_ns
-    FROM events e SEMI JOIN k USING (rank, correlation)
-    WHERE e.kind = 'runtime' AND {ranks}
-    GROUP BY rank, correlation
-),
-kl AS (SELECT k.*, l.launch, l.tid, l.launch_ns FROM k LEFT JOIN l USING (rank, correlation)),
-f AS (
-    SELECT rank, tid, name, ts_ns, ts_ns + dur_ns AS end_ns, flops, flops_note
-    FROM op_flops e WHERE {ranks}
-),
-kf AS (
-    SELECT kl.*, f.name AS t_op, f.flops, f.flops_note, f.ts_ns AS t_ts, f.end_ns AS t_end
-    FROM kl ASOF LEFT JOIN f
-      ON f.rank = kl.rank AND f.tid = kl.tid AND kl.launch_ns >= f.ts_ns
-),
-c AS (  -- CPU ops of the threads that launched those kernels
-    SELECT rank, tid, name::VARCHAR AS name, ts_ns, ts_ns + dur_ns AS end_ns,
-           row_number() OVER () AS op_id
-    FROM events e SEMI JOIN (SELECT DISTINCT rank, tid FROM kl) t USING (rank, tid)
-    WHERE e.kind = 'cpu_op' AND {ranks}
-),
-kc AS (
-    SELECT kf.*, c.op_id AS c_id, c.ts_ns AS c_ts, c.end_ns AS c_end, c.name AS c_name
-    FROM kf ASOF LEFT JOIN c
-      ON c.rank = kf.rank AND c.tid = kf.tid AND kf.launch_ns >= c.ts_ns
-),
--- where the last op started before the launch has ended (a child such as aten::empty
--- ran first), the innermost op around the launch is the latest-starting op that encloses
--- it. A plain range join of launches and ops ran as a nested loop (15 s on 8 ranks of
--- v100_ddp_rank1); the same predicate joined on 1 ms buckets of the thread's time axis
--- is a hash join: an op of at most 64 ms is listed once per bucket it covers (a launch's
--- bucket is then one of them), the few longer ops are range-joined alone
-dead AS (SELECT DISTINCT rank, tid, launch_ns FROM kc WHERE launch_ns > c_end),
--- the ops that can enclose one (by the thread's span of such launches), without names:
--- an op is listed once per 1 ms it covers, so names would be copied that many times
-cd AS (
-    SELECT c.rank, c.tid, c.ts_ns, c.end_ns, c.op_id
-    FROM c JOIN (SELECT rank, tid, min(launch_ns) AS lo, max(launch_ns) AS hi
-                 FROM dead GROUP BY rank, tid) s
-      ON s.rank = c.rank AND s.tid = c.tid AND c.ts_ns <= s.hi AND c.end_ns >= s.lo
-),
-around AS (
-    SELECT d.rank, d.tid, d.launch_ns, cb.op_id, cb.ts_ns
-    FROM (SELECT *, launch_ns // 1000000 AS b FROM dead) d
-    JOIN (SELECT rank, tid, op_id, ts_ns, end_ns,
-                 unnest(range(ts_ns // 1000000, end_ns // 1000000 + 1)) AS b
-          FROM cd WHERE end_ns - ts_ns <= 64000000) cb
-      ON cb.rank = d.rank AND cb.tid = d.tid AND cb.b = d.b
-     AND cb.ts_ns <= d.launch_ns AND cb.end_ns >= d.launch_ns
-    UNION ALL
-    SELECT d.rank, d.tid, d.launch_ns, cl.op_id, cl.ts_ns
-    FROM dead d
-    JOIN (SELECT * FROM cd WHERE end_ns - ts_ns > 64000000) cl
-      ON cl.rank = d.rank AND cl.tid = d.tid
-     AND cl.ts_ns <= d.launch_ns AND cl.end_ns >= d.launch_ns
-),
-enc AS (
-    SELECT rank, tid, launch_ns, arg_max(op_id, (ts_ns, -op_id)) AS e_id, max(ts_ns) AS e_ts
-    FROM around GROUP BY rank, tid, launch_ns
-),
--- the enclosing op's name: looked up for those launches alone (joining every kernel to
--- every CPU op by id for its name was a fifth of this query at 1,024 ranks)
-en AS (SELECT enc.*, c.name AS e_name FROM enc JOIN c ON c.op_id = enc.e_id),
-x AS (
-    SELECT rank, external_id, min(name::VARCHAR) AS name
-    FROM events e SEMI JOIN k USING (rank, external_id)
-    WHERE e.kind = 'cpu_op' AND {ranks}
-    GROUP BY rank, external_id
-),
-a AS (
-    SELECT kc.rank, kc.kid, kc.s, kc.e, kc.starts_in, kc.correlation,
-           CASE WHEN kc.launch_ns <= kc.t_end THEN kc.t_op END AS t_op,
-           CASE WHEN kc.launch_ns <= kc.t_end THEN kc.flops END AS flops,
-           CASE WHEN kc.launch_ns <= kc.t_end THEN kc.flops_note END AS note,
-           CASE WHEN kc.launch_ns <= kc.t_end THEN kc.t_ts END AS t_key,
-           coalesce(contains(kc.launch, 'GraphLaunch'), false) AS graph,
-           coalesce(CASE WHEN kc.launch_ns <= kc.c_end THEN kc.c_name ELSE en.e_name END,
-                    x.name) AS c_op,
-           -- an op by its start (ns, > 0) or, found by External id, by −id − 1 (< 0)
-           CASE WHEN kc.launch_ns <= kc.c_end THEN kc.c_ts
-                WHEN en.e_id IS NOT NULL THEN en.e_ts
-                WHEN x.name IS NOT NULL THEN -kc.external_id - 1 END AS c_key,
-           kc.launch
-    FROM kc LEFT JOIN x ON x.rank = kc.rank AND x.external_id = kc.external_id
-    -- the op around the launch: the last one started before it, else the enclosing one
-    LEFT JOIN en ON en.rank = kc.rank AND en.tid = kc.tid AND en.launch_ns = kc.launch_ns
-),
 -- distinct ops counted in two steps (each op's kernels first): a count(DISTINCT) per
 -- group held a hash table per (rank, kernel) group, 1 GB at 1,024 ranks
 g AS (
-    SELECT rank,
-           CASE WHEN t_op IS NOT NULL AND flops IS NOT NULL THEN 'counted'
-                WHEN t_op IS NOT NULL THEN 'op_without_flops'
-                WHEN graph THEN 'graph_replay'
-                WHEN c_op IS NOT NULL THEN 'op_without_formula'
-                ELSE 'no_op' END AS why,
-           CASE WHEN t_op IS NOT NULL THEN t_op WHEN graph THEN launch ELSE c_op END AS op,
-           kid,
-           CASE WHEN t_op IS NOT NULL THEN t_key WHEN graph THEN correlation ELSE c_key
-           END AS op_key,
-           min(note) AS note, sum(e - s) AS ns, count(*) FILTER (starts_in) AS n
-    FROM a
+    SELECT k.rank, k.why, k.op, k.kernel, k.op_key, min(k.note) AS note,
+           sum(least(k.end_ns, w.end_ns) - greatest(k.ts_ns, w.start_ns)) AS ns,
+           count(*) FILTER (k.ts_ns >= w.start_ns) AS n
+    FROM kernel_ops k JOIN w ON w.rank = k.rank
+    WHERE k.end_ns > w.start_ns AND k.ts_ns < w.end_ns
     GROUP BY ALL
 )
-SELECT g.rank, why, op, kn.name AS kernel, min(note) AS note, sum(ns) AS ns,
-       sum(n)::BIGINT AS n, count(op_key) AS ops
-FROM g JOIN kn USING (kid)
-GROUP BY g.rank, why, op, kn.name
+SELECT rank, why, op, kernel, min(note) AS note, sum(ns) AS ns, sum(n)::BIGINT AS n,
+       count(op_key) AS ops
+FROM g
+GROUP BY rank, why, op, kernel
 ORDER BY ALL
 
 -- @query graph_captures

@@ -1,4 +1,3 @@
--- @include base.tables
 -- The analysis windows as SQL (tracekit/metrics/windows.py): the table that holds a list
 -- of windows, and how a query restricts its rows to them. A window row is (rank, wid,
 -- start_ns, end_ns, n): `wid` its id, `n` the ProfilerSteps it spans (≥ 1).
@@ -18,12 +17,6 @@ SELECT NULL::INT AS rank, 0 AS wid, 0::BIGINT AS start_ns, 0::BIGINT AS end_ns, 
 CREATE TABLE IF NOT EXISTS {name} AS SELECT unnest($1)::INTEGER AS rank,
 unnest($2)::INTEGER AS wid, unnest($3)::BIGINT AS start_ns,
 unnest($4)::BIGINT AS end_ns, unnest($5)::INTEGER AS n
-
--- @query event_counts
--- Each rank's complete events, to cut the ranks into chunks a query can hold.
--- @column rank INTEGER: global rank
--- @column event_count BIGINT: its complete events
-SELECT rank, event_count FROM rank_info
 
 -- @query overlapping
 -- Rows of {source} that meet a window of {windows}, with the window's columns (`wid`, `n`
