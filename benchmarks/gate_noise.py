@@ -2,6 +2,7 @@
 
     python benchmarks/gate_noise.py record DIR [--job ddp|pp] [--base 6] [--variant 3] [--steps 6]
     python benchmarks/gate_noise.py measure DIR [--run-noise step_time=12%,…] [--json]
+    python benchmarks/gate_noise.py probe [--seconds 60]
 
 `record` runs `tracekit run JOB --world-size 2 --steps S` BASE times and the same job
 with one more transformer block (`--layers 5`) VARIANT times, interleaved (b b v b b v …)
@@ -18,7 +19,15 @@ DIR/variant-N.json.gz, a few KB: the report's figures and per-step samples, no t
 - every base run against every variant run, one run a side, and each variant run against
   the first-half baseline — a comparison whose step time is *regressed* caught it.
 
-Nothing is timed here; the figures are the reports' own.
+`probe` asks whether the machine itself is steady enough to gate on: two processes (one
+per core of a 2-core runner) each copy a 64 MB array over and over for `--seconds`, and
+it prints each process's mean time per round in 5-second blocks and their spread. A CPU
+reference job's ops are memory-bound: where this spread is large, so is the job's step
+time, whatever the gate does (on the 2-core development machine, 2026-11-27: 26–61 ms
+over two runs, sd 12–18%, while a cache-resident matmul in the same two processes held
+±3%).
+
+`record` and `measure` time nothing; the figures are the reports' own.
 """
 
 from __future__ import annotations
@@ -135,6 +144,40 @@ def measure(d: Path, run_noise: str | None = None) -> dict:
     }
 
 
+def _copy_rounds(seconds: float, out) -> None:
+    import numpy as np
+
+    a = np.random.default_rng(0).random(8_000_000)  # 64 MB: far past any cache
+    b = np.empty_like(a)
+    t0, times = time.perf_counter(), []
+    while (t := time.perf_counter()) - t0 < seconds:
+        for _ in range(5):
+            np.copyto(b, a)
+        times.append((time.perf_counter() - t, t - t0))
+    out.put(times)
+
+
+def probe(seconds: float) -> list[list[float]]:
+    """Each process's mean ms per round of copies, in 5-second blocks."""
+    import multiprocessing as mp
+
+    q = mp.get_context("spawn").Queue()
+    procs = [mp.get_context("spawn").Process(target=_copy_rounds, args=(seconds, q))
+             for _ in range(2)]  # fmt: skip
+    for p in procs:
+        p.start()
+    runs = [q.get() for _ in procs]
+    for p in procs:
+        p.join()
+    blocks = []
+    for times in runs:
+        by: dict[int, list[float]] = {}
+        for dt, at in times:
+            by.setdefault(int(at // 5), []).append(dt * 1e3)
+        blocks.append([sum(v) / len(v) for _, v in sorted(by.items())])
+    return blocks
+
+
 def step_times(d: Path) -> dict[str, float]:
     out = {}
     for kind in ("base", "variant"):
@@ -158,7 +201,18 @@ def main() -> None:
     m.add_argument("dir", type=Path)
     m.add_argument("--run-noise", default=None)
     m.add_argument("--json", action="store_true")
+    pr = sub.add_parser("probe")
+    pr.add_argument("--seconds", type=float, default=60)
     a = ap.parse_args()
+    if a.cmd == "probe":
+        import statistics
+
+        for i, row in enumerate(probe(a.seconds)):
+            sd = statistics.stdev(row) / statistics.fmean(row) if len(row) > 1 else 0.0
+            print(f"process {i}: ms per round, 5 s blocks: "
+                  + " ".join(f"{x:.0f}" for x in row)
+                  + f"  (min {min(row):.0f}, max {max(row):.0f}, sd {sd:.0%})")  # fmt: skip
+        return
     if a.cmd == "record":
         record(a.dir, a.base, a.variant, a.steps, a.job)
         return
