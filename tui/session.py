@@ -22,7 +22,7 @@ import msgspec
 
 from tracekit.errors import TracekitError
 from tracekit.options import AnalysisOptions, OpenOptions
-from tracekit.report.schema import Report
+from tracekit.report.schema import UNSET, Report, StepModelBlock
 from tui import queries
 from tui.frame import Frame
 from tui.queries import Db
@@ -112,6 +112,11 @@ class Session:
             return msgspec.convert(self.report, Report)
         except msgspec.ValidationError:
             return None
+
+    def step_model(self) -> StepModelBlock | None:
+        """The typed report's step model; None without one."""
+        rep = self.typed()
+        return None if rep is None or rep.step_model is UNSET else rep.step_model
 
     def load(self, progress: Callable[[str], None] = lambda _msg: None) -> None:
         self.open(progress)

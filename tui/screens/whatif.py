@@ -25,7 +25,7 @@ from textual.widgets import DataTable, Footer, Input, SelectionList, Static
 from tracekit.errors import TracekitError
 from tracekit.report import units
 from tracekit.report.render import saves_text
-from tracekit.report.schema import UNSET, Report, StepModelBlock
+from tracekit.report.schema import Report, StepModelBlock
 from tui.screens.common import TkScreen
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def suggestions(report: Report | None) -> list[tuple[str, str]]:
     """The changes that fit the run, as (spec, why): the specs of one item joined by a
     space (a finding's remedy may be several changes)."""
     out: dict[str, str] = {}
-    model = _model(report)
+    model = report.step_model if report is not None and report.step_model else None
     for w in model.what_if if model else []:
         spec = " ".join(w.change)
         if spec and spec not in out:
@@ -63,12 +63,6 @@ def suggestions(report: Report | None) -> list[tuple[str, str]]:
     out.setdefault("no-host-gaps", "no host launch delays")
     out.setdefault("compute-speed=2", "compute kernels 2× faster")
     return list(out.items())
-
-
-def _model(report: Report | None) -> StepModelBlock | None:
-    if report is None or report.step_model is UNSET:
-        return None
-    return report.step_model
 
 
 def split_specs(text: str) -> list[str]:
@@ -155,7 +149,7 @@ class WhatIfScreen(TkScreen):
     def on_mount(self) -> None:
         self.sub_title = "what-if"
         rep = self.session.typed()
-        model = _model(rep)
+        model = self.session.step_model()
         head = "Space picks changes, r (or Enter in the line below) replays the step model"
         if model is None or model.critical_path is None:
             notes = "; ".join(model.notes if model else [])
@@ -177,7 +171,7 @@ class WhatIfScreen(TkScreen):
     def fill_result(self) -> None:
         table = self.query_one("#wi-result", DataTable)
         table.clear()
-        model = _model(self.session.typed())
+        model = self.session.step_model()
         for what, before, after in result_rows(model, self.outcome):
             table.add_row(
                 Text(what, style="bold" if not what.startswith(" ") else ""),
