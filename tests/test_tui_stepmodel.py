@@ -22,6 +22,7 @@ from tests.synth import Scenario, generate
 from tests.test_tui import _copy, _screen_lines, make_app, press, settle, sync
 from tracekit.cli import main
 from tracekit.report import units
+from tracekit.report.schema import decode
 from tui.data import Session
 from tui.screens import ErrorScreen, OverviewScreen, PathScreen, TimelineScreen, WhatIfScreen
 from tui.screens.whatif import suggestions
@@ -266,17 +267,17 @@ async def test_a_change_that_does_not_apply_shows_the_clis_line(session, straggl
 
 
 def test_suggestions_come_from_the_run(session):
-    rep = session.report
+    rep = session.typed()
     offered = dict(suggestions(rep))
     first_spec, why = suggestions(rep)[0]
-    (w,) = rep["step_model"]["what_if"]
-    assert first_spec == " ".join(w["change"]) and w["finding"] in why
+    (w,) = rep.step_model.what_if
+    assert first_spec == " ".join(w.change) and w.finding in why
     assert "overlap:all_reduce" in offered
-    (coll,) = [c for c in rep["collectives"] if c["name"] == "all_reduce"]
-    assert f"bandwidth:all_reduce={2 * coll['busbw_GBps']:.4g}" in offered
+    (coll,) = [c for c in rep.collectives if c.name == "all_reduce"]
+    assert f"bandwidth:all_reduce={2 * coll.busbw_GBps:.4g}" in offered
     assert not any(k.startswith("microbatches=") for k in offered)  # no pipeline here
     # the pipeline sample's frozen report: M = 4 → 8 offered
-    pp = json.loads(Path(__file__).with_name("tui_report_pp_1f1b.json").read_text())
+    pp = decode(Path(__file__).with_name("tui_report_pp_1f1b.json").read_text())
     assert "microbatches=8" in dict(suggestions(pp))
 
 

@@ -18,8 +18,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from tracekit.errors import TracekitError
 from tracekit.options import AnalysisOptions, OpenOptions
+from tracekit.report.schema import UNSET, Report, StepModelBlock
 from tui import queries
 from tui.frame import Frame
 from tui.queries import Db
@@ -97,6 +100,23 @@ class Session:
                 self.report_error = f"{type(exc).__name__}: {exc}"
                 rep = assemble.analyze(self.run, self.options.with_(levels=False))
         self.report = to_dict(rep)
+
+    def typed(self) -> Report | None:
+        """The report as its type (`tracekit.report.schema.Report`), decoded from the JSON
+        dict the generic tables list; None before the diagnosers ran, or for a stored report
+        that lacks a field the schema now requires. Decoded on each call: the tests edit
+        `report` in place."""
+        if not self.diagnosed:
+            return None
+        try:
+            return msgspec.convert(self.report, Report)
+        except msgspec.ValidationError:
+            return None
+
+    def step_model(self) -> StepModelBlock | None:
+        """The typed report's step model; None without one."""
+        rep = self.typed()
+        return None if rep is None or rep.step_model is UNSET else rep.step_model
 
     def load(self, progress: Callable[[str], None] = lambda _msg: None) -> None:
         self.open(progress)

@@ -3,19 +3,23 @@ predicted line, from `[memory]` events; when the trace has none, why not."""
 
 from __future__ import annotations
 
+import msgspec
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
+from tracekit.report.schema import MemoryLevel, Report
 from tui import fmt
 from tui.screens.common import TkScreen
 from tui.widgets import MemoryChart
 from tui.widgets.memchart import LABEL_W
 
 
-def memory_level(report: dict) -> dict:
-    return next((lv for lv in report.get("levels", []) if lv.get("level") == "memory"), {})
+def memory_level(report: Report | None) -> MemoryLevel:
+    """The report's memory level; an empty one without it (no figures, no notes)."""
+    lv = report.level("memory") if report is not None else None
+    return lv if isinstance(lv, MemoryLevel) else MemoryLevel()
 
 
 class MemoryScreen(TkScreen):
@@ -28,13 +32,14 @@ class MemoryScreen(TkScreen):
 
     def on_mount(self) -> None:
         self.sub_title = "memory"
-        lv = memory_level(self.session.report)
+        lv = memory_level(self.session.typed())
+        # every figure of the level, listed generically: the Structs as their JSON values
         lines = [
             f"{fmt.label(p)}: {fmt.fmt(v, fmt.unit_of(p))}"
             for part in ("measured", "predicted")
-            for p, v in fmt.leaves({part: lv.get(part) or {}})
+            for p, v in fmt.leaves({part: msgspec.to_builtins(getattr(lv, part))})
         ]
-        for n in lv.get("notes") or []:
+        for n in lv.notes:
             lines.append(f"note: {n}")
         self.facts = "\n".join(lines)
         self.query_one("#mem-facts", Static).update(self.facts + "\n\nloading …")
@@ -46,11 +51,9 @@ class MemoryScreen(TkScreen):
         self.app.call_from_thread(self._apply, series, self.session.profile_memory())
 
     def _apply(self, series: dict, profile_memory: dict) -> None:
-        lv = memory_level(self.session.report)
-        caps = {
-            r["rank"]: r.get("capacity_bytes") for r in (lv.get("metrics") or {}).get("ranks", [])
-        }
-        pred = (lv.get("predicted") or {}).get("total_bytes")
+        lv = memory_level(self.session.typed())
+        caps = {r["rank"]: r.get("capacity_bytes") for r in lv.metrics.get("ranks", [])}
+        pred = lv.predicted.predicted_memory_bytes
         chart = self.query_one(MemoryChart)
         if not series:
             why = (

@@ -14,6 +14,7 @@ from textual.widgets import Static
 
 from tracekit.report import units
 from tracekit.report.render import segment_name
+from tracekit.report.schema import CriticalPath, StepModelBlock
 from tui.messages import JumpTo, Target
 from tui.screens.table import TableScreen
 from tui.widgets.timeline import PATH_STYLES
@@ -34,17 +35,16 @@ def share_line(title: str, parts: dict[str, float], limit: int | None = None) ->
     return f"{title}  {text or '—'}"
 
 
-def path_summary(model: dict) -> str:
+def path_summary(model: StepModelBlock | None) -> str:
     """The head of the page: measured, replayed, the error, and the path's sums."""
-    cp = model.get("critical_path") or {}
+    model = model or StepModelBlock()
+    cp = model.critical_path or CriticalPath(by_kind={}, by_rank={})
     lines = [
-        f"step measured {units.fmt(model.get('measured_step_ms'), 'ms')} · replayed "
-        f"{units.fmt(model.get('replayed_step_ms'), 'ms')} · replay error "
-        f"{units.fmt(model.get('replay_error'), 'fraction')} · the path per step:",
-        share_line("by kind", cp.get("by_kind") or {}),
-        share_line(
-            "by rank", {f"r{k}": v for k, v in (cp.get("by_rank") or {}).items()}, RANKS_SHOWN
-        ),
+        f"step measured {units.fmt(model.measured_step_ms, 'ms')} · replayed "
+        f"{units.fmt(model.replayed_step_ms, 'ms')} · replay error "
+        f"{units.fmt(model.replay_error, 'fraction')} · the path per step:",
+        share_line("by kind", cp.by_kind),
+        share_line("by rank", {f"r{k}": v for k, v in cp.by_rank.items()}, RANKS_SHOWN),
     ]
     return "\n".join(lines)
 
@@ -78,8 +78,7 @@ class PathScreen(TableScreen):
 
     def on_mount(self) -> None:
         self.sub_title = "critical path"
-        model = self.session.report.get("step_model") or {}
-        self.query_one("#path-head", Static).update(path_summary(model))
+        self.query_one("#path-head", Static).update(path_summary(self.session.step_model()))
         rows = []
         for seg, start, end in self.session.path_spans():
             step, t0 = self.session.step_of(int(seg["rank"]), start) or (None, None)

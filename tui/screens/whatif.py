@@ -25,6 +25,7 @@ from textual.widgets import DataTable, Footer, Input, SelectionList, Static
 from tracekit.errors import TracekitError
 from tracekit.report import units
 from tracekit.report.render import saves_text
+from tracekit.report.schema import Report, StepModelBlock
 from tui.screens.common import TkScreen
 
 if TYPE_CHECKING:
@@ -34,29 +35,27 @@ KINDS = ("compute", "communication", "waiting", "host", "idle")  # the path's ki
 P2P = ("send", "recv")  # a pipeline's hops: no gradient to overlap, none offered
 
 
-def suggestions(report: dict) -> list[tuple[str, str]]:
+def suggestions(report: Report | None) -> list[tuple[str, str]]:
     """The changes that fit the run, as (spec, why): the specs of one item joined by a
     space (a finding's remedy may be several changes)."""
     out: dict[str, str] = {}
-    model = report.get("step_model") or {}
-    for w in model.get("what_if") or []:
-        spec = " ".join(w.get("change") or [])
+    model = report.step_model if report is not None and report.step_model else None
+    for w in model.what_if if model else []:
+        spec = " ".join(w.change)
         if spec and spec not in out:
-            out[spec] = f"{w.get('finding')}'s remedy: {saves_text(w.get('saved_ms'))}"
-    rows = sorted(
-        report.get("collectives") or [], key=lambda c: -(c.get("time_ms_per_step") or 0.0)
-    )
-    for c in rows:
-        name = c.get("name")
-        if not name:
+            out[spec] = f"{w.finding}'s remedy: {saves_text(w.saved_ms)}"
+    colls = report.collectives if report is not None and report.collectives else []
+    for c in sorted(colls, key=lambda c: -c.time_ms_per_step):
+        if not c.name:
             continue
-        spec = f"overlap:{name}"
-        if spec not in out and name not in P2P:
-            out[spec] = f"exposed {units.fmt(c.get('exposed_ms'), 'ms')} a step"
-        bw = c.get("busbw_GBps")
-        if bw and not any(k.startswith(f"bandwidth:{name}=") for k in out):
-            out[f"bandwidth:{name}={2 * bw:.4g}"] = f"2× its bus bandwidth ({bw:.3g} GB/s)"
-    pipe = _pipeline(report)
+        spec = f"overlap:{c.name}"
+        if spec not in out and c.name not in P2P:
+            out[spec] = f"exposed {units.fmt(c.exposed_ms, 'ms')} a step"
+        bw = c.busbw_GBps
+        if bw and not any(k.startswith(f"bandwidth:{c.name}=") for k in out):
+            out[f"bandwidth:{c.name}={2 * bw:.4g}"] = f"2× its bus bandwidth ({bw:.3g} GB/s)"
+    scaling = report.level("scaling") if report is not None else None
+    pipe = scaling.metrics.get("pipeline") if scaling is not None else None
     if pipe and pipe.get("microbatches"):
         m = int(pipe["microbatches"])
         out.setdefault(f"microbatches={2 * m}", f"the pipeline at 2× its M = {m}")
@@ -64,13 +63,6 @@ def suggestions(report: dict) -> list[tuple[str, str]]:
     out.setdefault("no-host-gaps", "no host launch delays")
     out.setdefault("compute-speed=2", "compute kernels 2× faster")
     return list(out.items())
-
-
-def _pipeline(report: dict) -> dict | None:
-    for lv in report.get("levels") or []:
-        if lv.get("level") == "scaling":
-            return (lv.get("metrics") or {}).get("pipeline")
-    return None
 
 
 def split_specs(text: str) -> list[str]:
@@ -86,22 +78,22 @@ def _mostly_on(by_rank: dict[str, float]) -> str:
     return f"r{rank} {units.fmt(ms / total, 'fraction')}"
 
 
-def result_rows(model: dict, outcome: Any | None) -> list[tuple[str, str, str]]:
+def result_rows(model: StepModelBlock | None, outcome: Any | None) -> list[tuple[str, str, str]]:
     """(what, replayed, predicted): the step measured, replayed and predicted, the saving,
     and the critical path per step by kind and where it mostly lies — replayed as the
     report's step model has it, predicted by the replay with the changes (blank until one
     ran)."""
-    cp = model.get("critical_path") or {}
+    cp = model.critical_path if model is not None else None
     after = outcome.critical_path if outcome is not None else None
 
     def ms(v: Any) -> str:
         return units.fmt(v, "ms") if v is not None else ""
 
     rows = [
-        ("measured step", ms(model.get("measured_step_ms")), ""),
+        ("measured step", ms(model.measured_step_ms if model else None), ""),
         (
             "step",
-            ms(model.get("replayed_step_ms")),
+            ms(model.replayed_step_ms if model else None),
             ms(outcome.predicted_step_ms) if outcome else "",
         ),
         ("saved", "", ms(outcome.saved_ms) if outcome else ""),
@@ -111,14 +103,14 @@ def result_rows(model: dict, outcome: Any | None) -> list[tuple[str, str, str]]:
         rows.append(
             (
                 f"  {k}",
-                ms((cp.get("by_kind") or {}).get(k)),
+                ms(cp.by_kind.get(k)) if cp else "",
                 ms(after.by_kind.get(k)) if after else "",
             )
         )
     rows.append(
         (
             "  mostly on",
-            _mostly_on(cp.get("by_rank") or {}) if cp else "",
+            _mostly_on(cp.by_rank) if cp else "",
             _mostly_on(after.by_rank) if after else "",
         )
     )
@@ -156,11 +148,11 @@ class WhatIfScreen(TkScreen):
 
     def on_mount(self) -> None:
         self.sub_title = "what-if"
-        rep = self.session.report
-        model = rep.get("step_model") or {}
+        rep = self.session.typed()
+        model = self.session.step_model()
         head = "Space picks changes, r (or Enter in the line below) replays the step model"
-        if not model.get("critical_path"):
-            notes = "; ".join(model.get("notes") or [])
+        if model is None or model.critical_path is None:
+            notes = "; ".join(model.notes if model else [])
             head += "\nthe report has no step model" + (f": {notes}" if notes else "")
         self.query_one("#wi-head", Static).update(head)
         self.offered = suggestions(rep)
@@ -179,7 +171,7 @@ class WhatIfScreen(TkScreen):
     def fill_result(self) -> None:
         table = self.query_one("#wi-result", DataTable)
         table.clear()
-        model = self.session.report.get("step_model") or {}
+        model = self.session.step_model()
         for what, before, after in result_rows(model, self.outcome):
             table.add_row(
                 Text(what, style="bold" if not what.startswith(" ") else ""),
