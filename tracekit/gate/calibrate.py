@@ -41,6 +41,7 @@ from tracekit.gate.read import (
     coll_label,
     collectives,
     kernel_figure,
+    num,
     point,
     region_label,
     region_samples,
@@ -219,7 +220,7 @@ def _families(reports: list[dict]) -> dict[str, dict[str, list[float]]]:
 
     ranks = [r.get("rank") for r in reports[0].get("ranks") or []]
     for rank in ranks:
-        vals = [next((_num(x.get(STEP_MS)) for x in r.get("ranks") or []
+        vals = [next((num(x.get(STEP_MS)) for x in r.get("ranks") or []
                       if x.get("rank") == rank), None) for r in reports]  # fmt: skip
         keep("rank_step_time", f"rank {rank}", vals)
     for key in collectives(reports[0])[0]:
@@ -237,10 +238,6 @@ def _families(reports: list[dict]) -> dict[str, dict[str, list[float]]]:
         if all(cpu):  # GPU runs: the region's CPU time too
             keep("region_cpu_time", region_label(key), [fmean(s) for s in cpu])
     return out
-
-
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def to_text(rows: list[MetricSpread], runs: int, n: int, target: float, alpha: float) -> str:
