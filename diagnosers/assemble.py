@@ -333,6 +333,8 @@ def null_reasons(ctx: Context, summary: S.Summary, failed: dict[str, str]) -> di
             return "CPU run: host-bound launch gaps need device kernels and their launches"
         if key == "device_spec":
             return "CPU run: no device" if ctx.cpu else "device not in the spec table"
+        if key == "straggler_ranks" and ctx.stragglers.why:
+            return ctx.stragglers.why
         if key == "comm_overlap_fraction":
             return "no communication in the analysed windows"
         if key == "uncounted_compute_fraction":

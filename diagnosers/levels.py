@@ -122,8 +122,11 @@ def scaling(ctx: Context) -> S.ScalingLevel:
     level = S.ScalingLevel(
         measured=S.ScalingMeasured(
             bubble_fraction=b.measured if b else None,
-            # a straggler is measured against its peers: with one rank, unknown, not "none"
-            straggler_ranks=[f.rank for f in ctx.stragglers.found] if len(ctx.ranks) > 1 else None,
+            # measured at collectives matched across the analysed ranks: with one rank,
+            # or none matched with a wait, unknown (`why`), not "none"
+            straggler_ranks=(
+                None if ctx.stragglers.why else [f.rank for f in ctx.stragglers.found]
+            ),
         ),
         predicted=S.ScalingPredicted(
             predicted_bubble_fraction=b.predicted if b else None,
@@ -255,15 +258,7 @@ def _counted_compute(ctx: Context, summary: S.Summary) -> str | None:
 
 def _stragglers(ctx: Context, summary: S.Summary) -> str | None:
     """Stragglers are measured at collectives matched across the analysed ranks."""
-    n = len(ctx.ranks)
-    if n < 2:
-        return f"{n} rank analysed: a straggler is measured against its peers"
-    if not ctx.stragglers.imposed_ms:
-        return (
-            "no collective matched across the analysed ranks with a wait: stragglers are "
-            "measured at matched collectives"
-        )
-    return None
+    return ctx.stragglers.why
 
 
 _FACTS = {

@@ -58,19 +58,27 @@ class Straggler:
     late_instances_per_step: float = 0.0  # instances per step at which it arrived last
 
 
+UNMATCHED = (
+    "no collective matched across the analysed ranks with a wait: stragglers are measured "
+    "at matched collectives"
+)
+
+
 @dataclass
 class Attribution:
     imposed_ms: dict[int, float] = field(default_factory=dict)  # last rank → ms per step
     found: list[Straggler] = field(default_factory=list)
     explained_ms: dict[int, float] = field(default_factory=dict)  # waiting rank → charged
     per_step: dict[int, dict[int, float]] = field(default_factory=dict)  # step → rank → ms
+    why: str | None = None  # why stragglers are not measured (None: they are)
 
 
 def attribute(ctx: Facts) -> Attribution:
     """The run's wait attribution (`ctx.stragglers` caches it)."""
     ranks = [r.rank for r in ctx.ranks]
     if len(ranks) < 2:
-        return Attribution()
+        why = f"{len(ranks)} rank analysed: a straggler is measured against its peers"
+        return Attribution(why=why)
     rows = ctx.run.sql(
         sql.query(
             "levels.stragglers",
@@ -79,7 +87,7 @@ def attribute(ctx: Facts) -> Attribution:
         )
     ).fetchall()
     if not rows:
-        return Attribution()
+        return Attribution(why=UNMATCHED)
     raw: dict[int, float] = {}
     for rank, _last, _step, wait in rows:
         raw[rank] = raw.get(rank, 0) + wait
@@ -127,7 +135,7 @@ def attribute(ctx: Facts) -> Attribution:
     for (rank, last), ms in charged.items():
         if last in names:
             explained[rank] = explained.get(rank, 0) + ms
-    return Attribution(imposed, found, explained, per_step)
+    return Attribution(imposed, found, explained, per_step, None if imposed else UNMATCHED)
 
 
 def _explain(ctx: Facts, rank: int) -> dict:
