@@ -284,11 +284,12 @@ def test_tui_session_with_a_selection(named_run):
     s = Session([named_run], workers=1, open_options=OpenOptions(sample_ranks=2))
     try:
         s.open()
-        assert s.report["run"]["ranks"] == [0, 7]
+        assert s.run_info.ranks == [0, 7]  # the store's facts, before the report
         s.diagnose()
-        assert [r["rank"] for r in s.report["ranks"]] == [0, 7]
-        assert s.report["run"]["rank_selection"]["of"] == 8
-        assert "analysed 2 of 8 ranks (--sample-ranks 2)" in run_facts(s.report, "run")
+        assert [r.rank for r in s.report.ranks] == [0, 7]
+        assert s.report.run.rank_selection.of == 8
+        facts = run_facts(s.run_info, "steps", s.report, "run")
+        assert "analysed 2 of 8 ranks (--sample-ranks 2)" in facts
     finally:
         if s.run is not None:
             s.run.close()

@@ -184,9 +184,9 @@ def _frozen_session(tmp_path):
     from tui.data import Session
 
     run = shutil.copytree(ROOT / "sample_traces" / "ddp", tmp_path / "ddp")
-    s = Session([run], workers=1, display_path="v100_dlrm_8rank")
+    frozen = Path(__file__).with_name("tui_report_regions.json")
+    s = Session([run], workers=1, display_path="v100_dlrm_8rank", report=frozen)
     s.open()
-    s.report = json.loads(Path(__file__).with_name("tui_report_regions.json").read_text())
     return s
 
 
@@ -223,10 +223,10 @@ def test_regions_screen_tree_sort_and_rank_spread(tmp_path):
         app = TracekitApp(s, close_session=False)
         async with app.run_test(size=(80, 24)) as pilot:
             scr, tree = await _regions_screen(pilot)
-            top = [n.data["path"] for n in tree.root.children]
+            top = [n.data.path for n in tree.root.children]
             assert top[0] == ["## forward ##"]  # the most device time first
             fwd = tree.root.children[0]
-            assert fwd.is_expanded and fwd.children[0].data["path"][-1] == (
+            assert fwd.is_expanded and fwd.children[0].data.path[-1] == (
                 "DistributedDataParallel.forward"
             )
             await pilot.press("enter")  # collapse the highlighted (first) region
@@ -238,7 +238,7 @@ def test_regions_screen_tree_sort_and_rank_spread(tmp_path):
             await _settle(pilot)
             assert scr.sort == "spread"
             first = tree.root.children[0].data
-            assert first["path"] == ["## forward ##"]  # r1 +225%: the widest spread
+            assert first.path == ["## forward ##"]  # r1 +225%: the widest spread
             assert app.errors == []
 
     try:
@@ -325,7 +325,7 @@ def test_regions_screen_jumps_to_the_timeline_and_the_ops(tmp_path):
                 n = stack.pop()
                 nodes.append(n)
                 stack.extend(n.children)
-            node = next(n for n in nodes if n.data and n.data["path"][-1] == "layers.2")
+            node = next(n for n in nodes if n.data and n.data.path[-1] == "layers.2")
             node.parent.expand()
             await _settle(pilot)
             tree.move_cursor(node)
@@ -335,7 +335,7 @@ def test_regions_screen_jumps_to_the_timeline_and_the_ops(tmp_path):
             await _settle(pilot)
             tl = app.screen
             assert isinstance(tl, TimelineScreen) and app.errors == []
-            by = region["device_ms_by_rank"]
+            by = region.device_ms_by_rank
             rank = int(max(by, key=lambda r: by[r]))
             assert tl.timeline.lane_key[0] == rank
             assert tl.timeline.highlight == "layers.2"

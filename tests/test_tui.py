@@ -22,6 +22,7 @@ from click.testing import CliRunner
 
 from tests.conftest import ROOT, SHARED_TRACES, shared_trace_names
 from tracekit.cli import main
+from tracekit.report import schema as S
 from tui import fmt
 from tui.app import TracekitApp
 from tui.data import Session, evidence
@@ -185,7 +186,7 @@ async def test_overview_figures_are_analyze_json(runs):
         facts = str(scr.query_one("#facts").render())
         assert f"{rep['summary']['step_time_ms']:,.2f} ms" in facts
         assert f"{len(rep['run']['ranks'])} of {rep['run']['world_size']} ranks" in facts
-        assert [f["code"] for f in scr.findings] == [f["code"] for f in rep["findings"]]
+        assert [f.code for f in scr.findings] == [f["code"] for f in rep["findings"]]
         ft = scr.query_one("#findings")
         assert ft.row_count == len(rep["findings"]) >= 1
         assert [str(ft.get_row_at(i)[1]) for i in range(ft.row_count)] == [
@@ -200,12 +201,12 @@ def test_fmt_units_from_key_names():
     assert fmt.fmt(1.5, fmt.unit_of(("busbw_GBps", "all_reduce"))) == "1.50 GB/s"
     assert fmt.fmt(3e12, fmt.unit_of(("flops_per_step",))) == "3 TFLOP"
     assert fmt.fmt(None) == "—"
-    # a new nested key (per-dtype peaks) is flattened and keeps its unit
-    rows = fmt.level_rows(
-        {"level": "compute", "measured": {"peak_flops_per_s": {"bf16": 9.89e14}}, "predicted": {}}
-    )
-    assert rows[0]["label"] == "peak flops per s · bf16"
-    assert rows[0]["measured_text"] == "989 TFLOP/s"
+    # a nested figure (FLOPs per dtype) is flattened and keeps its figure's unit and label
+    level = S.ComputeLevel(measured=S.ComputeMeasured(flops_by_dtype={"bf16": 9.89e14}))
+    (row,) = [r for r in fmt.level_rows(level) if len(r["path"]) > 1]
+    assert row["path"] == ("flops_by_dtype", "bf16")
+    assert row["label"] == "FLOPs / step by dtype · bf16"
+    assert row["measured_text"] == "989 TFLOP"
     assert fmt.gap(0.3, 0.2, "pct") == "+10.0 pt"
     assert fmt.gap(3.0, 2.0, "") == "×1.50"
 
@@ -217,25 +218,25 @@ async def test_finding_page_jumps_to_the_exposed_collective(runs, sessions):
         await settle(pilot)
         scr = app.screen
         f = scr.findings[0]
-        assert f["code"] == "TK-N301"
+        assert f.code == "TK-N301"
         await press(pilot, "enter")
         page = app.screen
         assert isinstance(page, FindingScreen)
         text = page.text()
-        assert f["title"] in text and f["remedy"][:40] in text
+        assert f.title in text and f.remedy[:40] in text
         assert "What it detects" in text  # the explain text
         assert "{" not in text and '"' not in text  # tables, not a JSON dump
         assert evidence(f)["collectives"], "N301 names its collective"
         # the details' records are tables: a row per rank, labelled in words
         per_rank = next(t for t in page.tables if t["title"] == "ranks")
-        assert [r["rank"] for r in per_rank["raw"]] == [r["rank"] for r in f["details"]["ranks"]]
+        assert [r["rank"] for r in per_rank["raw"]] == [r["rank"] for r in f.details["ranks"]]
         assert ("exposed_ms", "exposed / step") in per_rank["columns"]
-        assert per_rank["rows"][0][1] == f"{f['details']['ranks'][0]['exposed_ms']:,.2f} ms"
+        assert per_rank["rows"][0][1] == f"{f.details['ranks'][0]['exposed_ms']:,.2f} ms"
         await press(pilot, "t")
         tl = app.screen
         assert isinstance(tl, TimelineScreen)
         w = tl.query_one(Timeline)
-        assert w.lane_key[0] == f["ranks"][0]
+        assert w.lane_key[0] == f.ranks[0]
         assert w.highlight  # the collective's kernel / span name
         # the cursor sits on an instance of that collective on that rank
         ta, tb = w.cursor_span()
@@ -281,16 +282,16 @@ async def test_finding_rows_jump_to_their_collective_and_rank(runs, sessions):
         where.move_cursor(row=rank_row)
         await press(pilot, "enter")
         assert isinstance(app.screen, TimelineScreen)
-        assert app.screen.query_one(Timeline).lane_key[0] == f["ranks"][1]
+        assert app.screen.query_one(Timeline).lane_key[0] == f.ranks[1]
 
 
 def test_detail_tables_of_a_nested_finding():
     """A pipeline finding's model (nested mappings) becomes one table per mapping."""
     from tui.screens.finding import detail_tables, figure_rows
 
-    f = json.loads(FROZEN_PP.read_text())["findings"][0]
-    assert f["code"] == "TK-S401"
-    tables = {t["title"]: t for t in detail_tables(f["details"])}
+    f = S.decode(FROZEN_PP.read_text()).findings[0]
+    assert f.code == "TK-S401"
+    tables = {t["title"]: t for t in detail_tables(f.details)}
     assert list(tables) == ["model", "model · stage", "model · parts"]
     stage = tables["model · stage"]
     assert stage["rows"] == [["0", "18.30 ms"], ["1", "21.21 ms"]]
@@ -327,7 +328,7 @@ async def test_ranks_marks_the_report_s_stragglers(runs):
     """The marks are the report's `summary.straggler_ranks`, whatever they are."""
     s = Session([runs["ddp"]], workers=1, display_path="sample_traces/ddp")
     s.load()
-    s.report["summary"]["straggler_ranks"] = [1]
+    s.report.summary.straggler_ranks = [1]
     app = TracekitApp(s)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)
@@ -669,7 +670,7 @@ async def test_a_diagnoser_crash_leaves_the_drill_down_working(runs, monkeypatch
         await press(pilot, "escape")
         assert isinstance(app.screen, OverviewScreen)
         assert "report failed" in str(app.screen.query_one("#facts").render())
-        assert [r["rank"] for r in app.session.report["ranks"]] == [0, 1]  # the breakdown
+        assert [r.rank for r in app.session.report.ranks] == [0, 1]  # the breakdown
         await press(pilot, "3")
         assert app.screen.query_one(Timeline).frame.cover  # the store still answers
         assert len(app.errors) == 1
@@ -679,6 +680,80 @@ def test_cli_tui_bad_path_is_one_line_exit_2(tmp_path):
     res = CliRunner().invoke(main, ["tui", str(tmp_path / "nope")])
     assert res.exit_code == 2
     assert res.output.startswith("tracekit: ") and len(res.output.strip().splitlines()) == 1
+
+
+# --- a stored report (tracekit tui RUN --report FILE) -------------------------------------------
+
+
+def _corrupted_report(tmp_path: Path) -> Path:
+    """A copy of the frozen ddp report with a figure the schema requires taken out of a
+    rank's row (what a report of an older tracekit looks like)."""
+    rep = json.loads(FROZEN_REPORT.read_text())
+    del rep["ranks"][0]["exposed_comm_ms"]
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(rep))
+    return path
+
+
+def test_a_report_that_does_not_decode_is_one_clear_line(tmp_path):
+    from tracekit.errors import TracekitError
+    from tui.session import read_report
+
+    assert read_report(FROZEN_REPORT).ranks[0].exposed_comm_ms > 0  # the frozen one decodes
+    with pytest.raises(TracekitError) as err:
+        read_report(_corrupted_report(tmp_path))
+    msg = str(err.value)
+    assert "not a report of this tracekit version" in msg and "\n" not in msg
+    assert "exposed_comm_ms" in msg and "$.ranks[0]" in msg  # where it does not fit
+    (tmp_path / "cut.json").write_text(FROZEN_REPORT.read_text()[:200])
+    with pytest.raises(TracekitError, match="is not a JSON report"):
+        read_report(tmp_path / "cut.json")
+    with pytest.raises(TracekitError, match="cannot read the report"):
+        read_report(tmp_path / "none.json")
+
+
+def test_cli_tui_report_that_does_not_decode_is_one_line_exit_2(runs, tmp_path):
+    res = CliRunner().invoke(
+        main, ["tui", str(runs["ddp"]), "--report", str(_corrupted_report(tmp_path))]
+    )
+    assert res.exit_code == 2, res.output
+    assert res.output.startswith("tracekit: ") and len(res.output.strip().splitlines()) == 1
+    assert "exposed_comm_ms" in res.output and "Traceback" not in res.output
+
+
+@sync
+async def test_a_report_that_does_not_decode_shows_one_line_then_exits_2(runs, tmp_path):
+    bad = _corrupted_report(tmp_path)
+    app = TracekitApp(Session([runs["ddp"]], workers=1, display_path="ddp", report=bad))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, ErrorScreen)
+        shown = str(app.screen.query_one("#error-message").render())
+        assert "not a report of this tracekit version" in shown and "exposed_comm_ms" in shown
+        assert app.errors == [app.load_error] and "\n" not in app.load_error
+        await press(pilot, "enter")
+    assert app.return_code == 2
+
+
+@sync
+async def test_a_stored_report_is_shown_as_it_is(runs):
+    """`--report`: the overview and the ranks draw the stored report's figures, not ones
+    computed again (the frozen report's step and findings)."""
+    from tui.session import read_report
+
+    frozen = read_report(FROZEN_REPORT)
+    frozen.summary.step_time_ms = 12345.678  # no run has this step: the stored one shows
+    app = TracekitApp(Session([runs["ddp"]], workers=1, display_path="ddp", report=frozen))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        scr = app.screen
+        assert isinstance(scr, OverviewScreen) and app.session.report is frozen
+        facts = str(scr.query_one("#facts").render())
+        assert "step 12,345.68 ms" in facts
+        assert [f.code for f in scr.findings] == [f.code for f in frozen.findings]
+        await press(pilot, "2")
+        t = app.screen.query_one(SortableTable)
+        assert [r["idle_fraction"] for r in t.shown_rows] == [r.idle_fraction for r in frozen.ranks]
 
 
 # --- opens on every run ----------------------------------------------------------------------
@@ -697,11 +772,11 @@ async def _opens(path: Path, size=(80, 24)) -> TracekitApp:
         await settle(pilot)
         assert isinstance(app.screen, SqlScreen)
         # every finding's page draws its evidence as tables
-        for i, f in enumerate(app.session.report.get("findings", [])):
+        for i, f in enumerate(app.session.report.findings or []):
             app.open_finding(i)
             await settle(pilot)
             assert isinstance(app.screen, FindingScreen)
-            assert f["code"] in app.screen.text()
+            assert f.code in app.screen.text()
         assert app.errors == []
     return app
 
@@ -733,9 +808,8 @@ FROZEN_REPORT = Path(__file__).with_name("tui_report_ddp.json")
 
 @pytest.fixture(scope="module")
 def frozen_session(runs):
-    s = Session([runs["ddp"]], workers=1, display_path="sample_traces/ddp")
+    s = Session([runs["ddp"]], workers=1, display_path="sample_traces/ddp", report=FROZEN_REPORT)
     s.open()
-    s.report = json.loads(FROZEN_REPORT.read_text())
     yield s
     s.close()
 
@@ -759,9 +833,8 @@ DASHBOARD_KEYS = {"dashboard": [], "levels": ["l"], "finding": ["enter"]}
 @pytest.fixture(scope="module")
 def frozen_pp_session(tmp_path_factory):
     p = _copy(SAMPLES / "pp_1f1b", tmp_path_factory.mktemp("tui-pp") / "pp_1f1b")
-    s = Session([p], workers=1, display_path="sample_traces/pp_1f1b")
+    s = Session([p], workers=1, display_path="sample_traces/pp_1f1b", report=FROZEN_PP)
     s.open()
-    s.report = json.loads(FROZEN_PP.read_text())
     yield s
     s.close()
 

@@ -214,12 +214,12 @@ async def test_switch_and_jump_by_message(ddp):
         assert isinstance(app.screen, RanksScreen)
         assert app.screen.query_one(SortableTable).selected["rank"] == 1
         # a collective by name: the collectives screen, the cursor on it
-        name = min(c["name"] for c in rep["collectives"])
+        name = min(c.name for c in rep.collectives)
         await post(pilot, JumpTo(Target("collectives", names=(name,))))
         assert isinstance(app.screen, CollectivesScreen)
         assert app.screen.query_one(SortableTable).selected["name"] == name
         # a rank and a step: the timeline on that step, the rank's lane
-        last = rep["run"]["steps"][-1]
+        last = rep.run.steps[-1]
         await post(pilot, JumpTo(Target("timeline", rank=1, step=last)))
         assert isinstance(app.screen, TimelineScreen)
         assert app.screen.step == last
@@ -235,17 +235,17 @@ async def test_pages_open_by_message(ddp):
     app = make_app(ddp)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)
-        await post(pilot, OpenFinding(len(rep["findings"])))  # none such: nothing opens
+        await post(pilot, OpenFinding(len(rep.findings)))  # none such: nothing opens
         assert isinstance(app.screen, OverviewScreen)
         await post(pilot, OpenFinding(0))
         assert isinstance(app.screen, FindingScreen)
-        assert app.screen.finding["code"] == rep["findings"][0]["code"]
-        coll = rep["collectives"][0]
-        await post(pilot, OpenInstances(coll["name"], coll.get("bytes")))
+        assert app.screen.finding.code == rep.findings[0].code
+        coll = rep.collectives[0]
+        await post(pilot, OpenInstances(coll.name, coll.bytes))
         assert isinstance(app.screen, InstancesScreen)
         assert app.current_mode == "collectives"
         assert {r["rank"] for r in app.screen.instances} == {0, 1}
-        op = rep["top_ops"][0]["name"]
+        op = rep.top_ops[0].name
         await post(pilot, OpenKernels(op))
         assert isinstance(app.screen, KernelsScreen) and app.screen.op == op
         await press(pilot, "escape")

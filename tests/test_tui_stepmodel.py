@@ -22,7 +22,7 @@ from tests.synth import Scenario, generate
 from tests.test_tui import _copy, _screen_lines, make_app, press, settle, sync
 from tracekit.cli import main
 from tracekit.report import units
-from tracekit.report.schema import decode
+from tracekit.report.schema import PathSegment, decode
 from tui.data import Session
 from tui.screens import ErrorScreen, OverviewScreen, PathScreen, TimelineScreen, WhatIfScreen
 from tui.screens.whatif import suggestions
@@ -66,9 +66,9 @@ def test_the_path_lands_on_the_stragglers_kernels(session):
     a window off) would miss them."""
     spans = session.path_spans()
     assert spans
-    on_slow = sum(seg["ms"] for seg, _, _ in spans if seg["rank"] == SLOW)
-    assert on_slow > 0.9 * sum(seg["ms"] for seg, _, _ in spans)
-    compute = [(seg, s, e) for seg, s, e in spans if seg["kind"] == "compute"]
+    on_slow = sum(seg.ms for seg, _, _ in spans if seg.rank == SLOW)
+    assert on_slow > 0.9 * sum(seg.ms for seg, _, _ in spans)
+    compute = [(seg, s, e) for seg, s, e in spans if seg.kind == "compute"]
     assert compute
     for seg, s, e in compute:
         # a segment is consecutive compute merged, named by its longest kernel
@@ -77,7 +77,7 @@ def test_the_path_lands_on_the_stragglers_kernels(session):
             "max(least(end_ns, $e) - greatest(ts_ns, $s)) FILTER (WHERE name = $n) "
             "FROM device_activity WHERE rank = $r AND category = 'compute' "
             "AND end_ns > $s AND ts_ns < $e",
-            {"r": seg["rank"], "n": seg["name"], "s": s, "e": e},
+            {"r": seg.rank, "n": seg.name, "s": s, "e": e},
         )
         covered, named = rows[0]
         assert covered is not None and covered >= 0.99 * (e - s), seg
@@ -96,18 +96,18 @@ def test_a_model_of_the_last_steps_only_is_drawn_on_those_steps(tmp_path, monkey
     s = Session([tmp_path], workers=1)
     s.load()
     try:
-        model = s.report["step_model"]
-        assert any("last 1 of 3 analysed steps" in n for n in model["notes"])
+        model = s.report.step_model
+        assert any("last 1 of 3 analysed steps" in n for n in model.notes)
         spans = s.path_spans()
         assert spans
         for seg, a, b in spans:
-            _step, ts, end = s.step_windows()[seg["rank"]][-1]
+            _step, ts, end = s.step_windows()[seg.rank][-1]
             assert ts <= a and b <= end + 1000, seg
-            if seg["kind"] == "compute":
+            if seg.kind == "compute":
                 _, rows = s.query(
                     "SELECT sum(least(end_ns, $b) - greatest(ts_ns, $a)) FROM device_activity "
                     "WHERE rank = $r AND category = 'compute' AND end_ns > $a AND ts_ns < $b",
-                    {"r": seg["rank"], "a": a, "b": b},
+                    {"r": seg.rank, "a": a, "b": b},
                 )
                 assert rows[0][0] is not None and rows[0][0] >= 0.99 * (b - a), seg
     finally:
@@ -115,8 +115,8 @@ def test_a_model_of_the_last_steps_only_is_drawn_on_those_steps(tmp_path, monkey
 
 
 def test_path_marks_pick_the_segment_covering_most_of_a_column():
-    seg = {"rank": 3, "kind": "compute"}
-    other = {"rank": 1, "kind": "communication"}
+    seg = PathSegment(rank=3, kind="compute", name="mm", start_ms=0.0, ms=4.6e-4)
+    other = PathSegment(rank=1, kind="communication", name="ar", start_ms=4.6e-4, ms=5.4e-4)
     # 10 columns of 100 ns: rank 3 over [0, 460), rank 1 over [460, 1000) — column 4 is
     # 60 ns rank 3's, 40 ns rank 1's
     lanes = [(1, None), (3, None)]
@@ -163,7 +163,7 @@ async def test_timeline_marks_the_stragglers_lane_and_p_toggles_it(session):
 
 @sync
 async def test_path_list_sums_and_jumps_to_a_segment(session):
-    model = session.report["step_model"]
+    model = session.report.step_model
     app = make_app(session)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
@@ -171,11 +171,11 @@ async def test_path_list_sums_and_jumps_to_a_segment(session):
         page = app.screen
         assert isinstance(page, PathScreen)
         rows = page.segments()
-        segs = model["critical_path"]["segments"]
+        segs = model.critical_path.segments
         assert len(rows) == len(segs)
-        assert [r["ms"] for r in rows] == sorted((s["ms"] for s in segs), reverse=True)
+        assert [r["ms"] for r in rows] == sorted((s.ms for s in segs), reverse=True)
         head = str(page.query_one("#path-head").render())
-        by_kind = model["critical_path"]["by_kind"]
+        by_kind = model.critical_path.by_kind
         assert f"compute {units.fmt(by_kind['compute'], 'ms')}" in head
         assert f"r{SLOW} " in head
         top = rows[0]
@@ -267,7 +267,7 @@ async def test_a_change_that_does_not_apply_shows_the_clis_line(session, straggl
 
 
 def test_suggestions_come_from_the_run(session):
-    rep = session.typed()
+    rep = session.report
     offered = dict(suggestions(rep))
     first_spec, why = suggestions(rep)[0]
     (w,) = rep.step_model.what_if
@@ -289,9 +289,9 @@ def frozen_pp(tmp_path_factory):
     from tests.test_tui import SAMPLES
 
     p = _copy(SAMPLES / "pp_1f1b", tmp_path_factory.mktemp("tui-pp-wi") / "pp_1f1b")
-    s = Session([p], workers=1, display_path="sample_traces/pp_1f1b")
+    frozen = Path(__file__).with_name("tui_report_pp_1f1b.json")
+    s = Session([p], workers=1, display_path="sample_traces/pp_1f1b", report=frozen)
     s.open()
-    s.report = json.loads(Path(__file__).with_name("tui_report_pp_1f1b.json").read_text())
     yield s
     s.close()
 

@@ -19,6 +19,7 @@ from textual.worker import Worker, WorkerState
 
 from tracekit.errors import TracekitError
 from tracekit.options import AnalysisOptions, OpenOptions
+from tracekit.report.schema import Report
 from tui.commands import JumpCommands
 from tui.messages import (
     JumpTo,
@@ -243,7 +244,8 @@ class TracekitApp(App[int]):
         self.call_from_thread(lambda: self.jump(Target("timeline", **found)))
 
     def open_finding(self, index: int) -> None:
-        findings = self.session.report.get("findings", [])
+        rep = self.session.report
+        findings = rep.findings if rep is not None and rep.findings else []
         if 0 <= index < len(findings):
             self.switch_to("overview")
             self.push_screen(FindingScreen(self.session, findings[index]))
@@ -287,16 +289,19 @@ def run_app(
     inputs: list[str],
     options: AnalysisOptions | None = None,
     open_options: OpenOptions | None = None,
+    report: Report | None = None,
 ) -> int:
     """Run the app on a terminal; returns the exit code (2 when the run could not be
     opened, with the reason raised as a TracekitError for the CLI to print). The options
-    are `tracekit analyze`'s, so the overview shows what analyze would print."""
+    are `tracekit analyze`'s, so the overview shows what analyze would print; a stored
+    `report` of the run (`tui.session.read_report`) is shown instead of computing one."""
     display = " ".join(inputs)
     session = Session(
         [Path(p) for p in inputs],
         options=options,
         open_options=open_options,
         display_path=display,
+        report=report,
     )
     app = TracekitApp(session)
     app.run()

@@ -36,13 +36,14 @@ class JumpCommands(Provider):
             out.append((f"go to rank {r}", post(JumpTo(Target("timeline", rank=r))), "timeline"))
         for st in s.steps_list:
             out.append((f"step {st}", post(JumpTo(Target("timeline", step=st))), "timeline"))
-        for i, f in enumerate(s.report.get("findings", [])):
-            out.append((f"finding {f['code']} {f['title']}", post(OpenFinding(i)), ""))
-        for c in s.report.get("collectives", []):
+        rep = s.report
+        for i, f in enumerate(rep.findings if rep is not None and rep.findings else []):
+            out.append((f"finding {f.code} {f.title}", post(OpenFinding(i)), ""))
+        for c in rep.collectives if rep is not None and rep.collectives else []:
             out.append(
                 (
-                    f"collective {c['name']} {c.get('bytes')} B",
-                    post(OpenInstances(c["name"], c.get("bytes"))),
+                    f"collective {c.name} {c.bytes} B",
+                    post(OpenInstances(c.name or "", c.bytes)),
                     "instances across ranks",
                 )
             )

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracekit.report.schema import FindingRow
 
-def evidence(finding: dict) -> dict[str, list]:
+
+def evidence(finding: FindingRow) -> dict[str, list]:
     """Where a finding points: ranks, steps, collectives and ops named in it (its
-    `details` are walked generically, so new detail keys are found too)."""
-    ev: dict[str, list] = {"ranks": list(finding.get("ranks") or []), "steps": []}
+    `details` — free-form in the schema — are walked generically, so new detail keys are
+    found too)."""
+    ev: dict[str, list] = {"ranks": list(finding.ranks), "steps": []}
     ev["collectives"] = []
     ev["ops"] = []
 
@@ -30,7 +33,7 @@ def evidence(finding: dict) -> dict[str, list]:
             for v in x:
                 walk(v, key)
 
-    walk(finding.get("details") or {})
+    walk(finding.details)
     for k in ev:
         seen: list = []
         for v in ev[k]:

@@ -4,7 +4,10 @@ from it — also where a level block names it differently (`peak_fraction` is th
 rank's peak memory) — and every value is written by `tracekit.report.units`, as text,
 Markdown and the gate write it. Keys that are not figures (the levels' supporting tables)
 take their unit from their name (`_fraction` → %, `_bytes` → bytes, `_ms` → ms …), so
-keys the report gains later show up formatted. No Textual import: the tests use it alone.
+keys the report gains later show up formatted. The report is the typed one
+(`tracekit.report.schema`): a screen that lists every figure of a block walks the
+Struct's fields (`fields`, `table_rows`), so fields the schema gains show up too. No
+Textual import: the tests use it alone.
 """
 
 from __future__ import annotations
@@ -13,17 +16,57 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
+import msgspec
+
 from tracekit.model import figures as F
 from tracekit.report import units
+from tracekit.report.schema import UNSET, Level
+
+# a report table's row (`table_rows`) keeps its Struct under this key, beside the values
+ITEM = "item"
 
 PERCENT_KEYS = (F.MFU.key, F.HFU.key, F.GEMM_EFFICIENCY.key, "efficiency")
+
+
+def fields(item: msgspec.Struct) -> Iterator[tuple[str, Any]]:
+    """(JSON key, value) of each field of a report Struct, in the schema's order — what
+    the JSON report writes; a field left unset is left out."""
+    for f in msgspec.structs.fields(item):
+        v = getattr(item, f.name)
+        if v is not UNSET:
+            yield f.encode_name, v
+
+
+def table_rows(items: list) -> list[dict]:
+    """A report table (its rows Structs) as a sortable table's rows: each field's value
+    under its JSON key, the Struct itself under `ITEM`."""
+    return [{**dict(fields(it)), ITEM: it} for it in items]
+
+
+def scalar_keys(rows: list[dict], skip: tuple[str, ...] = ()) -> list[str]:
+    """The keys of the rows' scalar values, first seen first (nested values and the
+    Struct left out)."""
+    keys: list[str] = []
+    for r in rows:
+        for k, v in r.items():
+            if k not in keys and k != ITEM and k not in skip and _scalar(v):
+                keys.append(k)
+    return keys
+
+
+def _scalar(v: Any) -> bool:
+    return not isinstance(v, dict | list | tuple | msgspec.Struct)
+
+
+def as_json(block: msgspec.Struct | None) -> dict[str, Any]:
+    """A block's figures as the JSON report writes them (their keys and plain values),
+    for the pages that list every figure generically."""
+    return msgspec.to_builtins(block) if block is not None else {}
 
 
 @cache
 def _level_figures() -> dict[tuple[str, str, str], F.Figure]:
     """(level, "measured" | "predicted", JSON key) → the figure that key is."""
-    import msgspec
-
     from tracekit.report import schema as S
 
     out = {}
@@ -127,12 +170,12 @@ def gap(measured: Any, predicted: Any, unit: str) -> str:
     return units.gap(measured, predicted, "fraction" if unit in ("fraction", "pct") else unit)
 
 
-def level_rows(level: dict) -> list[dict]:
+def level_rows(level: Level) -> list[dict]:
     """One row per figure of a level: the measured keys in report order, then the predicted
     ones that have no measured twin. Each row keeps the raw values beside the text."""
-    name = level.get("level", "")
-    measured = dict(leaves(level.get("measured") or {}))
-    predicted = dict(leaves(level.get("predicted") or {}))
+    name = level.level
+    measured = dict(leaves(as_json(level.measured)))
+    predicted = dict(leaves(as_json(level.predicted)))
     rows = []
     for path in [*measured, *(p for p in predicted if p not in measured)]:
         m, p = measured.get(path), predicted.get(path)
@@ -204,10 +247,11 @@ def _json_keys() -> dict[tuple[str, str, str], str]:
     return {(lv, side, fig.key): key for (lv, side, key), fig in _level_figures().items()}
 
 
-def key_rows(level: dict) -> list[dict]:
+def key_rows(level: Level) -> list[dict]:
     """A level's key figures, measured beside predicted, labelled and written as the report
-    writes them. A figure the block lacks (an older report) shows as null."""
-    name = level.get("level", "")
+    writes them. A figure the block lacks (left unset) shows as null. The blocks' attributes
+    are the figures' keys (`tracekit.report.schema`)."""
+    name = level.level
     rows = []
     for mkey, pkey in KEY_FIGURES.get(name, ()):
         row: dict[str, Any] = {"level": name, "measured_text": "", "predicted_text": ""}
@@ -215,11 +259,11 @@ def key_rows(level: dict) -> list[dict]:
             if key is None:
                 continue
             fig = F.get(key)
-            json_key = _json_keys().get((name, side, key), key)
-            value = (level.get(side) or {}).get(json_key)
+            value = getattr(getattr(level, side), key, None)
+            value = None if value is UNSET else value
             unit = (fig.of or "") if fig.unit == "map" else fig.unit
             row[side] = value
-            row[f"{side}_key"] = json_key
+            row[f"{side}_key"] = _json_keys().get((name, side, key), key)
             row[f"{side}_text"] = fmt(value, unit)
             row.setdefault("label", fig.label)
         rows.append(row)

@@ -2,8 +2,11 @@
 session (lanes, step windows, the what-ifs' step model).
 
 No Textual here: the app loads it from a worker, the screens call it from workers, the
-benchmark and the tests call it directly. Every figure shown as the report's comes from
-`diagnosers.assemble` (what `tracekit analyze --format json` prints); the drill-down's
+benchmark and the tests call it directly. The report is the typed one
+(`tracekit.report.schema.Report`), built once by `diagnosers.assemble` (what `tracekit
+analyze --format json` prints) or a stored one read back once (`read_report`: one that
+does not decode against the schema is one line, not a traceback); the screens read it
+by attribute. The drill-down's
 questions are `tui.queries` over the screens' own connection (`Db`), which one lock
 serialises — the run's connection has its own, held by the diagnosers and the SQL
 console.
@@ -22,10 +25,38 @@ import msgspec
 
 from tracekit.errors import TracekitError
 from tracekit.options import AnalysisOptions, OpenOptions
-from tracekit.report.schema import UNSET, Report, StepModelBlock
+from tracekit.report.schema import (
+    UNSET,
+    PathSegment,
+    Region,
+    Report,
+    RunInfo,
+    StepModelBlock,
+    decode,
+    to_dict,
+)
 from tui import queries
 from tui.frame import Frame
 from tui.queries import Db
+
+
+def read_report(path: str | Path) -> Report:
+    """A stored report (`tracekit analyze --format json`) as its type, decoded once; a
+    file that is not one of this version's reports raises TracekitError, one line that
+    says where it does not fit the schema."""
+    try:
+        text = Path(path).read_bytes()
+    except OSError as exc:
+        raise TracekitError(f"cannot read the report {path}: {exc.strerror or exc}") from None
+    try:
+        return decode(text)
+    except msgspec.ValidationError as exc:
+        raise TracekitError(
+            f"{path} is not a report of this tracekit version (tracekit analyze --format "
+            f"json writes one): {exc}"
+        ) from None
+    except msgspec.DecodeError as exc:
+        raise TracekitError(f"{path} is not a JSON report: {exc}") from None
 
 
 class Session:
@@ -39,6 +70,7 @@ class Session:
         open_options: OpenOptions | None = None,
         display_path: str | None = None,
         workers: int | None = None,
+        report: Report | str | Path | None = None,
     ):
         self.inputs = [str(p) for p in inputs]
         self.options = options or AnalysisOptions()
@@ -48,8 +80,12 @@ class Session:
         if workers is not None:
             self.open_options = replace(self.open_options, workers=workers)
         self.display_path = display_path or " ".join(self.inputs)
+        # a stored report to show instead of computing one: read by `open`
+        self.report_path = None if isinstance(report, Report | None) else Path(report)
         self.run = None
-        self.report: dict[str, Any] = {}
+        self.facts: RunInfo | None = None  # the run's facts, once the store is open
+        # the report, once diagnosed (or read back)
+        self.report: Report | None = report if isinstance(report, Report) else None
         self.report_error: str | None = None
         self.lock = threading.RLock()  # the screens' connection
         self.run_lock = threading.RLock()  # the run's own (diagnosers, SQL console)
@@ -61,14 +97,17 @@ class Session:
 
     # loading ---------------------------------------------------------------------
     def open(self, progress: Callable[[str], None] = lambda _msg: None) -> None:
-        """Ingest what the cache lacks and open the store; the report so far is the run's
-        facts (`tracekit.report.run_info`), enough for the timeline and the SQL console."""
+        """Read the stored report when given one, ingest what the cache lacks and open the
+        store; the run's facts (`tracekit.report.run_info`) are enough for the timeline and
+        the SQL console."""
         from tracekit.report.runinfo import run_info
-        from tracekit.report.schema import to_dict
         from tracekit.store.open import open_run
 
         if self.run is not None:  # opened already (the tests share one session)
             return
+        if self.report_path is not None and self.report is None:
+            # a stored report is read first: one that does not decode fails before the ingest
+            self.report = read_report(self.report_path)
         # the ingest's own progress bar would draw over the screen; the app shows progress
         os.environ["TRACEKIT_NO_PROGRESS"] = "1"
         progress(f"ingesting {self.display_path} …")
@@ -78,18 +117,23 @@ class Session:
         self.cur = self.run.con.cursor()
         self._db = Db(self.cur, self.lock)
         with self.run_lock:
-            self.report = {"run": to_dict(run_info(self.run)), "window": {"kind": self.window}}
+            self.facts = run_info(self.run)
 
     @property
     def diagnosed(self) -> bool:
-        return "ranks" in self.report
+        return self.report is not None
+
+    @property
+    def run_info(self) -> RunInfo | None:
+        """The run's facts: the report's once it is in, the store's before."""
+        return self.report.run if self.report is not None else self.facts
 
     def diagnose(self) -> None:
-        """The full report, as `tracekit analyze --format json` builds it."""
+        """The full report, as `tracekit analyze --format json` builds it (a stored one
+        given was read by `open`)."""
         if self.diagnosed:
             return
         from diagnosers import assemble
-        from tracekit.report.schema import to_dict
 
         with self.run_lock:
             try:
@@ -99,23 +143,11 @@ class Session:
             except Exception as exc:  # a diagnoser bug must not stop the drill-down
                 self.report_error = f"{type(exc).__name__}: {exc}"
                 rep = assemble.analyze(self.run, self.options.with_(levels=False))
-        self.report = to_dict(rep)
-
-    def typed(self) -> Report | None:
-        """The report as its type (`tracekit.report.schema.Report`), decoded from the JSON
-        dict the generic tables list; None before the diagnosers ran, or for a stored report
-        that lacks a field the schema now requires. Decoded on each call: the tests edit
-        `report` in place."""
-        if not self.diagnosed:
-            return None
-        try:
-            return msgspec.convert(self.report, Report)
-        except msgspec.ValidationError:
-            return None
+        self.report = rep
 
     def step_model(self) -> StepModelBlock | None:
-        """The typed report's step model; None without one."""
-        rep = self.typed()
+        """The report's step model; None without one."""
+        rep = self.report
         return None if rep is None or rep.step_model is UNSET else rep.step_model
 
     def load(self, progress: Callable[[str], None] = lambda _msg: None) -> None:
@@ -140,18 +172,26 @@ class Session:
     # the report ------------------------------------------------------------------
     @property
     def ranks(self) -> list[int]:
-        return list(self.report.get("run", {}).get("ranks", []))
+        return list(self.run_info.ranks) if self.run_info is not None else []
 
     @property
     def steps_list(self) -> list[int]:
-        return list(self.report.get("run", {}).get("steps", []))
+        return list(self.run_info.steps) if self.run_info is not None else []
 
-    def path_spans(self) -> list[tuple[dict, int, int]]:
+    def path_spans(self) -> list[tuple[PathSegment, int, int]]:
         """The report's critical path segments with their (start, end) on the store's
-        clock — the Perfetto export's mapping (`critical_path_spans`)."""
+        clock — the Perfetto export's mapping (`critical_path_spans`, which reads the
+        report's JSON: one (start, end) per segment, in order, or none)."""
         from tracekit.report.export import critical_path_spans
 
-        return critical_path_spans(self.report)
+        model = self.step_model()
+        if model is None or model.critical_path is None or self.report is None:
+            return []
+        spans = critical_path_spans(to_dict(self.report))
+        if not spans:  # no time zero for the segments (an older report)
+            return []
+        segments = model.critical_path.segments
+        return [(seg, s, e) for seg, (_, s, e) in zip(segments, spans, strict=True)]
 
     # plain queries ---------------------------------------------------------------
     def query(self, sql: str, params: dict | list | None = None) -> tuple[list[str], list[tuple]]:
@@ -239,22 +279,22 @@ class Session:
         return target
 
     # the step model --------------------------------------------------------------
-    def region_target(self, region: dict) -> dict[str, Any] | None:
+    def region_target(self, region: Region) -> dict[str, Any] | None:
         """Where a region first runs in the analysed steps, on the rank with the most
         device time in it (else the first rank): {rank, step, at_ns}; None where it
         never runs there."""
-        by = region.get("device_ms_by_rank") or {}
-        rank = int(max(by, key=lambda r: by[r])) if by else (self.ranks or [0])[0]
+        by = region.device_ms_by_rank
+        rank = max(by, key=lambda r: by[r]) if by else (self.ranks or [0])[0]
         steps = [s for s in self.steps_list if s is not None]
         start = self.step_span(steps[0], [rank])[0] if steps else 0
-        hit = queries.region_first(self.db, rank, region["path"], start)
+        hit = queries.region_first(self.db, rank, region.path, start)
         if hit is None:
             return None
         return {"rank": rank, "step": hit["step"], "at_ns": int(hit["ts_ns"])}
 
-    def region_ops(self, region: dict) -> list[str]:
+    def region_ops(self, region: Region) -> list[str]:
         """The names of the ops that ran inside the region, heaviest first."""
-        return [r["name"] for r in queries.region_ops(self.db, region["path"])]
+        return [r["name"] for r in queries.region_ops(self.db, region.path)]
 
     def what_if(self, specs: list[str]):
         """The run's step model replayed with the changes `specs` — `tracekit whatif`'s

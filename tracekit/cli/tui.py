@@ -1,5 +1,5 @@
-"""`tracekit tui RUN`: the Textual app; a bad path, rank spec or rule fails here, in one
-line, before the screen opens."""
+"""`tracekit tui RUN`: the Textual app; a bad path, rank spec, rule or stored report
+(`--report`) fails here, in one line, before the screen opens."""
 
 from __future__ import annotations
 
@@ -22,7 +22,16 @@ from tracekit.errors import TracekitError
 @P.workers
 @P.comm_kernel
 @P.health_options
-def tui(run, **values):
+@click.option(
+    "--report",
+    "report_path",
+    default=None,
+    metavar="FILE",
+    help="Show this stored report of the run (tracekit analyze RUN --format json) "
+    "instead of computing it; one that does not decode against this version's schema "
+    "fails in one line.",
+)
+def tui(run, report_path=None, **values):
     """Interactive drill-down in the terminal: overview, ranks, timeline, collectives,
     ops, memory, SQL."""
     from importlib.util import find_spec
@@ -40,8 +49,11 @@ def tui(run, **values):
 
     opts, options = commands.resolve_options(run, values, root)
     selected(options.select, options.ignore)  # an unknown rule fails before the screen
+    from tui.session import read_report
+
+    report = read_report(report_path) if report_path is not None else None  # and a report
     from tui.app import run_app
 
-    code = run_app(list(run), options=options, open_options=opts)
+    code = run_app(list(run), options=options, open_options=opts, report=report)
     if code:
         sys.exit(code)

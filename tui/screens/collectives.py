@@ -64,15 +64,14 @@ class CollectivesScreen(TableScreen):
 
     def on_mount(self) -> None:
         self.sub_title = "collectives"
-        self.rows = [dict(c) for c in self.session.report.get("collectives", [])]
+        rep = self.session.report
+        self.rows = fmt.table_rows(rep.collectives if rep is not None and rep.collectives else [])
         self.fill()
         self.table.focus()
         self._load_skew()
 
     def fill(self) -> None:
-        keys: list[str] = []
-        for r in self.rows:
-            keys += [k for k, v in r.items() if k not in keys and not isinstance(v, dict | list)]
+        keys = fmt.scalar_keys(self.rows)
         first = [k for k in FIRST if k in keys]
         keys = first + [k for k in keys if k not in first]
         cols = [(k, LABELS.get(k, k.replace("_", " "))) for k in keys]
@@ -96,7 +95,8 @@ class CollectivesScreen(TableScreen):
 
     def _apply_skew(self, skew: dict) -> None:
         for r in self.rows:
-            s = skew.get((r.get("name"), r.get("bytes")))
+            c = r[fmt.ITEM]
+            s = skew.get((c.name, c.bytes))
             r["mean_skew_ms"] = None if s is None else s["mean_skew_ns"] / 1e6
         self.fill()
 
@@ -104,7 +104,8 @@ class CollectivesScreen(TableScreen):
         self.cursor_to_target_names()
 
     def open_row(self, row: dict) -> None:
-        self.post_message(OpenInstances(row["name"], row.get("bytes")))
+        c = row[fmt.ITEM]
+        self.post_message(OpenInstances(c.name or "", c.bytes))
 
 
 class InstancesScreen(TableScreen):

@@ -15,6 +15,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Label, Static
 
+from tracekit.report.schema import FindingRow
 from tui import fmt
 from tui.evidence import evidence
 from tui.messages import JumpTo, Target
@@ -50,21 +51,21 @@ def value_text(key: str, v: Any, parents: tuple[str, ...] = ()) -> str:
     return fmt.fmt(v, fmt.unit_of((*parents, key)))
 
 
-def head_text(f: dict) -> Text:
-    sev = f["severity"]
+def head_text(f: FindingRow) -> Text:
+    sev = f.severity
     text = Text.assemble(
         (sev.upper(), VERDICT_STYLE.get(sev, "")),
-        f"  {f['code']}  {f['kind']}  ({f['level']})\n\n",
-        (f["title"], "bold"),
-        f"\n\nimpact {fmt.fmt(f.get('impact_ms'), 'ms')} per step",
+        f"  {f.code}  {f.kind}  ({f.level})\n\n",
+        (f.title, "bold"),
+        f"\n\nimpact {fmt.fmt(f.impact_ms, 'ms')} per step",
     )
     return text
 
 
-def figure_rows(f: dict) -> list[tuple[str, str, str, str]]:
-    """The finding's measured and predicted figures, paired by key: (figure, measured,
-    predicted, gap)."""
-    m, p = f.get("measured"), f.get("predicted")
+def figure_rows(f: FindingRow) -> list[tuple[str, str, str, str]]:
+    """The finding's measured and predicted figures (free-form in the schema: a value or
+    a mapping), paired by key: (figure, measured, predicted, gap)."""
+    m, p = f.measured, f.predicted
     if not isinstance(m, dict) or not isinstance(p, dict):
         return [("value", fmt.fmt(m), fmt.fmt(p), "")] if m is not None or p is not None else []
     mleaves, pleaves = dict(fmt.leaves(m)), dict(fmt.leaves(p))
@@ -171,12 +172,12 @@ class FindingScreen(TkScreen):
         Binding("r", "ranks", "ranks"),
     ]
 
-    def __init__(self, session: Session, finding: dict) -> None:
+    def __init__(self, session: Session, finding: FindingRow) -> None:
         super().__init__(session)
         self.finding = finding
         self.evidence = evidence(finding)
         self.jumps: dict[str, list[Jump | None]] = {}  # table id → each row's jump
-        self.tables: list[dict] = detail_tables(finding.get("details") or {})
+        self.tables: list[dict] = detail_tables(finding.details)
 
     def compose(self) -> ComposeResult:
         from diagnosers.rules import lookup
@@ -193,20 +194,20 @@ class FindingScreen(TkScreen):
             for i, t in enumerate(self.tables):
                 yield Label(t["title"], classes="ev-title")
                 yield DataTable(id=f"ev-details-{i}", cursor_type="row", classes="ev-table")
-            if f.get("remedy"):
+            if f.remedy:
                 yield Label("remedy", classes="ev-title")
-                yield Static(f["remedy"], markup=False, classes="ev-text", id="finding-remedy")
-            if f.get("remedies"):
+                yield Static(f.remedy, markup=False, classes="ev-text", id="finding-remedy")
+            if f.remedies:
                 yield Label("remedies replayed (the step model), best first", classes="ev-title")
                 yield DataTable(id="ev-remedies", cursor_type="row", classes="ev-table")
-            kind = lookup(f["kind"])
+            kind = lookup(f.kind)
             if kind is not None:
                 yield Label("explain", classes="ev-title")
                 yield Static(kind.explain(), markup=False, classes="ev-text", id="finding-explain")
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = f"finding {self.finding['code']}"
+        self.sub_title = f"finding {self.finding.code}"
         where = self.query_one("#ev-where", DataTable)
         where.add_columns("what", "which", "")
         rows = where_rows(self.evidence)
@@ -230,14 +231,14 @@ class FindingScreen(TkScreen):
                     *(extra if any(jumps) else []),
                 )
             self.jumps[dt.id or ""] = jumps
-        if self.finding.get("remedies"):
+        if self.finding.remedies:
             rem = self.query_one("#ev-remedies", DataTable)
             rem.add_columns("change", "predicted step", "saved")
-            for r in self.finding["remedies"]:
+            for r in self.finding.remedies:
                 rem.add_row(
-                    r.get("change", ""),
-                    Text(fmt.fmt(r.get("predicted_step_ms"), "ms"), justify="right"),
-                    Text(fmt.fmt(r.get("saved_ms"), "ms"), justify="right"),
+                    r.change,
+                    Text(fmt.fmt(r.predicted_step_ms, "ms"), justify="right"),
+                    Text(fmt.fmt(r.saved_ms, "ms"), justify="right"),
                 )
         where.focus()
 

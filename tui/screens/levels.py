@@ -1,6 +1,7 @@
 """The levels page (Enter on a level of the overview, or `l`): every figure of the four
-levels, measured beside predicted with the gap, and each level's notes. All of it is the
-report's dict, rendered generically: a key the report gains shows up here."""
+levels, measured beside predicted with the gap, and each level's notes. Each level block
+is listed generically (its Structs' fields, `tui.fmt.level_rows`): a figure the report
+gains shows up here."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Static
 
 from tracekit.model import figures as F
+from tracekit.report.schema import UNSET
 from tui import fmt
 from tui.screens.common import TkScreen
 from tui.widgets.levelpanel import VERDICT_STYLE
@@ -69,13 +71,14 @@ class LevelsScreen(TkScreen):
         table.add_column("measured", width=val_w, key="measured")
         table.add_column("predicted", width=val_w, key="predicted")
         table.add_column("gap / verdict", width=13, key="gap")
-        for lv in rep.get("levels", []):
-            v = lv.get("verdict", "")
-            why = lv.get("verdict_reason")
-            notes = ([f"verdict unknown: {why}"] if why else []) + list(lv.get("notes") or [])
-            self.level_starts[lv.get("level", "")] = table.row_count
+        levels = rep.levels if rep is not None and rep.levels is not UNSET else []
+        for lv in levels:
+            v = lv.verdict
+            why = lv.verdict_reason
+            notes = ([f"verdict unknown: {why}"] if why else []) + list(lv.notes)
+            self.level_starts[lv.level] = table.row_count
             table.add_row(
-                Text(lv.get("level", ""), style="bold"),
+                Text(lv.level, style="bold"),
                 "",
                 "",
                 Text(fmt.verdict_word(v), style=VERDICT_STYLE.get(v, ""), justify="right"),

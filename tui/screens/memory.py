@@ -3,7 +3,6 @@ predicted line, from `[memory]` events; when the trace has none, why not."""
 
 from __future__ import annotations
 
-import msgspec
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
@@ -32,12 +31,12 @@ class MemoryScreen(TkScreen):
 
     def on_mount(self) -> None:
         self.sub_title = "memory"
-        lv = memory_level(self.session.typed())
+        lv = memory_level(self.session.report)
         # every figure of the level, listed generically: the Structs as their JSON values
         lines = [
             f"{fmt.label(p)}: {fmt.fmt(v, fmt.unit_of(p))}"
-            for part in ("measured", "predicted")
-            for p, v in fmt.leaves({part: msgspec.to_builtins(getattr(lv, part))})
+            for part, block in (("measured", lv.measured), ("predicted", lv.predicted))
+            for p, v in fmt.leaves({part: fmt.as_json(block)})
         ]
         for n in lv.notes:
             lines.append(f"note: {n}")
@@ -51,7 +50,7 @@ class MemoryScreen(TkScreen):
         self.app.call_from_thread(self._apply, series, self.session.profile_memory())
 
     def _apply(self, series: dict, profile_memory: dict) -> None:
-        lv = memory_level(self.session.typed())
+        lv = memory_level(self.session.report)
         caps = {r["rank"]: r.get("capacity_bytes") for r in lv.metrics.get("ranks", [])}
         pred = lv.predicted.predicted_memory_bytes
         chart = self.query_one(MemoryChart)

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from rich.text import Text
 from textual.binding import Binding, BindingType
 
-from tracekit.model import figures as F
 from tracekit.report import units
+from tracekit.report.schema import UNSET
 from tui import fmt
 from tui.messages import OpenKernels
 from tui.screens.table import TableScreen
@@ -41,12 +41,10 @@ class OpsScreen(TableScreen):
     def on_mount(self) -> None:
         self.sub_title = "ops & kernels"
         rep = self.session.report
-        peaks = (rep.get("summary") or {}).get(F.PEAK_FLOPS_BY_DTYPE.key) or {}
-        rows = [dict(op) for op in rep.get("top_ops", [])]
-        keys: list[str] = []
-        for r in rows:
-            keys += [k for k, v in r.items() if k not in keys and not isinstance(v, dict | list)]
-        cols = [(k, LABELS.get(k, k.replace("_", " "))) for k in keys]
+        summary = rep.summary if rep is not None and rep.summary is not UNSET else None
+        peaks = (summary.peak_flops_by_dtype if summary is not None else None) or {}
+        rows = fmt.table_rows(rep.top_ops if rep is not None and rep.top_ops else [])
+        cols = [(k, LABELS.get(k, k.replace("_", " "))) for k in fmt.scalar_keys(rows)]
         self.table.set_data(cols, rows, cell, sort_key="device_ms")
         peak_txt = ", ".join(f"{c} {fmt.fmt(p, 'flops_per_s')}" for c, p in peaks.items())
         note = (
@@ -56,9 +54,10 @@ class OpsScreen(TableScreen):
         )
         if not rows:
             note = "no counted ops (GEMM, convolution, attention): record_shapes off, or none ran"
-        unc = (rep.get("summary") or {}).get(F.UNCOUNTED_COMPUTE_FRACTION.key)
+        unc = summary.uncounted_compute_fraction if summary is not None else None
         if unc:  # what MFU leaves out: GEMM/attention work without FLOPs
-            names = ", ".join(o["name"] for o in rep.get("top_uncounted_ops", [])[:3])
+            uncounted = rep.top_uncounted_ops if rep is not None and rep.top_uncounted_ops else []
+            names = ", ".join(str(o.name) for o in uncounted[:3])
             note += (
                 f"\ncompute not counted: {fmt.fmt(unc, 'fraction')} of compute time"
                 + (f" — most in {names}" if names else "")
@@ -71,7 +70,7 @@ class OpsScreen(TableScreen):
         self.cursor_to_target_names()
 
     def open_row(self, row: dict) -> None:
-        self.post_message(OpenKernels(row["name"]))
+        self.post_message(OpenKernels(row[fmt.ITEM].name or ""))
 
 
 class KernelsScreen(TableScreen):

@@ -13,7 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Grid
 from textual.widgets import DataTable, Footer, Label, Static
 
-from tracekit.model import figures as F
+from tracekit.report.schema import UNSET, FindingRow, Report, RunInfo
 from tui import fmt
 from tui.messages import OpenFinding, OpenLevels, OpenWhatIf, Painted
 from tui.screens.common import TkScreen
@@ -22,33 +22,35 @@ from tui.widgets import LevelPanel
 SEVERITY_STYLE = {"info": "cyan", "warning": "bold yellow", "critical": "bold red"}
 
 
-def run_facts(report: dict, display_path: str) -> str:
-    r = report.get("run", {})
-    dev = r.get("device")
-    dev = ", ".join(dev) if isinstance(dev, list) else (dev or "—")
-    be = r.get("backend")
-    be = ", ".join(be) if isinstance(be, list) else (be or "—")
-    steps = r.get("steps") or []
+def step_ms(report: Report) -> float | None:
+    """The run's step: the summary's, else the mean over the ranks (the breakdown alone)."""
+    if report.summary is not UNSET:
+        return report.summary.step_time_ms
+    vals = [r.step_time_ms for r in report.ranks if r.step_time_ms is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def run_facts(run: RunInfo | None, window: str, report: Report | None, display_path: str) -> str:
+    """The run's facts: its ranks, step, backend, device, steps and window (the store's
+    before the report is in, the report's after)."""
+    if run is None:
+        return f"run {display_path}"
+    dev = ", ".join(run.device) if isinstance(run.device, list) else (run.device or "—")
+    be = ", ".join(run.backend) if isinstance(run.backend, list) else (run.backend or "—")
+    steps = run.steps
     step_txt = "none (whole trace)"
     if steps:
         step_txt = f"{steps[0]}–{steps[-1]}" if len(steps) > 1 else str(steps[0])
-    win = report.get("window", {})
-    summ = report.get("summary", {})
-    step_ms = summ.get(F.STEP_TIME_MS.key)
-    if step_ms is None and report.get("ranks"):
-        vals = [
-            x[F.STEP_TIME_MS.key] for x in report["ranks"] if x.get(F.STEP_TIME_MS.key) is not None
-        ]
-        step_ms = sum(vals) / len(vals) if vals else None
+    step = step_ms(report) if report is not None else None
     facts = (
-        f"run {display_path} · {len(r.get('ranks', []))} of {r.get('world_size')} ranks · "
-        f"step {fmt.fmt(step_ms, 'ms')}\n"
-        f"backend {be} · device {dev} · ProfilerSteps {step_txt} · window {win.get('kind', '—')}"
+        f"run {display_path} · {len(run.ranks)} of {run.world_size} ranks · "
+        f"step {fmt.fmt(step, 'ms')}\n"
+        f"backend {be} · device {dev} · ProfilerSteps {step_txt} · window {window}"
     )
-    if r.get("rank_selection"):
+    if run.rank_selection:
         from tracekit.report.render import selection_line
 
-        facts += "\n" + selection_line(r["rank_selection"])
+        facts += "\n" + selection_line(run.rank_selection)
     return facts
 
 
@@ -95,39 +97,41 @@ class OverviewScreen(TkScreen):
         """Draw the report as it stands (the run's facts first, the rest once the
         diagnosers are done)."""
         rep = self.session.report
-        self.findings: list[dict] = []
-        facts = run_facts(rep, self.session.display_path)
+        self.findings: list[FindingRow] = []
+        window = rep.window.kind if rep is not None else self.session.window
+        facts = run_facts(self.session.run_info, window, rep, self.session.display_path)
         if self.session.report_error:
             facts += f"\nreport failed ({self.session.report_error}); drill-down still works"
         self.query_one("#facts", Static).update(facts)
         title = self.query_one("#findings-title", Label)
         ft = self.query_one("#findings", DataTable)
         ft.clear(columns=True)
-        blocks = {lv.get("level"): lv for lv in rep.get("levels", [])}
+        levels = rep.levels if rep is not None and rep.levels is not UNSET else []
+        blocks = {lv.level: lv for lv in levels}
         for level, panel in self.panels().items():
             panel.set_level(blocks.get(level))
             panel.display = bool(blocks) or not self.session.diagnosed
-        if not self.session.diagnosed:
+        if rep is None:
             title.update("running the diagnosers …")
             ft.display = False
             return
         if not blocks:
             title.update("breakdown only: no diagnosers")
-        self.findings = list(rep.get("findings", []))
+        self.findings = list(rep.findings) if rep.findings is not UNSET else []
         ft.add_columns("severity", "code", "ms/step", "ranks", "finding")
         for f in self.findings:
             ft.add_row(
-                Text(f["severity"].upper(), style=SEVERITY_STYLE.get(f["severity"], "")),
-                f["code"],
-                Text(fmt.fmt(f.get("impact_ms"), "ms").removesuffix(" ms"), justify="right"),
-                fmt.fmt(f.get("ranks"), "ranks"),
-                f["title"],
+                Text(f.severity.upper(), style=SEVERITY_STYLE.get(f.severity, "")),
+                f.code,
+                Text(fmt.fmt(f.impact_ms, "ms").removesuffix(" ms"), justify="right"),
+                fmt.fmt(f.ranks, "ranks"),
+                f.title,
             )
         if not self.findings:
             if blocks:
                 from tracekit.report.render import healthy_text
 
-                verdicts = {k: b.get("verdict", "") for k, b in blocks.items()}
+                verdicts = {k: b.verdict for k, b in blocks.items()}
                 title.update(f"findings: none — {healthy_text(verdicts)}")
             ft.display = False
         else:

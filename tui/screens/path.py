@@ -81,12 +81,12 @@ class PathScreen(TableScreen):
         self.query_one("#path-head", Static).update(path_summary(self.session.step_model()))
         rows = []
         for seg, start, end in self.session.path_spans():
-            step, t0 = self.session.step_of(int(seg["rank"]), start) or (None, None)
+            step, t0 = self.session.step_of(seg.rank, start) or (None, None)
             rows.append(
                 {
-                    "ms": seg["ms"],
-                    "rank": seg["rank"],
-                    "kind": seg["kind"],
+                    "ms": seg.ms,
+                    "rank": seg.rank,
+                    "kind": seg.kind,
                     "at": (start - t0) / 1e6 if t0 is not None else None,
                     "name": segment_name(seg),
                     "step": step,

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from tracekit.model import figures as F
 from tracekit.report import units
+from tracekit.report.schema import UNSET
 from tui import fmt
 from tui.messages import JumpTo, Target
 from tui.screens.table import TableScreen
@@ -29,12 +30,8 @@ LABELS = {F.STEP_TIME_MS.key: "step ms", "window_ms": "window ms"}
 
 
 def rank_columns(ranks: list[dict]) -> list[tuple[str, str]]:
-    """Every scalar per-rank key, in report order (new keys show up)."""
-    keys: list[str] = []
-    for r in ranks:
-        for k, v in r.items():
-            if k not in keys and not isinstance(v, dict | list) and k not in SKIP:
-                keys.append(k)
+    """Every scalar per-rank figure, in report order (new fields show up)."""
+    keys = fmt.scalar_keys(ranks, SKIP)
     first = [k for k in FIRST if k in keys]
     keys = first + [k for k in keys if k not in first]
     cols = [("straggler", "")]
@@ -62,8 +59,11 @@ class RanksScreen(TableScreen):
     def on_mount(self) -> None:
         self.sub_title = "ranks"
         rep = self.session.report
-        stragglers = set((rep.get("summary") or {}).get(F.STRAGGLER_RANKS.key) or [])
-        rows = [dict(r, straggler=r["rank"] in stragglers) for r in rep.get("ranks", [])]
+        summary = rep.summary if rep is not None and rep.summary is not UNSET else None
+        stragglers = set(summary.straggler_ranks or []) if summary is not None else set()
+        rows = fmt.table_rows(rep.ranks if rep is not None else [])
+        for row in rows:
+            row["straggler"] = row[fmt.ITEM].rank in stragglers
         table = self.table
         table.set_data(rank_columns(rows), rows, rank_cell, sort_key="rank", reverse=False)
         note = "fractions in % of the window · Enter opens the rank's timeline · s sorts"
@@ -75,7 +75,7 @@ class RanksScreen(TableScreen):
     def on_screen_resume(self) -> None:
         t = self.take_target()
         if t is not None and t.ranks:
-            self.cursor_to(lambda r: r["rank"] == t.ranks[0])
+            self.cursor_to(lambda r: r[fmt.ITEM].rank == t.ranks[0])
 
     def open_row(self, row: dict) -> None:
-        self.post_message(JumpTo(Target("timeline", rank=row["rank"])))
+        self.post_message(JumpTo(Target("timeline", rank=row[fmt.ITEM].rank)))

@@ -12,8 +12,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Static, Tree
 
-from tracekit.model import figures as F
 from tracekit.report import units
+from tracekit.report.schema import Region
 from tui.messages import JumpTo, ShowError, Target
 from tui.screens.common import TkScreen
 
@@ -24,47 +24,47 @@ if TYPE_CHECKING:
 SORTS: tuple[str, ...] = ("device time", "FLOPs", "spread")
 
 
-def time_ms(g: dict) -> float:
+def time_ms(g: Region) -> float:
     """The region's time per step: device time, CPU time on CPU runs."""
-    v = g.get("device_ms_per_step")
-    return (v if v is not None else g.get("cpu_ms_per_step")) or 0.0
+    v = g.device_ms_per_step
+    return (v if v is not None else g.cpu_ms_per_step) or 0.0
 
 
-def spread(g: dict) -> float | None:
+def spread(g: Region) -> float | None:
     """The most device time on a rank over the median rank's, minus 1 (None: one rank)."""
-    by = [v for v in (g.get("device_ms_by_rank") or {}).values() if v is not None]
+    by = [v for v in g.device_ms_by_rank.values() if v is not None]
     if len(by) < 2:
         return None
     med = median_low(by)
     return max(by) / med - 1 if med else None
 
 
-def sort_value(g: dict, sort: str) -> float:
+def sort_value(g: Region, sort: str) -> float:
     if sort == "FLOPs":
-        return g.get(F.FLOPS_PER_STEP.key) or 0.0
+        return g.flops_per_step or 0.0
     if sort == "spread":
         return spread(g) or 0.0
     return time_ms(g)
 
 
-def label(g: dict) -> Text:
-    name = g["path"][-1] + (" (module)" if g.get("kind") == "module" else "")
+def label(g: Region) -> Text:
+    name = g.path[-1] + (" (module)" if g.kind == "module" else "")
     parts = [f"{units.fmt(time_ms(g), 'ms', bare=True)} ms"]
-    if g.get("achieved_tflops") is not None:
-        parts.append(f"{g['achieved_tflops']:.3g} TFLOP/s")
+    if g.achieved_tflops is not None:
+        parts.append(f"{g.achieved_tflops:.3g} TFLOP/s")
     s = spread(g)
-    if s is not None and g.get("max_rank") is not None:
-        parts.append(f"r{g['max_rank']} +{100 * s:.0f}%")
+    if s is not None and g.max_rank is not None:
+        parts.append(f"r{g.max_rank} +{100 * s:.0f}%")
     return Text.assemble((name, "bold"), "  ", ("  ".join(parts), "dim"))
 
 
-def children(regions: list[dict]) -> dict[tuple, list[dict]]:
+def children(regions: list[Region]) -> dict[tuple, list[Region]]:
     """Parent path → its regions; a region whose parent is not listed hangs under its
     nearest listed ancestor (the report lists regions that launched device work)."""
-    paths = {tuple(g["path"]) for g in regions}
-    out: dict[tuple, list[dict]] = {}
+    paths = {tuple(g.path) for g in regions}
+    out: dict[tuple, list[Region]] = {}
     for g in regions:
-        up = tuple(g["path"][:-1])
+        up = tuple(g.path[:-1])
         while up and up not in paths:
             up = up[:-1]
         out.setdefault(up, []).append(g)
@@ -99,8 +99,9 @@ class RegionsScreen(TkScreen):
         self._fill()
         self.query_one(Tree).focus()
 
-    def regions(self) -> list[dict]:
-        return list(self.session.report.get("regions") or [])
+    def regions(self) -> list[Region]:
+        rep = self.session.report
+        return list(rep.regions) if rep is not None and rep.regions else []
 
     def _fill(self) -> None:
         tree: Tree = self.query_one(Tree)
@@ -112,7 +113,7 @@ class RegionsScreen(TkScreen):
         def add(node, up: tuple, depth: int) -> None:
             rows = sorted(kids.get(up, []), key=lambda g: -sort_value(g, self.sort))
             for g in rows:
-                path = tuple(g["path"])
+                path = tuple(g.path)
                 if path in kids:
                     child = node.add(label(g), data=g, expand=depth < 2)
                     add(child, path, depth + 1)
@@ -136,9 +137,9 @@ class RegionsScreen(TkScreen):
         self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
         self._fill()
 
-    def _region(self) -> dict | None:
+    def _region(self) -> Region | None:
         node = self.query_one(Tree).cursor_node
-        return node.data if node is not None and isinstance(node.data, dict) else None
+        return node.data if node is not None and isinstance(node.data, Region) else None
 
     def action_timeline(self) -> None:
         """The timeline at the region's first run in the analysed steps, on the rank that
@@ -148,11 +149,11 @@ class RegionsScreen(TkScreen):
             return
         t = self.session.region_target(g)
         if t is None:
-            self.post_message(ShowError(f"{' / '.join(g['path'])} does not run in the "
+            self.post_message(ShowError(f"{' / '.join(g.path)} does not run in the "
                                         "analysed steps", "regions"))  # fmt: skip
             return
         target = Target(
-            "timeline", rank=t["rank"], step=t["step"], at_ns=t["at_ns"], highlight=g["path"][-1]
+            "timeline", rank=t["rank"], step=t["step"], at_ns=t["at_ns"], highlight=g.path[-1]
         )
         self.post_message(JumpTo(target))
 
@@ -169,11 +170,11 @@ class RegionsScreen(TkScreen):
 
 def rank_text(g: Any) -> str:
     """The highlighted region's device time per rank, lowest to highest."""
-    if not isinstance(g, dict):
+    if not isinstance(g, Region):
         return ""
-    by = g.get("device_ms_by_rank") or {}
-    head = " / ".join(g["path"])
+    by = g.device_ms_by_rank
+    head = " / ".join(g.path)
     if not by:
-        return f"{head}: {units.fmt(g.get('cpu_ms_per_step'), 'ms')} CPU per step"
+        return f"{head}: {units.fmt(g.cpu_ms_per_step, 'ms')} CPU per step"
     cells = sorted(by.items(), key=lambda kv: (kv[1], int(kv[0])))
     return f"{head}\n" + "  ".join(f"r{r} {units.fmt(v, 'ms', bare=True)}" for r, v in cells)

@@ -11,6 +11,7 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Footer, Static
 
+from tui import fmt
 from tui.screens.common import TkScreen
 from tui.widgets import SortableTable
 
@@ -55,10 +56,11 @@ class TableScreen(TkScreen):
                 break
 
     def cursor_to_target_names(self) -> None:
-        """A jump's target (a finding's evidence): the cursor on the first row it names."""
+        """A jump's target (a finding's evidence): the cursor on the first row it names
+        (the rows of a report table, `tui.fmt.table_rows`)."""
         t = self.take_target()
         if t is not None and t.names:
-            self.cursor_to(lambda r: r.get("name") in t.names)
+            self.cursor_to(lambda r: getattr(r.get(fmt.ITEM), "name", None) in t.names)
 
     # rows from the store -------------------------------------------------------------
     def load_rows(self) -> None:

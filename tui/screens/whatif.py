@@ -148,7 +148,7 @@ class WhatIfScreen(TkScreen):
 
     def on_mount(self) -> None:
         self.sub_title = "what-if"
-        rep = self.session.typed()
+        rep = self.session.report
         model = self.session.step_model()
         head = "Space picks changes, r (or Enter in the line below) replays the step model"
         if model is None or model.critical_path is None:

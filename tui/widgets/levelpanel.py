@@ -15,6 +15,7 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import Static
 
+from tracekit.report.schema import Level
 from tui import fmt
 
 VERDICT_STYLE = {"ok": "green", "warning": "bold yellow", "critical": "bold red",
@@ -56,7 +57,7 @@ class LevelPanel(Static, can_focus=True):
         self.level = level
         self.rows: list[dict] = []
         self.verdict: str | None = None
-        self.block: dict | None = None
+        self.block: Level | None = None
         self.compact = False
         self.border_title = level
 
@@ -83,7 +84,7 @@ class LevelPanel(Static, can_focus=True):
         table.add_column(width=pw, justify="right", no_wrap=True)
         return table
 
-    def set_level(self, block: dict | None) -> None:
+    def set_level(self, block: Level | None) -> None:
         """Show the level's block of the report (None: not diagnosed yet)."""
         self.remove_class("-ok", "-warning", "-critical", "-unknown")
         self.block = block
@@ -92,7 +93,7 @@ class LevelPanel(Static, can_focus=True):
             self.border_title = self.level
             self.update(Text(f"{self.level} …" if self.compact else "…", style="dim"))
             return
-        self.verdict = block.get("verdict")
+        self.verdict = block.verdict
         self.add_class(f"-{self.verdict}")
         style = VERDICT_STYLE.get(self.verdict or "", "")
         self.border_title = Text.assemble(

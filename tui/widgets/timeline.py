@@ -30,6 +30,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from tracekit.report.schema import PathSegment
 from tracekit.stepmodel.replay import COLOURS as PATH_COLOURS
 from tui.frame import Frame
 
@@ -55,7 +56,11 @@ PathMarks = dict[tuple[int, Any], dict[int, str]]
 
 
 def path_marks(
-    spans: list[tuple[dict, int, int]], lanes: list[tuple[int, Any]], t0: int, t1: int, ncols: int
+    spans: list[tuple[PathSegment, int, int]],
+    lanes: list[tuple[int, Any]],
+    t0: int,
+    t1: int,
+    ncols: int,
 ) -> tuple[PathMarks, list[tuple[int, str] | None]]:
     """Where the critical path lies in the view [t0, t1) of `ncols` columns: per lane of
     the segment's rank (every stream of it, per stream), the columns it covers and their
@@ -72,7 +77,7 @@ def path_marks(
             lo, hi = t0 + c * col_ns, t0 + (c + 1) * col_ns
             cover = min(e, hi) - max(s, lo)
             if cover > 0 and (best[c] is None or cover > best[c][0]):
-                best[c] = (cover, int(seg["rank"]), str(seg["kind"]))
+                best[c] = (cover, seg.rank, seg.kind)
     by_rank: dict[int, list] = {}
     for key in lanes:
         by_rank.setdefault(key[0], []).append(key)
@@ -235,7 +240,7 @@ class Timeline(Widget, can_focus=True):
         self.min_dur_ns = 0
         self.highlight: str | None = None
         self.frame: Frame | None = None
-        self.path_spans: list[tuple[dict, int, int]] = []  # the critical path's segments
+        self.path_spans: list[tuple[PathSegment, int, int]] = []  # the path's segments
         self.show_path = True
         self._path_cache: tuple[tuple, Any] | None = None
 
