@@ -113,3 +113,22 @@ def test_real_traces_keep_their_rows_and_summary(name, shared_trace, tmp_path):
     rep, doc, _ = _report(path)
     _check_rows(doc)
     _check_summary(rep, doc)
+
+
+def test_an_efficiency_above_peak_is_unknown_with_its_note(synth_run):
+    """A peak far below what the ops ran at puts MFU and HFU above 100% on every rank
+    (the generator's MFU is 0.57 of the H100's 989 TFLOP/s bf16 peak, so ~28× at a
+    20 TFLOP/s peak): never a figure — null, with the note on the rows as its reason."""
+    from tests.synth import PEAK_BF16
+    from tracekit.options import Overrides
+
+    peak = 20e12
+    assert 0.5 * PEAK_BF16 / peak > 1  # MFU at this peak, from the generator's half of it
+    with tracekit.open(synth_run) as run:
+        rep = assemble.analyze(run, AnalysisOptions(overrides=Overrides(peak_tflops=peak / 1e12)))
+    note = "HFU, MFU above 100% on some rank: a counting bug, shown as unknown"
+    assert note in rep.level("compute").notes
+    assert rep.summary.mfu is None and rep.summary.hfu is None
+    assert all(r.mfu is None and r.hfu is None for r in rep.ranks)
+    assert rep.summary.null_reasons[F.MFU.key] == note
+    assert rep.summary.flops_per_step  # the FLOPs are counted: only the efficiencies are not

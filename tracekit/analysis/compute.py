@@ -336,13 +336,13 @@ def facts(ctx: Facts) -> ComputeFacts:
     mfu = mean(known(r.mfu) for r in per_rank)
     eff = mean(known(r.gemm_efficiency) for r in per_rank)
     reasons: dict[str, str] = {}  # a null figure of the summary → why
-    if mfu is None:
+    if over:  # an efficiency above 100% is shown as unknown: its note says why
+        reasons = dict.fromkeys(FLOP_FIGURES, over)
+    elif mfu is None:
         counted = any(g["flops"] for g in groups)
         why = peak_src if counted else "no FLOPs counted: " + N.no_flops_cause(groups, unc, shapes)
         notes.append(f"MFU unknown: {why}")
         reasons = dict.fromkeys(FLOP_FIGURES, notes[-1])
-    elif over:
-        reasons = dict.fromkeys(FLOP_FIGURES, over)
     elif unc.fraction:
         notes.append(
             f"MFU is of the counted work: {unc.fraction:.0%} of compute time is GEMM/attention "
