@@ -19,7 +19,7 @@ Facts (each in a module of `tracekit/analysis/`):
 | `input_wait`    | the device idle inside the data loader's batch fetches, per rank    |
 | `fusion`        | compute kernel time per rank: GEMM/attention/conv and the rest      |
 | `step_model`    | the dependency graph of the steps across ranks, replayed (what-ifs) |
-| `null_reasons`  | why each summary figure is null where it is, from the fact above   |
+| `null_reasons`  | why each summary figure is null where it is, as its fact carries it |
 
 The judges (`diagnosers.context.Context`) add what the rules raise; the facts never
 read it.
