@@ -17,14 +17,16 @@ from __future__ import annotations
 import traceback
 from math import fsum
 
+from msgspec import UNSET
+
 from diagnosers import levels as L
 from diagnosers.base import mean
 from diagnosers.context import Context
 from diagnosers.findings import SEVERITY_ORDER, Finding
 from diagnosers.rules import error_finding, run_rules, selected
-from tracekit.analysis.scaling import NOT_A_PIPELINE
 from tracekit.metrics import kernels as K
 from tracekit.metrics.samples import per_step
+from tracekit.model import figures as F
 from tracekit.options import AnalysisOptions
 from tracekit.report import schema as S
 from tracekit.report.runinfo import run_info
@@ -88,20 +90,11 @@ def analyze(run: Run, options: AnalysisOptions | None = None, debug: bool = Fals
         if "communication" not in failed
         else []
     )
-    report.top_ops = (
-        [
-            S.OpRow(op_peak_fraction=o.pop("peak_fraction"), **o)
-            for o in _copies(ctx.compute.top_ops)
-        ]
-        if "compute" not in failed
-        else []
-    )
+    report.top_ops = list(ctx.compute.top_ops) if "compute" not in failed else []
     report.top_kernels = top_kernels(ctx)
     unc = ctx.compute.uncounted if "compute" not in failed else None
-    report.top_uncounted_ops = [S.UncountedOpRow(**o) for o in (unc.top_ops if unc else [])]
-    report.top_uncounted_kernels = [
-        S.UncountedKernelRow(**k) for k in (unc.top_kernels if unc else [])
-    ]
+    report.top_uncounted_ops = list(unc.top_ops) if unc else []
+    report.top_uncounted_kernels = list(unc.top_kernels) if unc else []
     report.findings = [_row(f) for f in findings]
     report.regions = _regions(ctx, debug)
     report.summary = _summary(ctx, report, by, failed)
@@ -187,10 +180,6 @@ def _fields(struct) -> dict:
     return {f: getattr(struct, f) for f in struct.__struct_fields__}
 
 
-def _copies(rows: list[dict]) -> list[dict]:
-    return [dict(r) for r in rows]
-
-
 def _row(f: Finding) -> S.FindingRow:
     return S.FindingRow(
         kind=f.kind,
@@ -234,113 +223,58 @@ def top_kernels(ctx: Context, limit: int = K.TOP_KERNELS) -> list[S.KernelRow]:
 
 def _rank_figures(ctx: Context, report: S.Report, failed: dict[str, str]) -> None:
     """The per-rank figures the levels add to `ranks[]`."""
-    comp = {r["rank"]: r for r in ctx.compute.ranks} if "compute" not in failed else {}
+    comp = {r.rank: r for r in ctx.compute.ranks} if "compute" not in failed else {}
     mem = {r.rank: r for r in ctx.memory.ranks} if "memory" not in failed else {}
     comm = {r.rank: r for r in ctx.communication.ranks} if "communication" not in failed else {}
     for row in report.ranks:
-        c, m, n = comp.get(row.rank, {}), mem.get(row.rank), comm.get(row.rank)
-        row.mfu = c.get("mfu")
-        row.hfu = c.get("hfu")
-        row.host_bound_fraction = c.get("host_bound_fraction")
+        c, m, n = comp.get(row.rank), mem.get(row.rank), comm.get(row.rank)
+        row.mfu = S.known(c.mfu) if c else None
+        row.hfu = S.known(c.hfu) if c else None
+        row.host_bound_fraction = c.host_bound_fraction if c else None
         row.peak_memory_fraction = m.fraction if m else None
         row.peak_reserved_bytes = m.peak_reserved_bytes if m else None
         row.exposed_slow_fraction = n.exposed_slow_fraction if n else None
-        row.uncounted_compute_fraction = c.get("uncounted_compute_fraction")
+        row.uncounted_compute_fraction = c.uncounted_compute_fraction if c else None
 
 
 def _summary(
     ctx: Context, report: S.Report, by: dict[str, S.Level], failed: dict[str, str]
 ) -> S.Summary:
-    comp, comm, scal, mem = by["compute"], by["communication"], by["scaling"], by["memory"]
-    ranks = report.ranks
-    proj = scal.predicted.projection or {}
+    """The summary, each figure read where the catalog's `SUMMARY_FROM` says: a level's
+    block, the mean over `ranks[]`, or the run's step."""
+    figures = {fig.key: _read(src, fig.key, ctx, report, by) for fig, src in F.SUMMARY_FROM.items()}
     summary = S.Summary(
-        step_time_ms=ctx.step_ms,
-        mfu=comp.measured.mfu,
-        hfu=comp.measured.hfu,
-        gemm_efficiency=comp.measured.gemm_efficiency,
-        peak_flops_source=comp.measured.peak_flops_source,
-        peak_flops_by_dtype=comp.metrics.get("peak_flops_by_dtype"),
-        flops_per_step=comp.measured.flops_per_step,
-        model_flops_per_step=comp.measured.model_flops_per_step,
-        predicted_flops_per_step=comp.predicted.predicted_flops_per_step,
-        flops_by_dtype=comp.measured.flops_by_dtype,
-        uncounted_ops_per_step=comp.measured.uncounted_ops_per_step,
-        idle_fraction=mean(r.idle_fraction for r in ranks),
-        host_bound_fraction=comp.measured.host_bound_fraction,
-        comm_fraction=mean(r.comm_fraction for r in ranks),
-        compute_fraction=mean(r.compute_fraction for r in ranks),
-        non_compute_fraction=mean(r.non_compute_fraction for r in ranks),
-        comm_overlap_fraction=mean(r.comm_overlap_fraction for r in ranks),
-        exposed_comm_fraction=mean(r.exposed_comm_fraction for r in ranks),
-        exposed_transfer_fraction=mean(r.exposed_transfer_fraction for r in ranks),
-        comm_wait_fraction=mean(r.comm_wait_fraction for r in ranks),
-        exposed_slow_fraction=mean(r.exposed_slow_fraction for r in ranks),
-        unexplained_exposed_fraction=comm.measured.unexplained_exposed_fraction,
-        bubble_fraction=scal.measured.bubble_fraction,
-        predicted_bubble_fraction=scal.predicted.predicted_bubble_fraction,
-        modeled_bubble_fraction=scal.predicted.modeled_bubble_fraction,
-        straggler_ranks=scal.measured.straggler_ranks,
-        # the summary of a per-rank key is its mean over ranks; the worst rank has its own key
-        peak_memory_fraction=mean(r.peak_memory_fraction for r in ranks),
-        max_peak_memory_fraction=mem.measured.max_peak_memory_fraction,
-        peak_memory_bytes=mem.measured.peak_memory_bytes,
-        predicted_memory_bytes=mem.predicted.predicted_memory_bytes,
-        projected_efficiency_2x=(proj.get("2x") or {}).get("efficiency"),
-        projected_efficiency_8x=(proj.get("8x") or {}).get("efficiency"),
+        **figures,
         device_spec=ctx.spec.name if ctx.spec else None,
         manifest=bool(ctx.manifest),
-        uncounted_compute_fraction=comp.measured.uncounted_compute_fraction,
     )
     summary.null_reasons = null_reasons(ctx, summary, failed)
     return summary
+
+
+def _read(src: F.From, key: str, ctx: Context, report: S.Report, by: dict[str, S.Level]):
+    """The value of summary figure `key` at `src` (None where any step is missing)."""
+    if src.level == "run":
+        return ctx.step_ms
+    if src.level == "ranks":
+        return mean(getattr(r, key) for r in report.ranks)
+    value = getattr(by[src.level], src.block)
+    for step in src.path or (key,):
+        if value is None or value is UNSET:
+            return None
+        value = value.get(step) if isinstance(value, dict) else getattr(value, step)
+    return None if value is UNSET else value
 
 
 NOT_MEASURABLE = "not measurable"
 
 
 def null_reasons(ctx: Context, summary: S.Summary, failed: dict[str, str]) -> dict[str, str]:
-    """Why each null figure of the summary is null, from the fact that made it so (each
-    fact carries its reasons; none is searched for in notes)."""
-    out: dict[str, str] = {}
+    """Why each null figure of the summary is null: the reason the fact that made it so
+    carries (`Facts.null_reasons`), else "not measurable"; where a level's figures failed,
+    that failure."""
     nulls = [f for f in summary.__struct_fields__ if getattr(summary, f) is None]
     if failed:  # the first level whose figures failed says why
         return {k: next(iter(failed.values())) for k in nulls}
-
-    def reason(key: str) -> str:
-        c = ctx.compute
-        if key in c.null_reasons:
-            return c.null_reasons[key]
-        if key in ("bubble_fraction", "predicted_bubble_fraction", "modeled_bubble_fraction"):
-            b = ctx.bubble
-            if b is None:
-                return NOT_A_PIPELINE
-            if key == "modeled_bubble_fraction" and b.modeled_why:
-                return b.modeled_why
-            if key == "predicted_bubble_fraction":
-                return "the pipeline's microbatch count M is unknown"
-            return "no rank has a compute fraction in the analysed window"
-        m = ctx.memory
-        if key in ("peak_memory_fraction", "max_peak_memory_fraction", "peak_memory_bytes"):
-            if m.peak_why:
-                return m.peak_why
-            if ctx.cpu:
-                return "CPU run: host memory has no device capacity to compare with"
-            return "device memory capacity unknown: pass --device-memory-GB"
-        if key == "predicted_memory_bytes":
-            return f"predicted memory unknown: {m.predicted_why}"
-        if key == "host_bound_fraction" and ctx.cpu:
-            return "CPU run: host-bound launch gaps need device kernels and their launches"
-        if key == "device_spec":
-            return "CPU run: no device" if ctx.cpu else "device not in the spec table"
-        if key == "straggler_ranks" and ctx.stragglers.why:
-            return ctx.stragglers.why
-        if key == "comm_overlap_fraction":
-            return "no communication in the analysed windows"
-        if key == "uncounted_compute_fraction":
-            return "no compute time in the analysed windows"
-        return NOT_MEASURABLE
-
-    for key in nulls:
-        out[key] = reason(key) or NOT_MEASURABLE
-    return out
+    reasons = ctx.null_reasons
+    return {k: reasons.get(k) or NOT_MEASURABLE for k in nulls}

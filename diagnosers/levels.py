@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from msgspec import to_builtins
 from msgspec.structs import asdict
 
 from diagnosers.base import mean
 from diagnosers.context import Context
+from tracekit.analysis.compute import op_json
 from tracekit.analysis.scaling import NOT_A_PIPELINE
+from tracekit.model import figures as F
 from tracekit.report import schema as S
 from tracekit.report import units
 
@@ -59,7 +62,11 @@ def memory(ctx: Context) -> S.MemoryLevel:
 
 def compute(ctx: Context) -> S.ComputeLevel:
     c = ctx.compute
-    metrics = {"ranks": c.ranks, "top_ops": c.top_ops, "peak_flops_by_dtype": c.peak_flops_by_dtype}
+    metrics = {  # JSON values, as a report read back has them
+        "ranks": [to_builtins(r) for r in c.ranks],
+        "top_ops": [op_json(o) for o in c.top_ops],
+        F.PEAK_FLOPS_BY_DTYPE.key: c.peak_flops_by_dtype,
+    }
     if c.counted_over_predicted is not None:
         metrics["counted_over_predicted_flops"] = c.counted_over_predicted
     return S.ComputeLevel(
@@ -180,13 +187,13 @@ def _key(name: str | None) -> str:
 HEADLINE: dict[str, tuple[tuple[str, ...], ...]] = {
     # does it fit: the worst rank's peak against its device's capacity, or the peak
     # against the memory equation (device memory only: the model predicts no host memory)
-    "memory": (("max_peak_memory_fraction",), ("measured_over_predicted",)),
+    "memory": ((F.MAX_PEAK_MEMORY_FRACTION.key,), ("measured_over_predicted",)),
     # is the device busy with useful work: MFU (or HFU) over most of the compute time
-    "compute": (("mfu", "counted_compute"), ("hfu", "counted_compute")),
+    "compute": ((F.MFU.key, "counted_compute"), (F.HFU.key, "counted_compute")),
     # is the network hidden: the exposed share of the step
-    "communication": (("exposed_comm_fraction",),),
+    "communication": ((F.EXPOSED_COMM_FRACTION.key,),),
     # does it scale: the pipeline's bubble, or the ranks' arrivals at matched collectives
-    "scaling": (("bubble_fraction",), ("stragglers",)),
+    "scaling": ((F.BUBBLE_FRACTION.key,), ("stragglers",)),
 }
 
 
@@ -234,10 +241,11 @@ def _measured_over_predicted(ctx: Context, summary: S.Summary) -> str | None:
     if ctx.memory.measured_over_predicted is not None:
         return None
     if summary.peak_memory_bytes is None:
-        return summary.null_reasons.get("peak_memory_bytes") or "no peak memory measured"
+        return summary.null_reasons.get(F.PEAK_MEMORY_BYTES.key) or "no peak memory measured"
     if ctx.cpu:
         return "the memory equation predicts device memory only"
-    return summary.null_reasons.get("predicted_memory_bytes") or "predicted memory unknown"
+    why = summary.null_reasons.get(F.PREDICTED_MEMORY_BYTES.key)
+    return why or "predicted memory unknown"
 
 
 def _counted_compute(ctx: Context, summary: S.Summary) -> str | None:
@@ -247,7 +255,7 @@ def _counted_compute(ctx: Context, summary: S.Summary) -> str | None:
 
     unc = summary.uncounted_compute_fraction
     if unc is None:
-        return summary.null_reasons.get("uncounted_compute_fraction") or "not measurable"
+        return summary.null_reasons.get(F.UNCOUNTED_COMPUTE_FRACTION.key) or "not measurable"
     if unc < LowMfu.mostly_uncounted:
         return None
     return (

@@ -1,5 +1,6 @@
 """A figure's key is spelled once: in the figure catalog (`tracekit/model/figures.py`),
-the report's schema (`tracekit/report/schema.py`, its Structs' attribute names) and the
+the report's schema (`tracekit/report/schema.py` and its `schema_levels.py` and
+`schema_rows.py`, its Structs' attribute names) and the
 SQL library (`tracekit/sql/`, its column names). Everywhere else a figure is read as an
 attribute of the typed report or named through its `Figure` (`F.STEP_TIME_MS.key` where a
 key is genuinely needed: a JSON dict, a finding's `measured` block). A string literal equal
@@ -19,7 +20,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("tracekit", "tui", "diagnosers")
 
 # where the keys are declared
-HOMES = ("tracekit/model/figures.py", "tracekit/report/schema.py", "tracekit/sql/")
+HOMES = (
+    "tracekit/model/figures.py",
+    "tracekit/report/schema.py",
+    "tracekit/report/schema_levels.py",
+    "tracekit/report/schema_rows.py",
+    "tracekit/sql/",
+)
 
 # Not converted yet; each entry says why. Shrink it: the test fails on an entry that no
 # longer holds a figure-key literal.
@@ -28,16 +35,8 @@ ALLOWED = {
     # keys, and these two modules name metrics, not figures (`read.py` reads the figures)
     "tracekit/gate/metrics.py": "the metric names mfu and hfu (RUN_METRICS, PRIORS)",
     "tracekit/gate/causes.py": "which metrics take the step's cause, by metric name",
-    # the summary's assembly from the levels (issue 35 item 2, "the summary derived from
-    # the levels through the figure catalog"): not this helper's files
-    "diagnosers/assemble.py": "builds the summary field by field; to derive from the catalog",
-    "diagnosers/levels.py": "builds the levels' blocks from the facts' dict rows",
-    # the facts' per-rank rows are still dicts keyed by figure (issue 35 item 2, "fact rows
-    # are the schema's Structs"): not this helper's files
-    "tracekit/analysis/compute.py": "per-rank compute rows are dicts keyed by figure",
-    "tracekit/analysis/compute_notes.py": "null reasons keyed by figure",
-    "tracekit/analysis/scaling.py": "projection and pipeline rows are dicts keyed by figure",
-    # the samples' series are named by figure (owned by the SQL-modules helper this session)
+    # the samples' series are named by figure keys (`SampleRank`'s fields, built as a dict
+    # of series): left while the module is being rewritten for speed (issue 32)
     "tracekit/metrics/samples.py": "the samples' series names",
 }
 
@@ -100,3 +99,21 @@ def test_the_scan_sees_literals():
     src = 'x = r["mfu"]\ny = {"step_time_ms": 1}\nz = f"{r[\'idle_fraction\']}"\nw = F.MFU.key\n'
     found = {n.value for n in key_literals(ast.parse(src), summary_keys())}
     assert found == {"mfu", "step_time_ms", "idle_fraction"}
+
+
+def test_the_summary_is_derived_from_the_catalog_table():
+    # every figure of the summary has one source in `SUMMARY_FROM`, and nothing else has
+    assert {f.key for f in F.SUMMARY_FROM} == summary_keys()
+    levels = {"memory", "compute", "communication", "scaling"}
+    for fig, src in F.SUMMARY_FROM.items():
+        if src.level in ("ranks", "run"):
+            assert src.block is None and not src.path, fig.key
+            continue
+        assert src.level in levels and src.block in ("measured", "predicted", "metrics")
+        if src.block != "metrics" and not src.path:  # the block's attribute is the key
+            block = msgspec.structs.fields(S.LEVEL_TYPES[src.level])
+            (typ,) = [f.type for f in block if f.name == src.block]
+            assert fig.key in typ.__struct_fields__, (fig.key, src)
+    # a `ranks` figure is a field of `ranks[]`
+    rank_fields = set(S.RankRow.__struct_fields__)
+    assert {f.key for f, s in F.SUMMARY_FROM.items() if s.level == "ranks"} <= rank_fields

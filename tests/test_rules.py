@@ -75,10 +75,12 @@ def _mem(*ranks, over=None, peak=None, predicted=None):
 
 
 def _compute_rank(rank, **kw):
+    from tracekit.report.schema import ComputeRankRow
+
     base = dict(rank=rank, mfu=0.4, gemm_efficiency=0.7, at_peak_ms_per_step=10.0,
                 host_bound_fraction=0.0, host_bound_ms_per_step=0.0, host_gaps_per_step=0,
                 median_kernel_us=20.0, idle_fraction=0.05)  # fmt: skip
-    return base | kw
+    return ComputeRankRow(**(base | kw))
 
 
 def _compute(ranks, mfu=0.4, eff=0.7, cpu=False, pipeline=None, step_ms=100.0, unc=None):

@@ -40,9 +40,9 @@ class DeviceIdle(Rule):
         flagged = []
         capturing = getattr(ctx.compute, "capture_step_fraction", None) or {}
         for r in ctx.compute.ranks:
-            if capturing.get(r["rank"], 0) >= 1:
+            if capturing.get(r.rank, 0) >= 1:
                 continue  # capture steps: launches recorded, not run (compute's note)
-            unexplained = (r[F.IDLE_FRACTION.key] or 0) - (r[F.HOST_BOUND_FRACTION.key] or 0)
+            unexplained = (r.idle_fraction or 0) - (r.host_bound_fraction or 0)
             if unexplained >= self.warn:
                 flagged.append((r, unexplained))
         if not flagged:
@@ -51,7 +51,7 @@ class DeviceIdle(Rule):
         yield self.finding(
             "critical" if frac >= self.critical else "warning",
             f"the device is idle {pct(frac)} of the step for reasons other than kernel launches",
-            ranks=[r["rank"] for r, _ in flagged],
+            ranks=[r.rank for r, _ in flagged],
             measured={F.IDLE_FRACTION.key: frac},
             predicted={F.IDLE_FRACTION.key: 0.0},
             impact_ms=frac * (ctx.step_ms or 0),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from diagnosers.base import mean, pct
 from diagnosers.rules.base import Rule
-from tracekit.model import figures as F
 
 
 class Fp32Matmuls(Rule):
@@ -50,12 +49,12 @@ class Fp32Matmuls(Rule):
         steps = {r.rank: getattr(r, "step_ms", None) for r in ctx.ranks}
         rows = []
         for r in c.ranks:
-            flops = (r.get(F.FLOPS_BY_DTYPE.key) or {}).get("fp32")
-            eff, step = r.get(F.GEMM_EFFICIENCY.key), steps.get(r["rank"])
+            flops = (r.flops_by_dtype or {}).get("fp32")  # UNSET (no counted op) is falsy
+            eff, step = r.gemm_efficiency, steps.get(r.rank)
             if not flops or not eff or not step:
                 continue
             ms = flops / fp32 * 1e3 / eff  # the kernels' time at the rank's efficiency
-            rows.append((r["rank"], ms, ms * (1 - fp32 / tf32), ms / step, flops / ms / 1e9))
+            rows.append((r.rank, ms, ms * (1 - fp32 / tf32), ms / step, flops / ms / 1e9))
         if not rows or mean(x[3] for x in rows) < self.share:
             return
         ms, saved = mean(x[1] for x in rows), mean(x[2] for x in rows)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from msgspec.structs import replace
+
 from diagnosers.base import mean, pct
 from diagnosers.findings import severity
 from diagnosers.rules.base import Rule
 from tracekit.model import figures as F
+from tracekit.report.schema import ComputeRankRow
 
 
 class HostBound(Rule):
@@ -42,18 +45,18 @@ class HostBound(Rule):
         per_rank = [self._less_input(ctx, r) for r in ctx.compute.ranks]
         flagged = [
             r for r in per_rank
-            if severity(r[F.HOST_BOUND_FRACTION.key] or 0, self.warn, self.critical)
+            if severity(r.host_bound_fraction or 0, self.warn, self.critical)
         ]  # fmt: skip
         if not flagged:
             return
-        frac = mean(r[F.HOST_BOUND_FRACTION.key] for r in flagged)
-        ms = mean(r["host_bound_ms_per_step"] for r in flagged)
-        gaps = mean(r["host_gaps_per_step"] for r in flagged)
+        frac = mean(r.host_bound_fraction for r in flagged)
+        ms = mean(r.host_bound_ms_per_step for r in flagged)
+        gaps = mean(r.host_gaps_per_step for r in flagged)
         yield self.finding(
             severity(frac, self.warn, self.critical) or "warning",
             f"the device waits for kernel launches {pct(frac)} of each step ({ms:.1f} ms, "
             f"{gaps:.0f} gaps per step)",
-            ranks=[r["rank"] for r in flagged],
+            ranks=[r.rank for r in flagged],
             measured={F.HOST_BOUND_FRACTION.key: frac},
             predicted={F.HOST_BOUND_FRACTION.key: 0.0},
             impact_ms=ms,
@@ -69,8 +72,8 @@ class HostBound(Rule):
         """The remedy: CUDA graphs where the kernels are launched one by one; where they
         already come from graph launches (cudaGraphLaunch / hipGraphLaunch), the launch
         cost that is left and the syncs."""
-        kernel = f"median kernel {flagged[0]['median_kernel_us'] or 0:.0f} µs"
-        share = self.replayed_share(ctx, [r["rank"] for r in flagged])
+        kernel = f"median kernel {flagged[0].median_kernel_us or 0:.0f} µs"
+        share = self.replayed_share(ctx, [r.rank for r in flagged])
         if share is not None and share >= self.graph_share:
             return (
                 f"{kernel}; {share:.0%} of the kernels already replay from graph launches "
@@ -106,14 +109,14 @@ class HostBound(Rule):
         return replayed / n if n else None
 
     @staticmethod
-    def _less_input(ctx, row: dict) -> dict:
+    def _less_input(ctx, row: ComputeRankRow) -> ComputeRankRow:
         """The rank's host-bound gaps less those inside the data loader's fetches: that
         idle is the input pipeline's (compute.input_bound), not the launches'."""
-        wait = (getattr(ctx, "input_wait", None) or {}).get(row["rank"])
-        if wait is None or not wait.host_bound_ms or row["host_bound_ms_per_step"] is None:
+        wait = (getattr(ctx, "input_wait", None) or {}).get(row.rank)
+        if wait is None or not wait.host_bound_ms or row.host_bound_ms_per_step is None:
             return row
-        ms = max(row["host_bound_ms_per_step"] - wait.host_bound_ms, 0.0)
-        frac = row[F.HOST_BOUND_FRACTION.key]
-        if frac and row["host_bound_ms_per_step"]:
-            frac *= ms / row["host_bound_ms_per_step"]
-        return {**row, "host_bound_ms_per_step": ms, F.HOST_BOUND_FRACTION.key: frac}
+        ms = max(row.host_bound_ms_per_step - wait.host_bound_ms, 0.0)
+        frac = row.host_bound_fraction
+        if frac and row.host_bound_ms_per_step:
+            frac *= ms / row.host_bound_ms_per_step
+        return replace(row, host_bound_ms_per_step=ms, host_bound_fraction=frac)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from msgspec import to_builtins
+
 from diagnosers.base import pct
 from diagnosers.rules.base import Rule
+from tracekit.analysis.compute import op_json
 from tracekit.analysis.uncounted import describe
 from tracekit.model import figures as F
+from tracekit.report.schema import known
 
 
 class LowMfu(Rule):
@@ -53,10 +57,10 @@ class LowMfu(Rule):
             return  # high MFU, or low MFU that idle / communication explains (their findings)
         lost = 0.0
         for r in c.ranks:  # the kernels' time now, against the time at a good efficiency
-            if r.get(F.GEMM_EFFICIENCY.key) and r.get("at_peak_ms_per_step"):
-                at_peak = r["at_peak_ms_per_step"]
+            if r.gemm_efficiency and r.at_peak_ms_per_step:  # known (UNSET and None are falsy)
+                at_peak = r.at_peak_ms_per_step
                 lost += max(
-                    0.0, at_peak / r[F.GEMM_EFFICIENCY.key] - at_peak / self.good_gemm_efficiency
+                    0.0, at_peak / r.gemm_efficiency - at_peak / self.good_gemm_efficiency
                 )
         peak_txt = ", ".join(f"{k} {p / 1e12:.0f}" for k, p in c.peak_flops_by_dtype.items())
         unc = c.uncounted_compute_fraction
@@ -67,7 +71,7 @@ class LowMfu(Rule):
                 f"GEMM/attention work whose FLOPs tracekit cannot count "
                 f"({describe(c.uncounted)}); the counted "
                 f"GEMM/attention work runs at {pct(eff)} of its dtype's peak",
-                ranks=[r["rank"] for r in c.ranks if r.get(F.MFU.key) is not None],
+                ranks=[r.rank for r in c.ranks if known(r.mfu) is not None],
                 measured={
                     F.MFU.key: mfu,
                     F.GEMM_EFFICIENCY.key: eff,
@@ -77,25 +81,24 @@ class LowMfu(Rule):
                 impact_ms=None,
                 remedy="read MFU as a bound on the counted ops; top_uncounted_ops names the "
                 "rest (graph replays: profile a few steps without CUDA graphs to count them)",
-                details={"top_ops": c.top_ops[:5], "top_uncounted_ops": c.uncounted.top_ops[:5]},
+                details={
+                    "top_ops": [op_json(o) for o in c.top_ops[:5]],
+                    "top_uncounted_ops": [to_builtins(o) for o in c.uncounted.top_ops[:5]],
+                },
             )
             return
         yield self.finding(
             "critical" if mfu < self.critical else "warning",
             f"MFU {pct(mfu)}: the counted GEMM/attention work runs at {pct(eff)} of its "
             f"dtype's peak (TFLOP/s: {peak_txt or '—'})",
-            ranks=[
-                r["rank"]
-                for r in c.ranks
-                if r.get(F.MFU.key) is not None and r[F.MFU.key] < self.warn
-            ],
+            ranks=[r.rank for r in c.ranks if known(r.mfu) is not None and r.mfu < self.warn],
             measured={F.MFU.key: mfu, F.GEMM_EFFICIENCY.key: eff},
             predicted={F.GEMM_EFFICIENCY.key: self.good_gemm_efficiency},
             impact_ms=lost / max(len(c.ranks), 1),
             remedy="bf16 autocast or TF32 for fp32 GEMMs, matmul shapes that are multiples of "
             "64, flash/fused attention, torch.compile; confirm tensor-core kernels in the "
             "top ops",
-            details={"top_ops": c.top_ops[:5]},
+            details={"top_ops": [op_json(o) for o in c.top_ops[:5]]},
         )
 
     def candidates(self, ctx, finding):

@@ -30,14 +30,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from tracekit import sql
 from tracekit.analysis import compute_notes as N
 from tracekit.analysis import uncounted as U
 from tracekit.analysis.base import mean
 from tracekit.metrics import windows as W
 from tracekit.metrics.breakdown import host_bound_sql
+from tracekit.model import figures as F
 from tracekit.model.flops import transformer_flops_per_token
 from tracekit.model.hardware import dtype_class
+from tracekit.report import schema as S
+from tracekit.report.schema import UNSET, known
 from tracekit.sql.text import sql_str
 
 if TYPE_CHECKING:
@@ -173,42 +178,58 @@ def _at_peak(flops_by_class: dict, peak: dict) -> float:
     return sum(fl / peak[c] for c, fl in flops_by_class.items() if peak.get(c))
 
 
-def top_ops(groups: list[dict], peak: dict, limit: int | None = 10) -> list[dict]:
+def top_ops(groups: list[dict], peak: dict, limit: int | None = 10) -> list[S.OpRow]:
+    """The FLOPs table's ops by device time (`uncounted` op_without_flops where the trace
+    gives none of their FLOPs)."""
     agg: dict[str, dict] = {}
     for g in groups:
         a = agg.setdefault(
             g["name"],
-            {
-                "name": g["name"],
-                "dtype": g["dtype"],
-                "count": 0,
-                "flops": 0.0,
-                "device_ns": 0,
-                "not_counted": 0,
-                "_timed": 0.0,
-                "_at_peak": 0.0,
-                "_peak_ns": 0,
-            },
-        )
+            {"name": g["name"], "dtype": g["dtype"], "count": 0, "flops": 0.0, "device_ns": 0,
+             "not_counted": 0, "timed": 0.0, "at_peak": 0.0, "peak_ns": 0},
+        )  # fmt: skip
         a["count"] += g["n"]
         a["not_counted"] += g["n_null"]
         a["flops"] += g["flops"] or 0.0
         a["device_ns"] += (g["device_ns"] or 0) + (g["null_device_ns"] or 0)
         if g["timed_flops"] and g["device_ns"] and not g["suspect"]:
-            a["_timed"] += g["timed_flops"]
-            a["_peak_ns"] += g["device_ns"]
+            a["timed"] += g["timed_flops"]
+            a["peak_ns"] += g["device_ns"]
             if peak.get(g["cls"]):
-                a["_at_peak"] += g["timed_flops"] / peak[g["cls"]]
-    rows = sorted(agg.values(), key=lambda a: (-a["device_ns"], a["name"]))[:limit]
-    for a in rows:
-        ns = a.pop("_peak_ns")
-        timed, at_peak = a.pop("_timed"), a.pop("_at_peak")
-        a["device_ms"] = a.pop("device_ns") / 1e6
-        a["achieved_tflops"] = timed / ns * 1e-3 if ns else None
-        frac = at_peak / (ns * 1e-9) if ns and at_peak else None
-        a["peak_fraction"] = frac if frac is not None and frac <= 1 else None
-        a["flops"] = a["flops"] or None
+                a["at_peak"] += g["timed_flops"] / peak[g["cls"]]
+    rows = []
+    for a in sorted(agg.values(), key=lambda a: (-a["device_ns"], a["name"]))[:limit]:
+        ns = a["peak_ns"]
+        frac = a["at_peak"] / (ns * 1e-9) if ns and a["at_peak"] else None
+        rows.append(
+            S.OpRow(
+                name=a["name"],
+                dtype=a["dtype"],
+                count=a["count"],
+                flops=a["flops"] or None,
+                device_ms=a["device_ns"] / 1e6,
+                not_counted=a["not_counted"],
+                achieved_tflops=a["timed"] / ns * 1e-3 if ns else None,
+                op_peak_fraction=frac if frac is not None and frac <= 1 else None,
+                uncounted=None if a["flops"] else "op_without_flops",
+            )
+        )
     return rows
+
+
+# The order the compute level's `metrics.top_ops` and the low-MFU finding's `details` have
+# always written an op of the FLOPs table in (`not_counted` before `device_ms`); the other
+# ops are in `OpRow`'s order, the report's `top_ops[]`.
+_TABLE_OP_KEYS = ("name", "dtype", "count", "flops", "not_counted", "device_ms",
+                  "achieved_tflops", "peak_fraction", "uncounted")  # fmt: skip
+
+
+def op_json(op: S.OpRow) -> dict[str, Any]:
+    """An op row as JSON values, in the order its level has always written it."""
+    row = msgspec.to_builtins(op)
+    if op.flops is not None or op.uncounted == "op_without_flops":  # a FLOPs-table op
+        row = {k: row[k] for k in _TABLE_OP_KEYS}
+    return row
 
 
 def predicted_flops_per_step(ctx: Facts) -> tuple[float | None, str | None]:
@@ -227,20 +248,18 @@ def predicted_flops_per_step(ctx: Facts) -> tuple[float | None, str | None]:
     return tokens * per_token, None
 
 
-FLOP_FIGURES = (
-    "mfu",
-    "hfu",
-    "gemm_efficiency",
-    "model_flops_per_step",
-    "flops_per_step",
-    "peak_flops_source",
-)
+# the summary's figures that stand on counted FLOPs: null together, for one reason
+FLOP_FIGURES = tuple(
+    f.key
+    for f in (F.MFU, F.HFU, F.GEMM_EFFICIENCY, F.MODEL_FLOPS_PER_STEP, F.FLOPS_PER_STEP,
+              F.PEAK_FLOPS_SOURCE)
+)  # fmt: skip
 
 
 @dataclass
 class ComputeFacts:
-    ranks: list[dict[str, Any]]  # per rank: mfu, hfu, gemm_efficiency, FLOPs, host-bound …
-    top_ops: list[dict[str, Any]]
+    ranks: list[S.ComputeRankRow]  # per rank: mfu, hfu, gemm_efficiency, FLOPs, host-bound …
+    top_ops: list[S.OpRow]
     peak_flops_by_dtype: dict[str, float]
     peak_source: str
     mfu: float | None
@@ -276,62 +295,54 @@ def facts(ctx: Facts) -> ComputeFacts:
     unc = U.facts(ctx)
     shapes = N.shapes_recorded(ctx)
     capturing = N.capture_steps(ctx)
-    per_rank = []
+    per_rank: list[S.ComputeRankRow] = []
+    over_peak: set[str] = set()  # efficiencies above 100% on some rank: never a figure
     for r in ctx.ranks:
         rank, win_s = r.rank, r.window_ms * 1e-3
         f = flops.get(rank)
         steps = max(r.steps, 1)
-        row: dict = {"rank": rank, "uncounted_compute_fraction": unc.by_rank.get(rank)}
+        row = S.ComputeRankRow(rank=rank, uncounted_compute_fraction=unc.by_rank.get(rank))
         if f:
             model = {c: 3 * v for c, v in f["fwd"].items()} if f["bwd"] else f["fwd"]
             mfu = _at_peak(model, peak) / win_s if win_s and peak else None
             hfu = _at_peak(f["hw"], peak) / win_s if win_s and peak else None
             eff = f["at_peak_timed"] / (f["timed_ns"] * 1e-9) if f["timed_ns"] else None
-            hw_total = sum(f["hw"].values())
-            row |= {
-                "flops_per_step": hw_total / steps,
-                "model_flops_per_step": sum(model.values()) / steps,
-                "flops_by_dtype": {str(c): v / steps for c, v in f["hw"].items() if v},
-                "mfu": mfu if mfu and mfu <= 1 else None,
-                "hfu": hfu if hfu and hfu <= 1 else None,
-                "gemm_efficiency": eff if eff and eff <= 1 else None,
-                "at_peak_ms_per_step": _at_peak(f["hw"], peak) / steps * 1e3,
-                "uncounted_ops_per_step": f["n_null"] / steps,
-                "uncounted_device_ms_per_step": f["null_ns"] / 1e6 / steps,
-                "_over_peak": [
-                    k
-                    for k, v in (("MFU", mfu), ("HFU", hfu), ("GEMM efficiency", eff))
-                    if v and v > 1
-                ],
+            row.flops_per_step = sum(f["hw"].values()) / steps
+            row.model_flops_per_step = sum(model.values()) / steps
+            row.flops_by_dtype = {str(c): v / steps for c, v in f["hw"].items() if v}
+            row.mfu = mfu if mfu and mfu <= 1 else None
+            row.hfu = hfu if hfu and hfu <= 1 else None
+            row.gemm_efficiency = eff if eff and eff <= 1 else None
+            row.at_peak_ms_per_step = _at_peak(f["hw"], peak) / steps * 1e3
+            row.uncounted_ops_per_step = f["n_null"] / steps
+            row.uncounted_device_ms_per_step = f["null_ns"] / 1e6 / steps
+            over_peak |= {
+                k for k, v in (("MFU", mfu), ("HFU", hfu), ("GEMM efficiency", eff)) if v and v > 1
             }
         h = hb.get(rank, {})
         win_ns = win_s * 1e9
-        row |= {
-            "idle_fraction": r.idle_fraction,
-            "compute_fraction": r.compute_fraction,
-            "host_bound_fraction": (
-                h.get("host_bound_ns", 0) / win_ns if win_ns and h else (None if ctx.cpu else 0)
-            ),
-            "host_bound_ms_per_step": h.get("host_bound_ns", 0) / 1e6 / steps if h else None,
-            "host_gaps_per_step": h.get("host_gaps", 0) / steps if h else None,
-            "median_kernel_us": (h.get("median_kernel_ns") or 0) / 1e3 if h else None,
-        }
+        row.idle_fraction = r.idle_fraction
+        row.compute_fraction = r.compute_fraction
+        row.host_bound_fraction = (
+            h.get("host_bound_ns", 0) / win_ns if win_ns and h else (None if ctx.cpu else 0)
+        )
+        row.host_bound_ms_per_step = h.get("host_bound_ns", 0) / 1e6 / steps if h else None
+        row.host_gaps_per_step = h.get("host_gaps", 0) / steps if h else None
+        row.median_kernel_us = (h.get("median_kernel_ns") or 0) / 1e3 if h else None
         per_rank.append(row)
-    notes = N.sanity_notes(suspects, peak, per_rank, no_peak, calibrated=ctx.cpu)
+    over = N.over_peak(over_peak)
+    notes = N.sanity_notes(suspects, peak, per_rank, no_peak, calibrated=ctx.cpu, over=over)
     notes += N.capture_notes(ctx)
-    over = N.over_peak(per_rank)
-    for row in per_rank:
-        row.pop("_over_peak", None)
-    mfu = mean(r.get("mfu") for r in per_rank)
-    eff = mean(r.get("gemm_efficiency") for r in per_rank)
+    mfu = mean(known(r.mfu) for r in per_rank)
+    eff = mean(known(r.gemm_efficiency) for r in per_rank)
     reasons: dict[str, str] = {}  # a null figure of the summary → why
-    if mfu is None:
+    if over:  # an efficiency above 100% is shown as unknown: its note says why
+        reasons = dict.fromkeys(FLOP_FIGURES, over)
+    elif mfu is None:
         counted = any(g["flops"] for g in groups)
         why = peak_src if counted else "no FLOPs counted: " + N.no_flops_cause(groups, unc, shapes)
         notes.append(f"MFU unknown: {why}")
         reasons = dict.fromkeys(FLOP_FIGURES, notes[-1])
-    elif over:
-        reasons = dict.fromkeys(FLOP_FIGURES, over)
     elif unc.fraction:
         notes.append(
             f"MFU is of the counted work: {unc.fraction:.0%} of compute time is GEMM/attention "
@@ -339,21 +350,21 @@ def facts(ctx: Facts) -> ComputeFacts:
         )
     nsteps = max(max((r.steps for r in ctx.ranks), default=1), 1)
 
-    def run_total(key):  # per step, all ranks
+    def run_total(get):  # per step, all ranks (ranks without counted ops left out)
         vals = [
-            row[key] * max(x.steps, 1)
+            get(row) * max(x.steps, 1)
             for row, x in zip(per_rank, ctx.ranks, strict=True)
-            if key in row
+            if get(row) is not UNSET
         ]
         return sum(vals) / nsteps if vals else None
 
     by_dtype: dict[str, float] = {}
     for r in per_rank:
-        for c, v in (r.get("flops_by_dtype") or {}).items():
+        for c, v in (r.flops_by_dtype or {}).items():
             by_dtype[c] = by_dtype.get(c, 0.0) + v
     pred, pred_why = predicted_flops_per_step(ctx)
-    model_total = run_total("model_flops_per_step")
-    uncounted = run_total("uncounted_ops_per_step")
+    model_total = run_total(lambda r: r.model_flops_per_step)
+    uncounted = run_total(lambda r: r.uncounted_ops_per_step)
     if uncounted:
         names = sorted({(g["name"], g["note"]) for g in groups if g["n_null"]})
         notes.append(
@@ -363,7 +374,7 @@ def facts(ctx: Facts) -> ComputeFacts:
     ratio = None
     if pred_why:
         notes.append(f"predicted FLOPs unknown: {pred_why}")
-        reasons["predicted_flops_per_step"] = notes[-1]
+        reasons[F.PREDICTED_FLOPS_PER_STEP.key] = notes[-1]
     elif model_total and pred:
         ratio = model_total / pred
         if abs(ratio - 1) > 0.2:
@@ -371,23 +382,29 @@ def facts(ctx: Facts) -> ComputeFacts:
                 f"model FLOPs counted are {ratio:.2f}× the 6N + 6hV + 12LHQT model: "
                 "non-transformer work, or ops without recorded shapes explain the difference"
             )
+    if ctx.cpu:
+        reasons[F.HOST_BOUND_FRACTION.key] = (
+            "CPU run: host-bound launch gaps need device kernels and their launches"
+        )
+    if unc.fraction is None:
+        reasons[F.UNCOUNTED_COMPUTE_FRACTION.key] = "no compute time in the analysed windows"
     return ComputeFacts(
         capture_step_fraction={
             r.rank: min(1.0, capturing.get(r.rank, 0) / max(r.steps, 1)) for r in ctx.ranks
         },
         ranks=per_rank,
-        top_ops=merge_top_ops(top_ops(groups, peak, limit=None), unc.top_ops + unc.other_ops),
+        top_ops=merge_top_ops(top_ops(groups, peak, limit=None), unc.top_ops, unc.other_ops),
         peak_flops_by_dtype={str(c): v for c, v in peak.items()},
         peak_source=peak_src,
         mfu=mfu,
-        hfu=mean(r.get("hfu") for r in per_rank),
+        hfu=mean(known(r.hfu) for r in per_rank),
         gemm_efficiency=eff,
-        flops_per_step=run_total("flops_per_step") or None,
+        flops_per_step=run_total(lambda r: r.flops_per_step) or None,
         model_flops_per_step=model_total or None,
         flops_by_dtype=by_dtype,
         uncounted_ops_per_step=uncounted,
         idle_fraction=mean(r.idle_fraction for r in ctx.ranks),
-        host_bound_fraction=mean(r["host_bound_fraction"] for r in per_rank),
+        host_bound_fraction=mean(r.host_bound_fraction for r in per_rank),
         predicted_flops_per_step=pred,
         predicted_why=pred_why,
         counted_over_predicted=ratio,
@@ -397,25 +414,28 @@ def facts(ctx: Facts) -> ComputeFacts:
     )
 
 
-def merge_top_ops(counted: list[dict], uncounted: list[dict], limit: int = 10) -> list[dict]:
+def merge_top_ops(
+    counted: list[S.OpRow], uncounted: list[S.UncountedOpRow], other: list[S.OpRow], limit=10
+) -> list[S.OpRow]:
     """`top_ops`: every op by device time, whatever its FLOPs — the table's ops, the
     uncounted ops (and graph launches) and the formula-less ops that are not matmul work
-    (`why` None: `uncounted` null); FLOPs null where unknown."""
-    rows = [{**r, "uncounted": None if r["flops"] else "op_without_flops"} for r in counted]
+    (`other`: `uncounted` null); FLOPs null where unknown."""
+    rows = list(counted)
     for o in uncounted:
-        if o["why"] == "op_without_flops":
+        if o.why == "op_without_flops":
             continue  # a table op: already in `counted` with its not_counted
         rows.append(
-            {
-                "name": o["name"],
-                "dtype": None,
-                "count": o["count"],
-                "flops": None,
-                "device_ms": o["device_ms"],
-                "not_counted": o["count"],
-                "achieved_tflops": None,
-                "peak_fraction": None,
-                "uncounted": o["why"],
-            }
+            S.OpRow(
+                name=o.name,
+                dtype=None,
+                count=o.count,
+                flops=None,
+                device_ms=o.device_ms,
+                not_counted=o.count,
+                achieved_tflops=None,
+                op_peak_fraction=None,
+                uncounted=o.why,
+            )
         )
-    return sorted(rows, key=lambda a: (-a["device_ms"], a["name"]))[:limit]
+    rows += other
+    return sorted(rows, key=lambda a: (-a.device_ms, a.name))[:limit]

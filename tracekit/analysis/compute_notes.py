@@ -15,17 +15,21 @@ if TYPE_CHECKING:
     from tracekit.analysis.facts import Facts
 
 
-def over_peak(per_rank) -> str | None:
-    """The note on efficiencies above 100% (never a figure), or None."""
-    over = sorted({k for r in per_rank for k in r.get("over_peak", [])})
+def over_peak(names: set[str]) -> str | None:
+    """The note on efficiencies above 100% on some rank (never a figure), or None:
+    `names` are the efficiencies (MFU, HFU, GEMM efficiency) above it."""
+    over = sorted(names)
     if over:
         return f"{', '.join(over)} above 100% on some rank: a counting bug, shown as unknown"
     return None
 
 
-def sanity_notes(suspects, peak: dict, per_rank, no_peak: dict, calibrated: bool) -> list[str]:
+def sanity_notes(
+    suspects, peak: dict, per_rank, no_peak: dict, calibrated: bool, over: str | None
+) -> list[str]:
     """An efficiency above 100% is a counting bug (or, against a measured calibration, a
-    peak measured too low): never a figure, always a note naming the op."""
+    peak measured too low): never a figure, always a note naming the op (`over`: the
+    note on a rank's efficiencies above it)."""
     notes = []
     for (name, cls), (ratio, winograd) in sorted(suspects.items()):
         if winograd:  # the count is exact: the algorithm does fewer multiplies than it
@@ -44,10 +48,9 @@ def sanity_notes(suspects, peak: dict, per_rank, no_peak: dict, calibrated: bool
             f"{name} ({cls}) runs at up to {ratio:.0%} of the {peak[cls] / 1e12:.2f} TFLOP/s "
             f"{cls} peak: {why}; left out of GEMM efficiency"
         )
-    over = over_peak(per_rank)
     if over:
         notes.append(over)
-    counted = {c for r in per_rank for c, v in (r.get("flops_by_dtype") or {}).items() if v}
+    counted = {c for r in per_rank for c, v in (r.flops_by_dtype or {}).items() if v}
     for cls, why in sorted(no_peak.items()):
         if cls in counted:
             notes.append(f"MFU leaves out {cls} FLOPs: {why}")
@@ -88,9 +91,6 @@ def capture_notes(ctx: Facts) -> list[str]:
     return notes
 
 
-# the summary's figures that stand on counted FLOPs: null together, for one reason
-
-
 def shapes_recorded(ctx: Facts) -> bool:
     """Whether the trace was recorded with shapes (record_shapes=True in its header, or
     ops carrying Input Dims: older traces lack the header flag), on any rank."""
@@ -120,7 +120,7 @@ def no_flops_cause(groups: list[dict], unc: U.UncountedFacts, shapes: bool) -> s
             f"{unc.share('graph_replay'):.0%} of compute time is graph replay (GEMM/attention "
             "kernels of a CUDA/HIP graph launch with no op above them, so no shapes)"
         )
-    formula_less = [o["name"] for o in unc.top_ops if o["why"] == "op_without_formula"]
+    formula_less = [o.name for o in unc.top_ops if o.why == "op_without_formula"]
     if formula_less:
         parts.append(
             f"{unc.share('op_without_formula'):.0%} of compute time is in GEMM/attention "

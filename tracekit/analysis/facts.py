@@ -19,6 +19,7 @@ Facts (each in a module of `tracekit/analysis/`):
 | `input_wait`    | the device idle inside the data loader's batch fetches, per rank    |
 | `fusion`        | compute kernel time per rank: GEMM/attention/conv and the rest      |
 | `step_model`    | the dependency graph of the steps across ranks, replayed (what-ifs) |
+| `null_reasons`  | why each summary figure is null where it is, as its fact carries it |
 
 The judges (`diagnosers.context.Context`) add what the rules raise; the facts never
 read it.
@@ -34,6 +35,7 @@ from tracekit import sql
 from tracekit.manifest import JobManifest
 from tracekit.metrics import windows as W
 from tracekit.metrics.breakdown import RankBreakdown, per_rank, windows_of
+from tracekit.model import figures as F
 from tracekit.model import hardware
 from tracekit.model.hardware import DeviceSpec
 from tracekit.options import AnalysisOptions, Overrides
@@ -185,6 +187,22 @@ class Facts:
         from tracekit.analysis.scaling import projection
 
         return projection(self)
+
+    @property
+    def null_reasons(self) -> dict[str, str]:
+        """Why each summary figure is null where it is, by key, as the facts that make it
+        so carry it (`summary.null_reasons` takes its null figures'; a figure without
+        one is "not measurable")."""
+        from tracekit.analysis.scaling import bubble_null_reasons
+
+        out = {F.COMM_OVERLAP_FRACTION.key: "no communication in the analysed windows"}
+        out |= self.compute.null_reasons
+        out |= bubble_null_reasons(self.bubble)
+        out |= self.memory.null_reasons
+        if self.stragglers.why:
+            out[F.STRAGGLER_RANKS.key] = self.stragglers.why
+        out["device_spec"] = "CPU run: no device" if self.cpu else "device not in the spec table"
+        return out
 
     @cached_property
     def input_wait(self) -> dict:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tracekit import sql
+from tracekit.model import figures as F
 from tracekit.model.memory import (
     activation_bytes_per_layer,
     model_state_bytes,
@@ -41,6 +42,7 @@ class MemoryFacts:
     measured_over_predicted: float | None
     notes: list[str] = field(default_factory=list)
     peak_why: str | None = None  # why no peak is measured
+    null_reasons: dict[str, str] = field(default_factory=dict)  # summary figure → why null
 
 
 def predicted_bytes(ctx: Facts) -> tuple[dict | None, str | None]:
@@ -155,4 +157,18 @@ def facts(ctx: Facts) -> MemoryFacts:
         measured_over_predicted=over,
         notes=notes,
         peak_why=peak_why,
+        null_reasons=_null_reasons(ctx, peak_why, why),
     )
+
+
+def _null_reasons(ctx: Facts, peak_why: str | None, predicted_why: str | None) -> dict:
+    """Why the memory figures of the summary are null where they are."""
+    peak = peak_why or (
+        "CPU run: host memory has no device capacity to compare with"
+        if ctx.cpu
+        else "device memory capacity unknown: pass --device-memory-GB"
+    )
+    peaks = (F.PEAK_MEMORY_FRACTION, F.MAX_PEAK_MEMORY_FRACTION, F.PEAK_MEMORY_BYTES)
+    out = {f.key: peak for f in peaks}
+    out[F.PREDICTED_MEMORY_BYTES.key] = f"predicted memory unknown: {predicted_why}"
+    return out

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from tracekit.analysis.base import mean
 from tracekit.analysis.communication import predict_seconds
 from tracekit.analysis.pipeline import Pipeline, measure
+from tracekit.model import figures as F
 from tracekit.model.pipeline import bubble_fraction, simulate
 
 if TYPE_CHECKING:
@@ -62,11 +63,13 @@ def bubble(ctx: Facts) -> BubbleFacts | None:
     if pipe is None:
         return None
     per_stage = [
-        {"rank": r.rank, "bubble_fraction": 1 - r.compute_fraction}
+        {"rank": r.rank, F.BUBBLE_FRACTION.key: 1 - r.compute_fraction}
         for r in ctx.ranks
         if r.compute_fraction is not None
     ]
-    measured = sum(s["bubble_fraction"] for s in per_stage) / len(per_stage) if per_stage else None
+    measured = (
+        sum(s[F.BUBBLE_FRACTION.key] for s in per_stage) / len(per_stage) if per_stage else None
+    )
     pred = (
         bubble_fraction(pipe.stages, pipe.microbatches, pipe.virtual) if pipe.microbatches else None
     )
@@ -95,6 +98,19 @@ def bubble(ctx: Facts) -> BubbleFacts | None:
             f"unexplained {100 * (measured - model['modeled']):+.1f}"
         )
     return BubbleFacts(pipe, measured, pred, model, per_stage, notes, modeled_why=why)
+
+
+def bubble_null_reasons(b: BubbleFacts | None) -> dict[str, str]:
+    """Why the bubble figures of the summary are null where they are."""
+    keys = (F.BUBBLE_FRACTION.key, F.PREDICTED_BUBBLE_FRACTION.key, F.MODELED_BUBBLE_FRACTION.key)
+    if b is None:
+        return dict.fromkeys(keys, NOT_A_PIPELINE)
+    no_compute = "no rank has a compute fraction in the analysed window"
+    return {
+        F.BUBBLE_FRACTION.key: no_compute,
+        F.PREDICTED_BUBBLE_FRACTION.key: "the pipeline's microbatch count M is unknown",
+        F.MODELED_BUBBLE_FRACTION.key: b.modeled_why or no_compute,
+    }
 
 
 def _model(ctx: Facts, pipe: Pipeline, pred: float | None) -> dict | None:
@@ -185,8 +201,8 @@ def projection(ctx: Facts) -> dict | None:
     step_ms = ctx.step_ms
     if not step_ms or world < 1:
         return None
-    comm_ms = _per_step_ms(ctx, "comm_fraction")
-    exposed_ms = _per_step_ms(ctx, "exposed_comm_fraction")
+    comm_ms = _per_step_ms(ctx, F.COMM_FRACTION.key)
+    exposed_ms = _per_step_ms(ctx, F.EXPOSED_COMM_FRACTION.key)
     hidden_ms = max(comm_ms - exposed_ms, 0.0)
     listed_ms = sum(c.time_ms_per_step for c in coll)
     reason = _unprojectable(ctx, coll, world)
@@ -195,7 +211,7 @@ def projection(ctx: Facts) -> dict | None:
         if reason:
             proj[f"{mult}x"] = {
                 "world_size": world * mult,
-                "step_time_ms": None,
+                F.STEP_TIME_MS.key: None,
                 "efficiency": None,
                 "reason": reason,
             }
@@ -216,7 +232,7 @@ def projection(ctx: Facts) -> dict | None:
         new_step = step_ms - exposed_ms + max(new_comm - hidden_ms, 0.0)
         proj[f"{mult}x"] = {
             "world_size": world * mult,
-            "step_time_ms": new_step,
+            F.STEP_TIME_MS.key: new_step,
             "efficiency": step_ms / new_step if new_step else None,
         }
     return proj
@@ -252,6 +268,7 @@ __all__ = [
     "NOT_A_PIPELINE",
     "BubbleFacts",
     "bubble",
+    "bubble_null_reasons",
     "job_world_size",
     "pct1",
     "projection",

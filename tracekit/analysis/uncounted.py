@@ -41,6 +41,7 @@ from tracekit import sql
 from tracekit.metrics import windows as W
 from tracekit.metrics.breakdown import windows_of
 from tracekit.model.opclass import is_matmul_kernel, is_matmul_op
+from tracekit.report import schema as S
 
 if TYPE_CHECKING:
     from tracekit.analysis.facts import Facts
@@ -62,10 +63,11 @@ class UncountedFacts:
     fraction: float | None  # mean over ranks
     cause_ms_per_step: dict[str, float] = field(default_factory=dict)  # mean over ranks
     compute_ms_per_step: float | None = None  # compute kernel time, mean over ranks
-    top_ops: list[dict] = field(default_factory=list)
-    top_kernels: list[dict] = field(default_factory=list)
+    top_ops: list[S.UncountedOpRow] = field(default_factory=list)
+    top_kernels: list[S.UncountedKernelRow] = field(default_factory=list)
     other_ms_per_step: float = 0.0  # formula-less time that is not matmul work, mean over ranks
-    other_ops: list[dict] = field(default_factory=list)  # its ops, most time first (why None)
+    # its ops, most time first, as `top_ops` rows (`uncounted` null: not matmul work)
+    other_ops: list[S.OpRow] = field(default_factory=list)
 
     def share(self, cause: str) -> float:
         """The cause's share of compute kernel time (0 when there is none)."""
@@ -136,23 +138,25 @@ def facts(ctx: Facts) -> UncountedFacts:
     }
     known = [v for v in by_rank.values() if v is not None]
     top_ops = [
-        {
-            "name": o["name"],
-            "why": o["why"],
-            "note": o["note"],
-            "count": sum(o["ops"].values()),
-            "device_ms": o["device_ns"] / 1e6,
-        }
+        S.UncountedOpRow(
+            name=o["name"],
+            why=o["why"],
+            note=o["note"],
+            count=sum(o["ops"].values()),
+            device_ms=o["device_ns"] / 1e6,
+        )
         for o in sorted(ops.values(), key=lambda o: (-o["device_ns"], o["name"], o["why"]))[:TOP]
     ]
     other_ops = [
-        {"name": o["name"], "why": None, "note": None, "count": sum(o["ops"].values()),
-         "device_ms": o["device_ns"] / 1e6}
+        _other_op(o["name"], sum(o["ops"].values()), o["device_ns"])
         for o in sorted(other.values(), key=lambda o: (-o["device_ns"], o["name"]))[:TOP]
-    ]  # fmt: skip
-    top_kernels = sorted(
-        kernels.values(), key=lambda k: (-k["time_ms_per_step"], k["name"], k["why"])
-    )[:TOP]
+    ]
+    top_kernels = [
+        S.UncountedKernelRow(**k)
+        for k in sorted(
+            kernels.values(), key=lambda k: (-k["time_ms_per_step"], k["name"], k["why"])
+        )[:TOP]
+    ]
     compute_ms = (
         sum(ns / 1e6 / steps.get(r, 1) for r, ns in total.items()) / n_ranks if total else None
     )
@@ -166,6 +170,13 @@ def facts(ctx: Facts) -> UncountedFacts:
         other_ms_per_step=other_ms,
         other_ops=other_ops,
     )
+
+
+def _other_op(name: str, count: int, device_ns: int) -> S.OpRow:
+    """A formula-less op that is not matmul work, as a `top_ops` row: no FLOPs, none
+    counted, `uncounted` null."""
+    return S.OpRow(name=name, dtype=None, count=count, flops=None, device_ms=device_ns / 1e6,
+                   not_counted=count, achieved_tflops=None, op_peak_fraction=None)  # fmt: skip
 
 
 def _count(found: dict[tuple[str, str], dict], name: str, why: str, note, ns: int) -> None:
@@ -230,8 +241,8 @@ def _cpu(ctx: Facts) -> UncountedFacts:
         by_rank[r.rank] = min(1.0, max(0.0, unc_ns / comp_ns)) if comp_ns else None
     known = [v for v in by_rank.values() if v is not None]
     top_ops = [
-        {"name": o["name"], "why": o["why"], "note": o["note"], "count": o["count"],
-         "device_ms": o["ns"] / 1e6}
+        S.UncountedOpRow(name=o["name"], why=o["why"], note=o["note"], count=o["count"],
+                         device_ms=o["ns"] / 1e6)
         for o in sorted(found.values(), key=lambda o: (-o["ns"], o["name"], o["why"]))[:TOP]
     ]  # fmt: skip
     return UncountedFacts(
@@ -246,7 +257,7 @@ def describe(u: UncountedFacts) -> str:
         s = u.share(cause)
         if s >= 0.005:
             parts.append(f"{CAUSE_TEXT[cause]} {s:.0%}")
-    names = [o["name"] for o in u.top_ops[:3]]
+    names = [o.name for o in u.top_ops[:3]]
     tail = f" — most in {', '.join(names)}" if names else ""
     if not parts and u.fraction and not u.compute_ms_per_step:  # CPU run: no kernels
         return "CPU run: GEMM/attention/convolution ops without FLOPs" + tail

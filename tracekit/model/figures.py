@@ -289,3 +289,57 @@ DEVICE_SELF_MS_PER_STEP = _f("device_self_ms_per_step", "device self / step", "m
 DEVICE_MS_BY_RANK = _f("device_ms_by_rank", "device time by rank", "map", None,
     "device_ms_per_step on each rank holding the region.", of="ms")
 # fmt: on
+
+
+# ---------------------------------------------------------------- the summary, from the levels
+@dataclass(frozen=True)
+class From:
+    """Where a summary figure comes from. `level` is a level (memory, compute,
+    communication, scaling): its `block` (measured, predicted or metrics), read at `path`
+    (attributes and keys in turn; empty: the figure's own key, as the schema's blocks
+    name their attributes); or `ranks`: the mean over `ranks[]` of the figure's key; or
+    `run`: the run's step (each rank's step, or its window without steps, mean over ranks)."""
+
+    level: str
+    block: str | None = None
+    path: tuple[str, ...] = ()
+
+
+# The summary, figure by figure: `diagnosers.assemble` derives it from this table and the
+# levels alone. A per-rank figure's summary is its mean over ranks; a level's headline
+# figure is the level's own.
+SUMMARY_FROM: dict[Figure, From] = {
+    STEP_TIME_MS: From("run"),
+    MFU: From("compute", "measured"),
+    HFU: From("compute", "measured"),
+    GEMM_EFFICIENCY: From("compute", "measured"),
+    PEAK_FLOPS_SOURCE: From("compute", "measured"),
+    PEAK_FLOPS_BY_DTYPE: From("compute", "metrics"),
+    FLOPS_PER_STEP: From("compute", "measured"),
+    MODEL_FLOPS_PER_STEP: From("compute", "measured"),
+    PREDICTED_FLOPS_PER_STEP: From("compute", "predicted"),
+    FLOPS_BY_DTYPE: From("compute", "measured"),
+    UNCOUNTED_OPS_PER_STEP: From("compute", "measured"),
+    UNCOUNTED_COMPUTE_FRACTION: From("compute", "measured"),
+    HOST_BOUND_FRACTION: From("compute", "measured"),
+    IDLE_FRACTION: From("ranks"),
+    COMM_FRACTION: From("ranks"),
+    COMPUTE_FRACTION: From("ranks"),
+    NON_COMPUTE_FRACTION: From("ranks"),
+    COMM_OVERLAP_FRACTION: From("ranks"),
+    EXPOSED_COMM_FRACTION: From("ranks"),
+    EXPOSED_TRANSFER_FRACTION: From("ranks"),
+    COMM_WAIT_FRACTION: From("ranks"),
+    EXPOSED_SLOW_FRACTION: From("ranks"),
+    UNEXPLAINED_EXPOSED_FRACTION: From("communication", "measured"),
+    BUBBLE_FRACTION: From("scaling", "measured"),
+    PREDICTED_BUBBLE_FRACTION: From("scaling", "predicted"),
+    MODELED_BUBBLE_FRACTION: From("scaling", "predicted"),
+    STRAGGLER_RANKS: From("scaling", "measured"),
+    PROJECTED_EFFICIENCY_2X: From("scaling", "predicted", ("projection", "2x", "efficiency")),
+    PROJECTED_EFFICIENCY_8X: From("scaling", "predicted", ("projection", "8x", "efficiency")),
+    PEAK_MEMORY_FRACTION: From("ranks"),
+    MAX_PEAK_MEMORY_FRACTION: From("memory", "measured"),
+    PEAK_MEMORY_BYTES: From("memory", "measured"),
+    PREDICTED_MEMORY_BYTES: From("memory", "predicted"),
+}
