@@ -6,13 +6,9 @@ import json
 
 import pytest
 
-from tracekit.ingest.collectives import (
-    _kernel_dtype,
-    canonical_name,
-    dtype_bytes,
-    issue_sizes,
-    match_gloo,
-)
+from tracekit.ingest.collnames import _kernel_dtype, canonical_name, dtype_bytes
+from tracekit.ingest.gloo import match_gloo
+from tracekit.ingest.issueops import issue_sizes
 
 
 @pytest.mark.parametrize(

@@ -124,7 +124,7 @@ def _derive_and_write(
     SQL modules `tracekit.sql.RANK_MODULES`, which partition by rank), then every table
     of the batch written to the cache."""
     from tracekit import sql
-    from tracekit.ingest import collectives, coltable, opscan
+    from tracekit.ingest import collectives, coltable, kernelclass, opscan
     from tracekit.ingest import tables as ingest
 
     for name in _BATCHED:
@@ -142,7 +142,7 @@ def _derive_and_write(
     coltable.create(
         con, "process_groups", ingest.PROCESS_GROUPS, [g for pg in pgs for g in pg], cdir
     )
-    collectives.kernel_classes(con, cdir, comm_kernels)
+    kernelclass.kernel_classes(con, cdir, comm_kernels)
     groups = {r["rank"]: (pg, r["world_size"]) for r, pg in zip(info, pgs, strict=True)}
     collectives.tables(con, collectives.derive_rows(con, groups), cdir)
     opscan.scan(con, cdir)
