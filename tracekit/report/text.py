@@ -94,7 +94,7 @@ def to_text(report: Report) -> str:
     for line in lines:
         console.print(line, highlight=False, soft_wrap=True)
     if lines:
-        from tracekit.report.export import how_to_open
+        from tracekit.report.perfetto import how_to_open
 
         console.print(how_to_open(), highlight=False, soft_wrap=True)
     return buf.getvalue()
