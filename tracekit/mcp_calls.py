@@ -1,6 +1,6 @@
 """How the agent door's tools run and answer: blocking work off the event loop with
-progress notifications (`_work`), one-line tool errors, results bounded
-(`MAX_RESULT_BYTES`, `MAX_ROWS`) and made JSON (`_jsonable`), and the argument types
+progress notifications (`work`), one-line tool errors, results bounded
+(`MAX_RESULT_BYTES`, `MAX_ROWS`) and made JSON (`jsonable`), and the argument types
 the tools share (`Run`, `Steps`, `Window`, `Codes`)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ MAX_ROWS = 1000  # rows one `query` call may return
 DEFAULT_ROWS = 100
 
 
-def _bounded(value: Any, what: str) -> Any:
+def bounded(value: Any, what: str) -> Any:
     size = len(json.dumps(value, default=str))
     if size > MAX_RESULT_BYTES:
         raise ToolError(
@@ -46,7 +46,7 @@ async def _progress(ctx: Context | None, done: float, total: float, what: str) -
         await ctx.report_progress(done, total, what)
 
 
-async def _work(ctx: Context | None, steps: list[str], fn):
+async def work(ctx: Context | None, steps: list[str], fn):
     """Run `fn` (blocking: tables, DuckDB, replays) off the event loop, with progress
     notifications around it; a TracekitError becomes a tool error of one line."""
     total = len(steps) + 1
@@ -64,13 +64,13 @@ async def _work(ctx: Context | None, steps: list[str], fn):
         raise ToolError(f"{type(exc).__name__}: {_one_line(exc)}") from exc
 
 
-def _jsonable(v: Any) -> Any:
+def jsonable(v: Any) -> Any:
     if v is None or isinstance(v, bool | int | float | str):
         return v
     if isinstance(v, list | tuple):
-        return [_jsonable(x) for x in v]
+        return [jsonable(x) for x in v]
     if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
+        return {str(k): jsonable(x) for k, x in v.items()}
     return str(v)
 
 

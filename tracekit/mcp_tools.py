@@ -20,9 +20,9 @@ from tracekit.mcp_calls import (
     Run,
     Steps,
     Window,
-    _bounded,
-    _jsonable,
-    _work,
+    bounded,
+    jsonable,
+    work,
 )
 from tracekit.mcp_roots import Roots
 from tracekit.stepmodel.changes import CHANGES
@@ -63,8 +63,8 @@ def add_tools(server: MCPServer, where: Roots, bounds) -> None:
         def go():
             return to_dict(report(run, window, steps, select, ignore))
 
-        out = await _work(ctx, ["opening the run", "analysing"], go)
-        return _bounded(out, "report")
+        out = await work(ctx, ["opening the run", "analysing"], go)
+        return bounded(out, "report")
 
     @server.tool(annotations=READ_ONLY)
     async def findings(
@@ -84,8 +84,8 @@ def add_tools(server: MCPServer, where: Roots, bounds) -> None:
             d = to_dict(report(run, window, steps, select, ignore))
             return {"summary": d.get("summary"), "findings": d.get("findings") or []}
 
-        out = await _work(ctx, ["opening the run", "analysing"], go)
-        return _bounded(out, "findings")
+        out = await work(ctx, ["opening the run", "analysing"], go)
+        return bounded(out, "findings")
 
     @server.tool(annotations=READ_ONLY)
     def explain(
@@ -141,7 +141,7 @@ def add_tools(server: MCPServer, where: Roots, bounds) -> None:
                 "columns": [{"name": c, "type": t, "doc": doc} for c, t, doc in rows],
             }
 
-        return await _work(ctx, ["opening the run"], go)
+        return await work(ctx, ["opening the run"], go)
 
     @server.tool(annotations=READ_ONLY)
     async def query(
@@ -171,12 +171,12 @@ def add_tools(server: MCPServer, where: Roots, bounds) -> None:
                 rows = rel.limit(limit + 1).fetchall()
             return {
                 "columns": names,
-                "rows": [[_jsonable(v) for v in row] for row in rows[:limit]],
+                "rows": [[jsonable(v) for v in row] for row in rows[:limit]],
                 "truncated": len(rows) > limit,
             }
 
-        out = await _work(ctx, ["opening the run", "running the query"], go)
-        return _bounded(out, "query result")
+        out = await work(ctx, ["opening the run", "running the query"], go)
+        return bounded(out, "query result")
 
     @server.tool(annotations=READ_ONLY)
     async def whatif(
@@ -206,8 +206,8 @@ def add_tools(server: MCPServer, where: Roots, bounds) -> None:
             out, _ = commands.whatif_report([path], opts, options, list(changes))
             return msgspec.to_builtins(out)
 
-        out = await _work(ctx, ["opening the run", "replaying the step model"], go)
-        return _bounded(out, "what-if result")
+        out = await work(ctx, ["opening the run", "replaying the step model"], go)
+        return bounded(out, "what-if result")
 
     @server.tool(annotations=READ_ONLY)
     async def compare(
@@ -235,8 +235,8 @@ def add_tools(server: MCPServer, where: Roots, bounds) -> None:
             cmp = commands.gate_compare(b, n, max_regression, steps=steps)
             return json.loads(json.dumps(cmp.to_dict(), default=str))
 
-        out = await _work(ctx, ["analysing both sides", "judging"], go)
-        return _bounded(out, "comparison")
+        out = await work(ctx, ["analysing both sides", "judging"], go)
+        return bounded(out, "comparison")
 
     @server.tool(annotations=READ_ONLY)
     async def perfetto_link(
@@ -268,4 +268,4 @@ def add_tools(server: MCPServer, where: Roots, bounds) -> None:
                 "serve": f"tracekit export {where.run(run)} -o merged.json.gz --serve",
             }
 
-        return await _work(ctx, ["opening the run", "analysing"], go)
+        return await work(ctx, ["opening the run", "analysing"], go)

@@ -46,15 +46,15 @@ import duckdb
 
 from tracekit import sql
 from tracekit.ingest import coltable
-from tracekit.ingest.collgroups import _default_group, global_peer, group_from_shapes, parse_ranks
-from tracekit.ingest.collnames import _kernel_dtype, canonical_name, dtype_bytes
+from tracekit.ingest.collgroups import default_group, global_peer, group_from_shapes, parse_ranks
+from tracekit.ingest.collnames import canonical_name, dtype_bytes, kernel_dtype
 from tracekit.ingest.gloo import match_gloo
 from tracekit.ingest.issueops import (
-    _ISSUE_OP_PREFIXES,
-    _concrete_peer,
-    _first_type,
-    _numel,
+    ISSUE_OP_PREFIXES,
+    concrete_peer,
+    first_type,
     issue_sizes,
+    numel,
 )
 
 COLUMNS = (
@@ -99,7 +99,7 @@ def _device_row(r: dict, ops: list[dict], pg_ranks: dict, default: tuple) -> dic
     kernel's metadata, else the issuing CPU ops (record_param_comms, then a c10d op or
     nccl:* annotation with `Input Dims`), else the kernel name (kind only), else null."""
     rpc = _innermost(ops, lambda o: o["op"] == "record_param_comms")
-    c10d = _innermost(ops, lambda o: o["op"].startswith(_ISSUE_OP_PREFIXES))
+    c10d = _innermost(ops, lambda o: o["op"].startswith(ISSUE_OP_PREFIXES))
     ann = _innermost(ops, lambda o: o["op"].startswith("nccl:"))
     rpc = rpc or {}
 
@@ -127,15 +127,15 @@ def _device_row(r: dict, ops: list[dict], pg_ranks: dict, default: tuple) -> dic
             n_in, n_out, size_source = i, o, "issue_op"
     if size_source is None and ann and name in _SAME_SIZE:
         dims = json.loads(ann["input_dims"]) if ann["input_dims"] else None
-        n = _numel(dims[0]) if isinstance(dims, list) and dims else None
+        n = numel(dims[0]) if isinstance(dims, list) and dims else None
         if n is not None:
             n_in, n_out, size_source = n, n, "issue_op"
     dtype = (
         r["dtype"]
         or rpc.get("dtype")
-        or (c10d and _first_type(c10d["input_types"]))
-        or (ann and _first_type(ann["input_types"]))
-        or _kernel_dtype(r["raw_name"])
+        or (c10d and first_type(c10d["input_types"]))
+        or (ann and first_type(ann["input_types"]))
+        or kernel_dtype(r["raw_name"])
     )
     pg_name = r["pg_name"] or rpc.get("pg_name")
     ranks = parse_ranks(r["pg_ranks"] or rpc.get("pg_ranks")) or pg_ranks.get(pg_name)
@@ -229,7 +229,7 @@ def _rank_rows(
 ) -> list[dict]:
     """One rank's collective rows from its rows of the four queries of `derive_rows`."""
     rows: list[dict] = []
-    default = _default_group(pgs, world_size)
+    default = default_group(pgs, world_size)
     default_n = default[0]
     pg_ranks = {p["pg_name"]: list(p["ranks"]) for p in pgs if p["ranks"]}
     ops: dict[int, list[dict]] = defaultdict(list)
@@ -251,15 +251,15 @@ def _rank_rows(
                 "ts_ns": r["ts_ns"],
                 "in": n_in,
                 "out": n_out,
-                "dtype": _first_type(r["input_types"]),
-                "peer": _concrete_peer(r["op"], r["concrete_inputs"]),
+                "dtype": first_type(r["input_types"]),
+                "peer": concrete_peer(r["op"], r["concrete_inputs"]),
             }
         )
     spans = []
     for r in fetched["spans"]:
         dims = json.loads(r["input_dims"]) if r["input_dims"] else None
-        size = _numel(dims[0]) if isinstance(dims, list) and dims else None
-        r.update(size=size, dtype=_first_type(r["input_types"]))
+        size = numel(dims[0]) if isinstance(dims, list) and dims else None
+        r.update(size=size, dtype=first_type(r["input_types"]))
         spans.append(r)
     for sp, op in match_gloo(issue, spans):
         name = op["name"] if op else canonical_name(sp["raw_name"])

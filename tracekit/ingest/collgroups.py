@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 
-def _default_group(
+def default_group(
     pgs: list[dict], world_size: int | None
 ) -> tuple[int | None, list | None, str | None]:
     """(size, ranks, source) of the group a collective ran on when neither its metadata

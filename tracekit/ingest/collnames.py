@@ -1,6 +1,6 @@
 """A collective's kind and element size from what traces call them: `canonical_name`
 (`c10d::_allgather_base_`, `ncclDevKernel_AllGather_RING_LL` → `all_gather`),
-`dtype_bytes` (NCCL's and gloo's dtype names), `_kernel_dtype` (a kernel name's dtype)."""
+`dtype_bytes` (NCCL's and gloo's dtype names), `kernel_dtype` (a kernel name's dtype)."""
 
 from __future__ import annotations
 
@@ -129,7 +129,7 @@ _KERNEL_DTYPE_NAMES = {
 }
 
 
-def _kernel_dtype(name: str) -> str | None:
+def kernel_dtype(name: str) -> str | None:
     m = _KERNEL_DTYPE.search(name.split("(")[0])
     if not m:
         return None

@@ -11,7 +11,7 @@ from typing import Any
 
 # the framework's own collective ops above a kernel that carries no metadata: c10d and
 # functional collectives, vLLM's (`vllm::all_reduce(Tensor input, str group_name)`)
-_ISSUE_OP_PREFIXES = ("c10d::", "_c10d_functional::", "vllm::")
+ISSUE_OP_PREFIXES = ("c10d::", "_c10d_functional::", "vllm::")
 
 
 # issue ops whose first two args are (output, input); the rest are in-place
@@ -27,18 +27,18 @@ _OUT_IN_OPS = {
 }
 
 
-def _numel(arg: Any) -> int | None:
+def numel(arg: Any) -> int | None:
     """Elements in one op argument: a tensor's dims, or a TensorList of them."""
     if not isinstance(arg, list) or not arg:
         return None
     if all(isinstance(d, int) for d in arg):
         return prod(arg)
-    sizes = [_numel(a) for a in arg]
+    sizes = [numel(a) for a in arg]
     known = [s for s in sizes if s is not None]
     return sum(known) if known else None
 
 
-def _first_type(types_json: str | None) -> str | None:
+def first_type(types_json: str | None) -> str | None:
     if not types_json:
         return None
     try:
@@ -62,12 +62,12 @@ def issue_sizes(op: str, dims_json: str | None) -> tuple[int | None, int | None]
     if not isinstance(dims, list) or not dims:
         return None, None
     if op in _OUT_IN_OPS and len(dims) >= 2:
-        return _numel(dims[1]), _numel(dims[0])
-    n = _numel(dims[0])
+        return numel(dims[1]), numel(dims[0])
+    n = numel(dims[0])
     return n, n
 
 
-def _concrete_peer(op: str, concrete: str | None) -> int | None:
+def concrete_peer(op: str, concrete: str | None) -> int | None:
     """A gloo `c10d::send(tensors, pg, dstRank, tag)` / `c10d::recv_(tensors, pg,
     srcRank, tag)`'s peer as the trace's `Concrete Inputs` give it (record_shapes=True),
     its rank in the process group; None when absent."""

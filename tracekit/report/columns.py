@@ -104,14 +104,14 @@ def level_rows(report: Report) -> list[tuple[str, str, str, str, str]]:
     return rows
 
 
-def _rank_cells(report: Report) -> list[list[str]]:
+def rank_cells(report: Report) -> list[list[str]]:
     return [
         [units.fmt(getattr(r, k), unit, bare=True) for k, _, unit in RANK_COLUMNS]
         for r in report.ranks
     ]
 
 
-def _collective_cells(report: Report, limit: int = 10) -> list[list[str]]:
+def collective_cells(report: Report, limit: int = 10) -> list[list[str]]:
     return [
         [fmt(getattr(c, k)) for k, _, fmt in COLLECTIVE_COLUMNS]
         for c in (report.collectives or [])[:limit]

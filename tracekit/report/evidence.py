@@ -32,7 +32,7 @@ def _ranks(f: FindingRow, report: Report) -> list[int]:
     return list(f.ranks) or list(report.run.ranks)
 
 
-def _steps(run: Run) -> list[tuple[int, int, int, int]]:
+def step_rows(run: Run) -> list[tuple[int, int, int, int]]:
     return run.sql(sql.query("report.export", "steps")).fetchall()
 
 
@@ -57,7 +57,7 @@ def evidence(run: Run, report: Report) -> list[Place | None]:
     instance of the collective a communication finding names first, the step holding the
     allocator's peak for a memory finding, else the slowest step of the finding's ranks
     (a straggler, a host-bound or low-MFU step, a pipeline's bubble all show there)."""
-    steps = _steps(run)
+    steps = step_rows(run)
     out: list[Place | None] = []
     for f in report.findings or []:
         ranks = _ranks(f, report)

@@ -30,7 +30,7 @@ import msgspec
 
 from tracekit import sql
 from tracekit.errors import TracekitError
-from tracekit.report.evidence import Place, _steps, base_ns, evidence, memory_timeline
+from tracekit.report.evidence import Place, base_ns, evidence, memory_timeline, step_rows
 from tracekit.report.perfetto import (
     PERFETTO_UI,
     SERVE_PORT,
@@ -40,9 +40,9 @@ from tracekit.report.perfetto import (
     serve,
     trace_server,
 )
-from tracekit.report.rankevents import PID_OFFSET, _rank_events, _rank_part
+from tracekit.report.rankevents import PID_OFFSET, rank_events, rank_part
 from tracekit.report.schema import Report, to_dict
-from tracekit.report.tracks import _critical_path, _Tracks, critical_path_spans
+from tracekit.report.tracks import Tracks, critical_path_spans, critical_path_track
 from tracekit.store.run import Run
 
 # the names callers import from here
@@ -73,10 +73,10 @@ def trace_events(
     zero = base_ns(run)
     offsets = {int(k): v for k, v in report.run.clock_offsets_ns.items()}
     events: list[dict] = []
-    for rank, base, evs in _rank_events(run, top if top is not None else {}):
-        events += _rank_part(rank, base, evs, zero, offsets.get(rank, 0))
+    for rank, base, evs in rank_events(run, top if top is not None else {}):
+        events += rank_part(rank, base, evs, zero, offsets.get(rank, 0))
     top = max(run.ranks, default=0) + 1
-    tracks = _Tracks(top * PID_OFFSET + 1, zero)  # pid // 10⁸ names no rank of the run
+    tracks = Tracks(top * PID_OFFSET + 1, zero)  # pid // 10⁸ names no rank of the run
     for f, place in zip(report.findings or [], evidence(run, report), strict=True):
         if place is None:
             continue
@@ -96,7 +96,7 @@ def trace_events(
                 "impact_ms_per_step": f.impact_ms,
             },
         )
-    for rank, step, s, e in _steps(run):
+    for rank, step, s, e in step_rows(run):
         tracks.slice(
             f"steps · rank {rank}",
             f"ProfilerStep#{step}",
@@ -114,7 +114,7 @@ def trace_events(
             "tracekit.exposed_comm",
             {"of_rank": rank},
         )
-    _critical_path(report_dict if report_dict is not None else to_dict(report), tracks)
+    critical_path_track(report_dict if report_dict is not None else to_dict(report), tracks)
     return events + tracks.events
 
 

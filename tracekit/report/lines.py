@@ -106,7 +106,7 @@ def healthy_text(verdicts: dict[str, str]) -> str:
     return f"{', '.join(unknown)} unknown (not measured)" + (f"; {', '.join(ok)} ok" if ok else "")
 
 
-def _verdicts(report: Report) -> dict[str, str]:
+def level_verdicts(report: Report) -> dict[str, str]:
     return {lv.level: lv.verdict for lv in report.levels or []}
 
 

@@ -7,16 +7,16 @@ from tracekit.report.columns import (
     COLLECTIVE_COLUMNS,
     RANK_COLUMNS,
     SUB,
-    _collective_cells,
-    _rank_cells,
+    collective_cells,
     level_rows,
+    rank_cells,
 )
 from tracekit.report.lines import (
-    _verdicts,
     collectives_total_line,
     header,
     health_lines,
     healthy_text,
+    level_verdicts,
     remedies_text,
     uncounted_lines,
     verdict_lines,
@@ -43,7 +43,7 @@ def to_markdown(report: Report) -> str:
     lines += ["", *(f"- {w}" for w in health)] if health else []
     lines += ["", "| " + " | ".join(t for _, t, _ in RANK_COLUMNS) + " |"]
     lines.append("|" + "---:|" * len(RANK_COLUMNS))
-    lines += ["| " + " | ".join(row) + " |" for row in _rank_cells(report)]
+    lines += ["| " + " | ".join(row) + " |" for row in rank_cells(report)]
     if report.full:
         lines += [
             "",
@@ -63,9 +63,7 @@ def to_markdown(report: Report) -> str:
                 "| " + " | ".join(t for _, t, _ in cols) + " |",
                 "|---|" + "---:|" * (len(cols) - 1),
             ]
-            lines += [
-                "| " + " | ".join(_md(c) for c in r) + " |" for r in _collective_cells(report)
-            ]
+            lines += ["| " + " | ".join(_md(c) for c in r) + " |" for r in collective_cells(report)]
             total = collectives_total_line(report)
             lines += ["", _md(total)] if total else []
         unc = uncounted_lines(report)
@@ -80,7 +78,7 @@ def to_markdown(report: Report) -> str:
             lines += ["", "### Regions", "", "```text", *tree, "```"]
         lines += ["", "### Findings", ""]
         if not report.findings:
-            lines.append(f"None — {healthy_text(_verdicts(report))}.")
+            lines.append(f"None — {healthy_text(level_verdicts(report))}.")
         for f in report.findings:
             impact = f" ({units.fmt(f.impact_ms, 'ms')}/step)" if f.impact_ms else ""
             ranks = f" (ranks {units.ranks(f.ranks)})" if f.ranks else ""

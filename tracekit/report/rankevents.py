@@ -19,7 +19,7 @@ _DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
 _PER_RANK = ("distributedInfo", "distributedInfoByRank", "baseTimeNanoseconds", "trace_id")
 
 
-def _rank_events(run: Run, top: dict[str, Any]) -> Iterator[tuple[int, int, list[dict[str, Any]]]]:
+def rank_events(run: Run, top: dict[str, Any]) -> Iterator[tuple[int, int, list[dict[str, Any]]]]:
     """(rank, base ns of its ts, its events) per rank, each file read once; `top` gets
     the first trace's header (device properties, schema version …), less what is per rank."""
     by_path: dict[Path, list[int]] = defaultdict(list)
@@ -60,13 +60,13 @@ def _rank_events(run: Run, top: dict[str, Any]) -> Iterator[tuple[int, int, list
             yield r, base, split[r]
 
 
-def _ts_us(ns: int) -> float:
+def ts_us(ns: int) -> float:
     """µs since the trace's zero; exact to the ns (a double holds 3 decimals of µs for
     traces shorter than ~100 days)."""
     return ns / 1000
 
 
-def _rank_part(rank: int, base: int, events: list[dict], zero: int, offset: int) -> list[dict]:
+def rank_part(rank: int, base: int, events: list[dict], zero: int, offset: int) -> list[dict]:
     """One rank's events on the merged clock and pids, and its processes named: the one
     that holds the ProfilerSteps (else the most host events) is "rank N", every other
     "rank N - <its name, labels or pid>" (a GPU, Kineto's "Spans" …)."""
@@ -105,7 +105,7 @@ def _rank_part(rank: int, base: int, events: list[dict], zero: int, offset: int)
             if isinstance(ts, int | float) and not isinstance(ts, bool):
                 whole = int(ts // 1)
                 ns = whole * 1000 + round((ts - whole) * 1000) + base - offset - zero
-                ev["ts"] = _ts_us(ns)
+                ev["ts"] = ts_us(ns)
             if str(ev.get("name", "")).startswith("ProfilerStep#"):
                 steps[pid] += 1
             elif str(ev.get("cat", "")).lower() in ("cpu_op", "user_annotation", "operator"):

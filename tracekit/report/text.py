@@ -8,17 +8,17 @@ from io import StringIO
 from tracekit.report.columns import (
     COLLECTIVE_COLUMNS,
     RANK_COLUMNS,
-    _collective_cells,
-    _rank_cells,
+    collective_cells,
     level_rows,
+    rank_cells,
 )
 from tracekit.report.lines import (
-    _verdicts,
     collectives_total_line,
     finding_lines,
     header,
     health_lines,
     healthy_text,
+    level_verdicts,
     uncounted_lines,
     verdict_lines,
 )
@@ -54,15 +54,13 @@ def to_text(report: Report) -> str:
 
     for line in header(report) + health_lines(report):
         console.print(line, highlight=False, soft_wrap=True)
-    table([t for _, t, _ in RANK_COLUMNS], _rank_cells(report))
+    table([t for _, t, _ in RANK_COLUMNS], rank_cells(report))
     if not report.full:
         return buf.getvalue()
     cols = ("level", "figure", "measured", "predicted", "verdict")
     table(cols, level_rows(report), left=cols)
     if report.collectives:
-        table(
-            [t for _, t, _ in COLLECTIVE_COLUMNS], _collective_cells(report), left=("collective",)
-        )
+        table([t for _, t, _ in COLLECTIVE_COLUMNS], collective_cells(report), left=("collective",))
         total = collectives_total_line(report)
         if total:
             console.print(total, highlight=False, soft_wrap=True)
@@ -88,7 +86,7 @@ def to_text(report: Report) -> str:
         console.print()
     lines = finding_lines(report)
     console.print(
-        "findings" if lines else f"findings: none — {healthy_text(_verdicts(report))}",
+        "findings" if lines else f"findings: none — {healthy_text(level_verdicts(report))}",
         highlight=False,
     )
     for line in lines:

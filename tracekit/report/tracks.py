@@ -3,10 +3,10 @@ communication, the critical path), overlapping slices on extra lanes."""
 
 from __future__ import annotations
 
-from tracekit.report.rankevents import _ts_us
+from tracekit.report.rankevents import ts_us
 
 
-class _Tracks:
+class Tracks:
     """The tracekit process: named threads of slices (overlapping slices of one track
     go to extra lanes, which Perfetto draws as rows). Its events never carry `args.rank`
     (a slice's rank is `of_rank`): a reader of merged files gives an event with
@@ -70,7 +70,7 @@ class _Tracks:
                 "name": name,
                 "pid": self.pid,
                 "tid": self._tid(track, start_ns, end_ns),
-                "ts": _ts_us(start_ns - self.zero),
+                "ts": ts_us(start_ns - self.zero),
                 "dur": (end_ns - start_ns) / 1000,
                 "args": args or {},
             }
@@ -106,7 +106,7 @@ def critical_path_spans(report_dict: dict) -> list[tuple[dict, int, int]]:
     return out
 
 
-def _critical_path(report_dict: dict, tracks: _Tracks) -> int:
+def critical_path_track(report_dict: dict, tracks: Tracks) -> int:
     """The step model's critical path (`critical_path_spans`) as one track; returns the
     slices drawn."""
     spans = critical_path_spans(report_dict)

@@ -52,5 +52,5 @@ class OpCount:
     tf32: bool = False  # the op's own args say TF32 may be used (cuDNN allow_tf32)
 
 
-def _none(reason: str) -> OpCount:
+def no_flops(reason: str) -> OpCount:
     return OpCount(None, reason)

@@ -28,14 +28,14 @@ is 2 FLOPs.
 
 from __future__ import annotations
 
-from tracekit.model.flops.args import Args, OpCount, _none
+from tracekit.model.flops.args import Args, OpCount, no_flops
 from tracekit.model.flops.signatures import OpSig
 
 
-def _attn_flops(sig: OpSig, a: Args) -> OpCount:
+def attn_flops(sig: OpSig, a: Args) -> OpCount:
     q, k, v = (a.shape(sig.args[r]) for r in ("q", "k", "v"))
     if not q or not k or len(q) != 4 or len(k) != 4:
-        return _none("q/k are not 4-D (varlen attention: the lengths are tensors)")
+        return no_flops("q/k are not 4-D (varlen attention: the lengths are tensors)")
     if sig.layout == "BSHD":
         (b, s, h, d), sk = q, k[1]
     else:
@@ -47,7 +47,7 @@ def _attn_flops(sig: OpSig, a: Args) -> OpCount:
     else:
         causal = a.flag(sig.args["causal"])
     if causal is None:
-        return _none("is_causal not recorded (no Concrete Inputs)")
+        return no_flops("is_causal not recorded (no Concrete Inputs)")
     per = (3 * d + 2 * dv) if sig.family == "attn_bwd" else (d + dv)
     flops = 2.0 * b * h * s * sk * per
     return OpCount(flops / 2 if causal else flops)
@@ -61,16 +61,16 @@ def _causal_pairs(s: int, sk: int, causal: bool) -> float:
     return float(s) * (sk - s / 2) if sk > s else float(s) * sk / 2
 
 
-def _varlen_flops(sig: OpSig, a: Args) -> OpCount:
+def varlen_flops(sig: OpSig, a: Args) -> OpCount:
     q, k, v = (a.shape(sig.args[r]) for r in ("q", "k", "v"))
     cu_q = a.shape(sig.args["cu_q"])
     if not q or len(q) != 3 or not cu_q or len(cu_q) != 1:
-        return _none("q is not [total_q, H, D] with a cu_seqlens_q vector")
+        return no_flops("q is not [total_q, H, D] with a cu_seqlens_q vector")
     b = cu_q[0] - 1
     max_q, max_k = (a.ints(sig.args[x], 1) for x in ("max_q", "max_k"))
     causal = a.flag(sig.args["causal"])
     if max_q is None or max_k is None or causal is None:
-        return _none("max_seqlen or is_causal not recorded (no Concrete Inputs)")
+        return no_flops("max_seqlen or is_causal not recorded (no Concrete Inputs)")
     (total_q, h, d), dv = q, (v[-1] if v else q[2])
     paged = "cu_k" not in sig.args  # k/v are the page pool, not the sequences
     total_k = None if paged or not k or len(k) != 3 else k[0]
@@ -79,25 +79,25 @@ def _varlen_flops(sig: OpSig, a: Args) -> OpCount:
     elif total_q == b * max_q[0] and total_k == b * max_k[0]:
         s, sk = max_q[0], max_k[0]
     else:
-        return _none(
+        return no_flops(
             f"{b} sequences of unequal length: their lengths are in the cu_seqlens tensors, "
             "which the trace does not record"
         )
     if sk is None:
-        return _none("key shape not recorded")
+        return no_flops("key shape not recorded")
     per = (3 * d + 2 * dv) if sig.family.endswith("_bwd") else (d + dv)
     return OpCount(2.0 * b * h * per * _causal_pairs(s, sk, causal))
 
 
-def _paged_flops(sig: OpSig, a: Args) -> OpCount:
+def paged_flops(sig: OpSig, a: Args) -> OpCount:
     q = a.shape(sig.args["q"])
     max_len = a.ints(sig.args["max_len"], 1)
     if not q or len(q) != 3:
-        return _none("query is not [num_seqs, H, D]")
+        return no_flops("query is not [num_seqs, H, D]")
     if max_len is None:
-        return _none("max_context_len not recorded (no Concrete Inputs)")
+        return no_flops("max_context_len not recorded (no Concrete Inputs)")
     if q[0] != 1:
-        return _none(
+        return no_flops(
             f"{q[0]} sequences: their context lengths are a tensor the trace does not record"
         )
     return OpCount(2.0 * q[1] * 2 * q[2] * max_len[0])

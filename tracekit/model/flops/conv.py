@@ -21,7 +21,7 @@ import re
 from math import prod
 from typing import Any
 
-from tracekit.model.flops.args import Args, OpCount, _none
+from tracekit.model.flops.args import Args, OpCount, no_flops
 from tracekit.model.flops.signatures import SIGNATURES, OpSig
 
 
@@ -88,27 +88,27 @@ def _conv_core(x, w, spatial) -> float:
     return 2.0 * x[0] * w[0] * w[1] * prod(w[2:]) * prod(spatial)
 
 
-def _conv_flops(sig: OpSig, a: Args, geometry: ConvGeometry | None) -> OpCount:
+def conv_flops(sig: OpSig, a: Args, geometry: ConvGeometry | None) -> OpCount:
     x, w = a.shape(sig.args["x"]), a.shape(sig.args["w"])
     if not x or not w or len(x) < 3 or len(w) != len(x):
-        return _none("input or weight shape not recorded")
+        return no_flops("input or weight shape not recorded")
     tf32 = bool(a.flag(sig.args.get("tf32")))
     transposed = sig.transposed
     if transposed is None:
         transposed = a.flag(sig.args.get("transposed")) if "transposed" in sig.args else False
     if transposed is None:
-        return _none("'transposed' not recorded (no Concrete Inputs)")
+        return no_flops("'transposed' not recorded (no Concrete Inputs)")
     if transposed:
         return OpCount(_conv_core(x, w, x[2:]), tf32=tf32)
     spatial = _conv_spatial(sig, a, x, w, geometry)
     if spatial is None:
-        return _none("stride/padding not recorded and no backward op gives the output size")
+        return no_flops("stride/padding not recorded and no backward op gives the output size")
     if any(s <= 0 for s in spatial):
-        return _none(f"output size {spatial} from the recorded stride/padding is empty")
+        return no_flops(f"output size {spatial} from the recorded stride/padding is empty")
     return OpCount(_conv_core(x, w, spatial), tf32=tf32)
 
 
-def _conv_bwd_flops(
+def conv_bwd_flops(
     sig: OpSig, a: Args, geometry: ConvGeometry | None, parent: tuple[str, Any] | None
 ) -> OpCount:
     gy, x, w = (a.shape(sig.args.get(k)) for k in ("gy", "x", "w"))
@@ -116,21 +116,21 @@ def _conv_bwd_flops(
         w = _parent_weight(parent, x, gy) or (geometry.weight(x, gy) if geometry else None)
     if sig.family == "conv_bwd_input":
         if not gy or not w or len(gy) != len(w) or len(w) < 3:
-            return _none("grad_output or weight shape not recorded")
+            return no_flops("grad_output or weight shape not recorded")
         return OpCount(_conv_core(gy, w, gy[2:]))  # grad_input: the forward's work again
     if not gy or not x or not w or not (len(gy) == len(x) == len(w) >= 3):
-        return _none("grad_output, input or weight shape not recorded")
+        return no_flops("grad_output, input or weight shape not recorded")
     transposed = sig.transposed
     if transposed is None:
         transposed = a.flag(sig.args.get("transposed"))
         if transposed is None:
-            return _none("'transposed' not recorded (no Concrete Inputs)")
+            return no_flops("'transposed' not recorded (no Concrete Inputs)")
     one = _conv_core(x, w, x[2:] if transposed else gy[2:])
     if sig.family == "conv_bwd_weight":
         return OpCount(one)
     mask = a.value(sig.args["mask"])
     if mask is None:
-        return _none("output_mask not recorded: which gradients ran is unknown")
+        return no_flops("output_mask not recorded: which gradients ran is unknown")
     grads = [m.lower() == "true" for m in re.findall(r"True|False|true|false", mask)]
     return OpCount(one * sum(grads[:2]))
 

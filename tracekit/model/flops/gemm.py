@@ -15,27 +15,27 @@ from __future__ import annotations
 
 from math import prod
 
-from tracekit.model.flops.args import Args, OpCount, _none
+from tracekit.model.flops.args import Args, OpCount, no_flops
 from tracekit.model.flops.signatures import OpSig
 
 
-def _gemm_flops(sig: OpSig, a: Args) -> OpCount:
+def gemm_flops(sig: OpSig, a: Args) -> OpCount:
     x, y = a.shape(sig.args["a"]), a.shape(sig.args["b"])
     if not x or not y:
-        return _none("operand shapes not recorded")
+        return no_flops("operand shapes not recorded")
     if len(x) == 2 and len(y) == 2 and x[1] == y[0]:
         return OpCount(2.0 * x[0] * x[1] * y[1])
     if len(x) == 3 and len(y) == 3 and x[0] == y[0] and x[2] == y[1]:
         return OpCount(2.0 * x[0] * x[1] * x[2] * y[2])
     if len(x) == 2 and len(y) == 3 and x[1] == y[1]:  # grouped: tokens × one expert each
         return OpCount(2.0 * x[0] * x[1] * y[2])
-    return _none(f"operand shapes {x}·{y} are not a matrix product this formula knows")
+    return no_flops(f"operand shapes {x}·{y} are not a matrix product this formula knows")
 
 
-def _te_gemm_flops(sig: OpSig, a: Args) -> OpCount:
+def te_gemm_flops(sig: OpSig, a: Args) -> OpCount:
     x, y, d = (a.shape(sig.args[r]) for r in ("a", "b", "d"))
     if not x or not y or not d or len(x) != 2 or len(y) != 2 or len(d) < 2:
-        return _none("A, B or D shape not recorded")
+        return no_flops("A, B or D shape not recorded")
     m, n = prod(d[:-1]), d[-1]
     ta, tb = (a.ints(sig.args[r], 1) for r in ("transa", "transb"))
     ka = {x[1]} if ta and ta[0] else {x[0]} if ta else {x[1] if x[0] == n else None,
@@ -44,5 +44,5 @@ def _te_gemm_flops(sig: OpSig, a: Args) -> OpCount:
                                                       y[0] if y[1] == m else None}  # fmt: skip
     ks = (ka & kb) - {None}
     if len(ks) != 1:
-        return _none(f"A {x}, B {y}, D {d}: no single inner dimension fits both operands")
+        return no_flops(f"A {x}, B {y}, D {d}: no single inner dimension fits both operands")
     return OpCount(2.0 * m * n * ks.pop())

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tracekit.model.flops.args import Args, OpCount, _none
-from tracekit.model.flops.attention import _attn_flops, _paged_flops, _varlen_flops
-from tracekit.model.flops.conv import ConvGeometry, _conv_bwd_flops, _conv_flops
-from tracekit.model.flops.gemm import _gemm_flops, _te_gemm_flops
+from tracekit.model.flops.args import Args, OpCount, no_flops
+from tracekit.model.flops.attention import attn_flops, paged_flops, varlen_flops
+from tracekit.model.flops.conv import ConvGeometry, conv_bwd_flops, conv_flops
+from tracekit.model.flops.gemm import gemm_flops, te_gemm_flops
 from tracekit.model.flops.signatures import SIGNATURES
 
 
@@ -35,25 +35,25 @@ def count(
     when they cannot be known. `parent` is the enclosing op of the table (name, dims)."""
     sig = SIGNATURES.get(name)
     if sig is None:
-        return _none("not a GEMM, convolution or attention op")
+        return no_flops("not a GEMM, convolution or attention op")
     if not isinstance(dims, list) or not dims:
-        return _none("no Input Dims (profile with record_shapes=True)")
+        return no_flops("no Input Dims (profile with record_shapes=True)")
     a = Args(dims, concrete if isinstance(concrete, list) else None)
     if sig.family == "gemm":
-        return _gemm_flops(sig, a)
+        return gemm_flops(sig, a)
     if sig.family == "conv":
-        return _conv_flops(sig, a, geometry)
+        return conv_flops(sig, a, geometry)
     if sig.family.startswith("conv_bwd"):
-        return _conv_bwd_flops(sig, a, geometry, parent)
+        return conv_bwd_flops(sig, a, geometry, parent)
     if sig.family.startswith("varlen"):
-        return _varlen_flops(sig, a)
+        return varlen_flops(sig, a)
     if sig.family == "paged":
-        return _paged_flops(sig, a)
+        return paged_flops(sig, a)
     if sig.family == "te_gemm":
-        return _te_gemm_flops(sig, a)
+        return te_gemm_flops(sig, a)
     if len(a.shape(sig.args["q"]) or []) == 3 and "cu_q" in sig.args:
-        return _varlen_flops(sig, a)
-    return _attn_flops(sig, a)
+        return varlen_flops(sig, a)
+    return attn_flops(sig, a)
 
 
 def op_flops(name: str, input_dims: str | None, concrete_inputs: str | None = None) -> float | None:
