@@ -1,5 +1,5 @@
 """Where one ingest's CPU goes: a trace (or a batch of traces) ingested by the real
-`tracekit.ingest.runner.ingest_batch`, in this process, with every DuckDB statement and
+`tracekit.ingest.batch.ingest_batch`, in this process, with every DuckDB statement and
 the Python steps timed in CPU seconds (user + system, `getrusage`: load-robust on a
 shared machine; DuckDB runs on 1 thread, as in an ingest worker beside others).
 

@@ -6,13 +6,9 @@ import json
 
 import pytest
 
-from tracekit.ingest.collectives import (
-    _kernel_dtype,
-    canonical_name,
-    dtype_bytes,
-    issue_sizes,
-    match_gloo,
-)
+from tracekit.ingest.collnames import canonical_name, dtype_bytes, kernel_dtype
+from tracekit.ingest.gloo import match_gloo
+from tracekit.ingest.issueops import issue_sizes
 
 
 @pytest.mark.parametrize(
@@ -68,10 +64,10 @@ def test_dtype_bytes(dtype, size):
 
 
 def test_kernel_dtype():
-    assert _kernel_dtype("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*)") == "bfloat16"
-    assert _kernel_dtype("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)") == "float"
-    assert _kernel_dtype("ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclWorkElem)") == "int8"
-    assert _kernel_dtype("ncclDevKernel_SendRecv(ncclDevComm*)") is None
+    assert kernel_dtype("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*)") == "bfloat16"
+    assert kernel_dtype("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)") == "float"
+    assert kernel_dtype("ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclWorkElem)") == "int8"
+    assert kernel_dtype("ncclDevKernel_SendRecv(ncclDevComm*)") is None
 
 
 @pytest.mark.parametrize(

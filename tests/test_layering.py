@@ -4,7 +4,7 @@ included, `if TYPE_CHECKING:` blocks left out (they never run) — and no import
 The engine's packages are layers in the order data flows; a module may import its own
 layer and the ones before it. The doors — the command line (`tracekit.cli`,
 `tracekit.__main__`), the Python door (`tracekit.__init__`, `tracekit.api`) and the
-agent door (`tracekit.mcp_server`, `tracekit mcp`) — wire
+agent door (`tracekit.mcp_server` and its `mcp_*` modules, `tracekit mcp`) — wire
 everything together and are the only engine modules that may import `diagnosers`, `tui`
 or `instrument`, and then only inside functions (lazily).
 """
@@ -54,6 +54,9 @@ DOORS = (
     "tracekit.api",
     "tracekit.commands",
     "tracekit.mcp_server",
+    "tracekit.mcp_roots",
+    "tracekit.mcp_calls",
+    "tracekit.mcp_tools",
 )
 CONSUMERS = ("diagnosers", "tui", "instrument")
 # what each consumer package may import besides itself

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracekit import sql
 from tracekit.analysis.base import mean
-from tracekit.ingest.collectives import parse_ranks
+from tracekit.ingest.collgroups import parse_ranks
 from tracekit.metrics import collectives as C
 from tracekit.metrics import windows as W
 from tracekit.metrics.breakdown import hidden_by_compute_sql

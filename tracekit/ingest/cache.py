@@ -1,7 +1,7 @@
 """Parquet cache: one file per table and ingest batch, reused while its sources are unchanged.
 
 Layout: `<run>/.tracekit/v<SCHEMA_VERSION>/<batch>.<table>.parquet` and `index.json`.
-An ingest reads its traces in batches (`tracekit.ingest.runner.plan_batches`: a big trace
+An ingest reads its traces in batches (`tracekit.ingest.batchplan.plan_batches`: a big trace
 alone, many small ones together); a batch's tables hold its ranks one after another
 (each row has its `rank`). The index has an entry per source file, keyed by `key` (its
 name), recording its size, mtime (ns), the schema version it was ingested with and the

@@ -1,7 +1,7 @@
 """The per-rank ingest on a Dask distributed cluster (`--cluster ADDRESS`).
 
 One box parses ranks in parallel processes; past one box, the same per-rank work
-(`tracekit.ingest.runner.ingest_batch`: a batch of traces in, its Parquet tables out) runs as
+(`tracekit.ingest.batch.ingest_batch`: a batch of traces in, its Parquet tables out) runs as
 Dask tasks.
 The workers must see the run folder and its cache at the same paths (a shared
 filesystem); they write the very cache a local ingest writes, and the cross-rank

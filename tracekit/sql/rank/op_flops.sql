@@ -1,7 +1,7 @@
 -- @include base.tables
 -- @view op_flops
 -- One row per counted op: an op of the FLOPs signature table (GEMMs, convolutions and
--- their backward, attention forward and backward; tracekit/model/flops.py) that is the
+-- their backward, attention forward and backward; tracekit/model/flops/) that is the
 -- innermost such op on its thread (tracekit/opscan.py), with its FLOPs from the shapes
 -- and the device time of the kernels it launched. Ops whose FLOPs the trace cannot give
 -- are kept with flops NULL and flops_note saying why: they are the "not counted" figure.
