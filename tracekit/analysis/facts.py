@@ -123,6 +123,13 @@ class Facts:
         """The windows as a parenthesized subquery, for `WITH w AS …`."""
         return f"({self.windows})"
 
+    @cached_property
+    def device_gaps(self) -> str:
+        """SQL rows of `metrics.host_bound:device_gaps` over the analysed windows, computed
+        once (the host-bound gaps and the data loader's share of them read them)."""
+        gaps = sql.query("metrics.host_bound", "device_gaps", windows=self.windows)
+        return W.rows_of(self.run, gaps)
+
     # ------------------------------------------------------------ facts
     @cached_property
     def topology(self) -> Topology:

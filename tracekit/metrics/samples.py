@@ -270,14 +270,17 @@ def _regions(
     """The regions `wanted` per step (`tracekit.metrics.regions`, each step a window)."""
     if not wanted:
         return []
-    per = region_time(run, windows)
+    per = region_time(run, windows, only={(kind, tuple(path)) for kind, path in wanted})
     out = []
     for kind, path in wanted:
         cells = per.get((kind, tuple(path)), {})
-        steps = sorted({wid for _, wid in cells})
+        of_step: dict[int, list] = {}  # each step's cells, gathered once
+        for (_, w), c in cells.items():
+            of_step.setdefault(w, []).append(c)
+        steps = sorted(of_step)
         dev, host = [], []
         for s in steps:
-            here = [c for (_, w), c in cells.items() if w == s]
+            here = of_step[s]
             dev.append(None if cpu else _r(fsum(c.device_ns / c.n for c in here) / len(here) / 1e6))
             host.append(_r(fsum(c.cpu_ns / c.n for c in here) / len(here) / 1e6))
         out.append(SampleRegion(path=list(path), kind=kind, step=steps, device_ms=dev, cpu_ms=host))

@@ -18,3 +18,31 @@ SELECT rank, wid, max(n) AS n, kind, path, count(*) AS count, sum(dur_ns) AS cpu
        sum(flops) AS flops
 FROM ({in_windows})
 GROUP BY rank, wid, kind, path
+
+
+-- @query region_cells
+-- `region_time`'s figures, its region named by a hash of (kind, path) (`region_keys`
+-- names them): numbers only, for columns read at once (a path list per row cost more
+-- than the query at 1,024 ranks). Placeholder {cells}: the `region_time` query.
+-- @column region UBIGINT: hash(kind, path)
+-- @column rank INTEGER: global rank
+-- @column wid INTEGER: the window's id
+-- @column n INTEGER: ProfilerSteps in the window (at least 1)
+-- @column count BIGINT: instances
+-- @column cpu_ns BIGINT: summed CPU spans
+-- @column device_ns BIGINT: summed device time launched inside (children included), truncated
+-- @column device_self_ns BIGINT: summed device time launched outside every child, truncated
+-- @column flops DOUBLE: summed FLOPs of the counted ops inside (null: none counted)
+SELECT hash(kind, path) AS region, rank, wid, n, count, cpu_ns::BIGINT AS cpu_ns,
+       trunc(device_ns)::BIGINT AS device_ns, trunc(device_self_ns)::BIGINT AS device_self_ns,
+       flops
+FROM ({cells})
+ORDER BY region, rank, wid
+
+-- @query region_keys
+-- The regions of `region_cells`: each hash with its (kind, path). Placeholder {cells}:
+-- the `region_time` query.
+-- @column region UBIGINT: hash(kind, path)
+-- @column kind VARCHAR: module or annotation
+-- @column path VARCHAR[]: names from the outermost region to the leaf
+SELECT DISTINCT hash(kind, path) AS region, kind, path FROM ({cells})
