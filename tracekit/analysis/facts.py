@@ -170,6 +170,14 @@ class Facts:
         return region_time(self.run, self.windows)
 
     @cached_property
+    def region_per_rank(self) -> dict:
+        """(kind, path) → rank → the region's figures per step (`analysis.regions.per_rank`
+        of `region_cells`), built once: the regions and TK-S402 read them."""
+        from tracekit.analysis.regions import per_rank
+
+        return {key: per_rank(cells) for key, cells in self.region_cells.items()}
+
+    @cached_property
     def stragglers(self) -> Attribution:
         from tracekit.analysis.stragglers import attribute
 

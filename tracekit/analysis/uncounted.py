@@ -109,9 +109,10 @@ class _Rows:
         size = [len(r[3]) for r in by_kernel]
         group = np.repeat(np.arange(len(by_kernel)), size)
         flat = [
-            np.array([x for r in by_kernel for x in r[i]], dtype=np.int64) for i in (3, 5, 6, 7)
-        ]
-        notes = [x for r in by_kernel for x in r[4]]
+            np.concatenate([np.asarray(r[i], dtype=np.int64) for r in by_kernel])
+            if by_kernel else np.zeros(0, dtype=np.int64)
+            for i in (3, 5, 6, 7)
+        ]  # fmt: skip
         # the groups come ordered (why, op, kernel), each rank's list ascending: so
         # ordered by (rank, group) the rows are `kernel_attribution`'s ORDER BY
         order = np.lexsort((group, flat[0])) if len(group) else group
@@ -121,9 +122,15 @@ class _Rows:
             seen: dict = {}
             codes = np.array([seen.setdefault(r[i], len(seen)) for r in by_kernel], dtype=np.int64)
             self.text[name] = ((codes[group] if len(group) else group)[order], list(seen))
-        seen = {}
-        codes = np.array([seen.setdefault(v, len(seen)) for v in notes], dtype=np.int64)
-        self.text["note"] = (codes[order] if len(codes) else codes, list(seen))
+        # where each row's note lies: its kernel row and its place in that row's lists
+        first = np.cumsum([0, *size[:-1]]) if size else np.zeros(0, dtype=np.int64)
+        of = group[order]
+        self._at = (by_kernel, of, order - first[of])
+
+    def note(self, i: int) -> str | None:
+        """Row `i`'s note (read where needed: a few rows, not 90,000)."""
+        by_kernel, group, pos = self._at
+        return by_kernel[group[i]][4][pos[i]]
 
 
 def _groups(*codes):
@@ -157,8 +164,8 @@ def _sums(rows: _Rows, ctx: Facts) -> UncountedFacts:
 
     steps = {r.rank: max(r.steps, 1) for r in ctx.ranks}
     n_ranks = max(len(ctx.ranks), 1)
-    (why_c, whys), (op_c, ops_), (k_c, kernels_), (note_c, notes) = (
-        rows.text[c] for c in ("why", "op", "kernel", "note")
+    (why_c, whys), (op_c, ops_), (k_c, kernels_) = (
+        rows.text[c] for c in ("why", "op", "kernel")
     )
     rank, ns, n, n_ops = rows.rank, rows.ns, rows.n, rows.ops
     # each (why, op, kernel) classified once
@@ -217,7 +224,7 @@ def _sums(rows: _Rows, ctx: Facts) -> UncountedFacts:
         dev = _int_sums(p_g, len(p_first), ns[u])
         for j, i in enumerate(u[p_first]):
             ops.append({"name": ops_[op_c[i]] or "(no op)", "why": whys[why_c[i]],
-                        "note": notes[note_c[i]], "count": int(count[j]),
+                        "note": rows.note(i), "count": int(count[j]),
                         "device_ns": int(dev[j])})  # fmt: skip
         k_first, k_g = _groups(why_c[u], k_c[u])
         cps = np.bincount(k_g, weights=n[u] / st[u] / n_ranks)

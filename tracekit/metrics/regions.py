@@ -42,11 +42,14 @@ def region_time(
         return {k: v for k, v in out.items() if only is None or k in only}
     # numbers only, column by column: no path list per row (37,000 at 1,024 ranks)
     cols = run.sql(sql.query("metrics.regions", "region_cells", cells=cells)).fetchnumpy()
-    region, rank, wid, *figures = (cols[c].tolist() for c in (
-        "region", "rank", "wid", "n", "count", "cpu_ns", "device_ns", "device_self_ns", "flops"
-    ))  # fmt: skip
+    names = ("region", "rank", "wid", "n", "count", "cpu_ns", "device_ns", "device_self_ns")
+    names += ("flops",)
+    if only is not None:  # the rows of those regions only
+        import numpy as np
+
+        keep = np.isin(cols["region"], [h for h, key in name.items() if key in only])
+        cols = {c: cols[c][keep] for c in names}
+    region, rank, wid, *figures = (cols[c].tolist() for c in names)
     for h, r, w, *fig in zip(region, rank, wid, *figures, strict=True):
-        key = name[h]
-        if only is None or key in only:
-            out.setdefault(key, {})[(r, w)] = RegionCell(*fig)
+        out.setdefault(name[h], {})[(r, w)] = RegionCell(*fig)
     return out
