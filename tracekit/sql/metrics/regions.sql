@@ -21,9 +21,10 @@ GROUP BY rank, wid, kind, path
 
 
 -- @query region_cells
--- `region_time`'s figures, its region named by a hash of (kind, path) (`region_keys`
--- names them): numbers only, for columns read at once (a path list per row cost more
--- than the query at 1,024 ranks). Placeholder {cells}: the `region_time` query.
+-- `region_time`'s figures, its region named by a hash of (kind, path), with the kind and
+-- the path on the region's first row only: numbers for columns read at once (a path list
+-- per row cost more than the query at 1,024 ranks). Placeholder {cells}: the
+-- `region_time` query.
 -- @column region UBIGINT: hash(kind, path)
 -- @column rank INTEGER: global rank
 -- @column wid INTEGER: the window's id
@@ -33,16 +34,14 @@ GROUP BY rank, wid, kind, path
 -- @column device_ns BIGINT: summed device time launched inside (children included), truncated
 -- @column device_self_ns BIGINT: summed device time launched outside every child, truncated
 -- @column flops DOUBLE: summed FLOPs of the counted ops inside (null: none counted)
+-- @column kind VARCHAR: module or annotation, on the region's first row (else null)
+-- @column path VARCHAR[]: names from the outermost region to the leaf, on its first row
 SELECT hash(kind, path) AS region, rank, wid, n, count, cpu_ns::BIGINT AS cpu_ns,
        trunc(device_ns)::BIGINT AS device_ns, trunc(device_self_ns)::BIGINT AS device_self_ns,
-       flops
+       flops,
+       CASE WHEN row_number() OVER (PARTITION BY kind, path ORDER BY rank, wid) = 1
+            THEN kind END AS kind,
+       CASE WHEN row_number() OVER (PARTITION BY kind, path ORDER BY rank, wid) = 1
+            THEN path END AS path
 FROM ({cells})
 ORDER BY region, rank, wid
-
--- @query region_keys
--- The regions of `region_cells`: each hash with its (kind, path). Placeholder {cells}:
--- the `region_time` query.
--- @column region UBIGINT: hash(kind, path)
--- @column kind VARCHAR: module or annotation
--- @column path VARCHAR[]: names from the outermost region to the leaf
-SELECT DISTINCT hash(kind, path) AS region, kind, path FROM ({cells})
