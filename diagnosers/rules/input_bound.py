@@ -41,8 +41,8 @@ class InputBound(Rule):
 
     def check(self, ctx):
         rows = []
+        step = ctx.step_ms or 0  # a mean over ranks: once, not per rank
         for r in ctx.input_wait.values():
-            step = ctx.step_ms or 0
             if step and r.idle_ms / step >= self.warn:
                 rows.append(r)
         if not rows:

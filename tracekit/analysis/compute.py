@@ -37,7 +37,6 @@ from tracekit.analysis import compute_notes as N
 from tracekit.analysis import uncounted as U
 from tracekit.analysis.base import mean
 from tracekit.metrics import windows as W
-from tracekit.metrics.breakdown import host_bound_sql
 from tracekit.model import figures as F
 from tracekit.model.flops import transformer_flops_per_token
 from tracekit.model.hardware import dtype_class
@@ -93,7 +92,7 @@ def _host_bound(ctx: Facts) -> dict[int, dict]:
         "levels.compute",
         "host_bound_by_rank",
         windows=ctx.windows,
-        host_bound=host_bound_sql("SELECT * FROM w"),
+        host_bound=sql.query("metrics.host_bound", "host_bound", gaps=ctx.device_gaps),
     )
     rows = ctx.run.sql(query).fetchall()
     return {

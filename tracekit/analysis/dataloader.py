@@ -40,15 +40,13 @@ def loader_idle(ctx: Facts) -> dict[int, LoaderIdle]:
     idle = ctx.run.sql(sql.query("levels.dataloader", "loader_idle", spans=spans)).fetchall()
     if not idle:
         return {}
-    host_gaps = sql.query("metrics.host_bound", "device_gaps", windows=ctx.windows)
-    hb = dict(
-        ctx.run.sql(
-            sql.query("levels.dataloader", "host_bound_in_loader", gaps=host_gaps, spans=spans)
-        ).fetchall()
-    )
+    gaps = ctx.device_gaps
+    query = sql.query("levels.dataloader", "host_bound_in_loader", gaps=gaps, spans=spans)
+    hb = dict(ctx.run.sql(query).fetchall())
+    of_rank = {x[0]: x for x in idle}  # one row per rank
     out = {}
     for r in ctx.ranks:
-        row = next((x for x in idle if x[0] == r.rank), None)
+        row = of_rank.get(r.rank)
         if row is None:
             continue
         _rank, n, loader_ns, idle_ns = row

@@ -125,6 +125,13 @@ class Facts:
         """The windows as a parenthesized subquery, for `WITH w AS …`."""
         return f"({self.windows})"
 
+    @cached_property
+    def device_gaps(self) -> str:
+        """SQL rows of `metrics.host_bound:device_gaps` over the analysed windows, computed
+        once (the host-bound gaps and the data loader's share of them read them)."""
+        gaps = sql.query("metrics.host_bound", "device_gaps", windows=self.windows)
+        return W.rows_of(self.run, gaps)
+
     # ------------------------------------------------------------ facts
     @cached_property
     def topology(self) -> Topology:
@@ -163,6 +170,14 @@ class Facts:
         from tracekit.metrics.regions import region_time
 
         return region_time(self.run, self.windows)
+
+    @cached_property
+    def region_per_rank(self) -> dict:
+        """(kind, path) → rank → the region's figures per step (`analysis.regions.per_rank`
+        of `region_cells`), built once: the regions and TK-S402 read them."""
+        from tracekit.analysis.regions import per_rank
+
+        return {key: per_rank(cells) for key, cells in self.region_cells.items()}
 
     @cached_property
     def stragglers(self) -> Attribution:

@@ -28,8 +28,7 @@ def regions(ctx: Facts) -> list[S.Region]:
     CPU time on CPU runs), the most device (CPU) time first, then by path."""
     cpu_run = ctx.cpu
     rows: list[S.Region] = []
-    for (kind, path), cells in ctx.region_cells.items():
-        per = _per_rank(cells)
+    for (kind, path), per in ctx.region_per_rank.items():
         key = "cpu" if cpu_run else "dev"
         if not any(v[key] > 0 for v in per.values()):
             continue
@@ -68,14 +67,18 @@ def regions(ctx: Facts) -> list[S.Region]:
     return rows
 
 
-def _per_rank(cells: dict) -> dict[int, dict[str, float | None]]:
+def per_rank(cells: dict) -> dict[int, dict[str, float | None]]:
     """rank → the region's figures per step in its windows (`RegionCell`s summed, each
     window's ÷ its steps): count, cpu, dev and self (ms), flops."""
     per: dict[int, dict[str, float | None]] = {}
     for (rank, _wid), c in cells.items():
-        acc = per.setdefault(
-            rank, {"count": 0.0, "cpu": 0.0, "dev": 0.0, "self": 0.0, "flops": None}
-        )
+        acc = per.get(rank)
+        if acc is None:  # a rank's first window (the only one in the analysed windows):
+            n = c.n  # its figures as they are (0.0 + x is x: the sums below, bit for bit)
+            per[rank] = {"count": c.count / n, "cpu": c.cpu_ns / n / 1e6,
+                         "dev": c.device_ns / n / 1e6, "self": c.device_self_ns / n / 1e6,
+                         "flops": None if c.flops is None else c.flops / n}  # fmt: skip
+            continue
         acc["count"] += c.count / c.n
         acc["cpu"] += c.cpu_ns / c.n / 1e6
         acc["dev"] += c.device_ns / c.n / 1e6
@@ -117,8 +120,7 @@ def lag_region(ctx: Facts, rank: int, basis: str) -> Lag | None:
     child). None when no region exceeds the median."""
     key = "dev" if basis == "device" else "cpu"
     excess: dict[tuple[str, tuple[str, ...]], tuple[float, float]] = {}
-    for (kind, path), cells in ctx.region_cells.items():
-        per = _per_rank(cells)
+    for (kind, path), per in ctx.region_per_rank.items():
         others = [v[key] or 0.0 for r, v in per.items() if r != rank]
         if rank not in per or not others:
             continue

@@ -94,44 +94,145 @@ def facts(ctx: Facts) -> UncountedFacts:
     # the per-kernel attribution is rank-local, built at ingest (`rank.kernel_ops`): here
     # it is only clipped to the windows and summed
     windows = W.values(ctx.run, windows_of(ctx.ranks))
-    rows = ctx.run.sql(sql.query("levels.compute", "kernel_attribution", windows=windows))
-    rows = rows.fetchall()
+    rows = sql.query("levels.compute", "kernel_attribution", windows=windows)
+    query = sql.query("levels.compute", "kernel_attribution_by_kernel", attribution=rows)
+    return _sums(_Rows(ctx.run.sql(query).fetchall()), ctx)
+
+
+class _Rows:
+    """`kernel_attribution`'s rows as columns in its row order (rank, why, op, kernel):
+    numbers as numpy arrays, each text column as codes into its distinct values. Read
+    gathered by kernel (`kernel_attribution_by_kernel`): tens of kernel names, not one
+    per row (90,000 rows at 1,024 ranks)."""
+
+    def __init__(self, by_kernel: list[tuple]):
+        import numpy as np
+
+        size = [len(r[3]) for r in by_kernel]
+        group = np.repeat(np.arange(len(by_kernel)), size)
+        flat = [
+            np.concatenate([np.asarray(r[i], dtype=np.int64) for r in by_kernel])
+            if by_kernel else np.zeros(0, dtype=np.int64)
+            for i in (3, 5, 6, 7)
+        ]  # fmt: skip
+        # the groups come ordered (why, op, kernel), each rank's list ascending: so
+        # ordered by (rank, group) the rows are `kernel_attribution`'s ORDER BY
+        order = np.lexsort((group, flat[0])) if len(group) else group
+        self.rank, self.ns, self.n, self.ops = (c[order] for c in flat)
+        self.text: dict[str, tuple] = {}
+        for i, name in enumerate(("why", "op", "kernel")):
+            seen: dict = {}
+            codes = np.array([seen.setdefault(r[i], len(seen)) for r in by_kernel], dtype=np.int64)
+            self.text[name] = ((codes[group] if len(group) else group)[order], list(seen))
+        # where each row's note lies: its kernel row and its place in that row's lists
+        first = np.cumsum([0, *size[:-1]]) if size else np.zeros(0, dtype=np.int64)
+        of = group[order]
+        self._at = (by_kernel, of, order - first[of])
+
+    def note(self, i: int) -> str | None:
+        """Row `i`'s note (read where needed: a few rows, not 90,000)."""
+        by_kernel, group, pos = self._at
+        return by_kernel[group[i]][4][pos[i]]
+
+
+def _groups(*codes):
+    """(the first row of each distinct combination of `codes`, in order of first row; each
+    row's group number in that order)."""
+    import numpy as np
+
+    key = np.zeros(len(codes[0]), dtype=np.int64)
+    for c in codes:
+        key = key * (int(c.max()) + 1 if len(c) else 1) + c.astype(np.int64)
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank_of = np.empty_like(order)
+    rank_of[order] = np.arange(len(order))
+    return first[order], rank_of[inv.ravel()]
+
+
+def _int_sums(groups, size: int, values):
+    """Exact integer sums of `values` by group number."""
+    import numpy as np
+
+    out = np.zeros(size, dtype=np.int64)
+    np.add.at(out, groups, values)
+    return out
+
+
+def _sums(rows: _Rows, ctx: Facts) -> UncountedFacts:
+    """The facts from the rows, summed as a loop over them in their order would (`np.bincount`
+    and `np.add.accumulate` add in input order, so every float is the loop's)."""
+    import numpy as np
+
     steps = {r.rank: max(r.steps, 1) for r in ctx.ranks}
     n_ranks = max(len(ctx.ranks), 1)
-    total: dict[int, int] = {}
-    unc: dict[int, int] = {}
-    causes: dict[str, float] = {}
-    ops: dict[tuple[str, str | None], dict] = {}
-    kernels: dict[tuple[str, str], dict] = {}
+    (why_c, whys), (op_c, ops_), (k_c, kernels_) = (rows.text[c] for c in ("why", "op", "kernel"))
+    rank, ns, n, n_ops = rows.rank, rows.ns, rows.n, rows.ops
+    # each (why, op, kernel) classified once
+    first, g = _groups(why_c, op_c, k_c)
+    cls = np.array(
+        [
+            0 if whys[why_c[i]] == "counted"
+            else 2 if is_uncounted(whys[why_c[i]], ops_[op_c[i]], kernels_[k_c[i]])
+            else 1
+            for i in first
+        ],
+        dtype=np.int8,
+    )[g] if len(first) else np.zeros(0, dtype=np.int8)  # fmt: skip
+    ranks_seen, rank_g = np.unique(rank, return_inverse=True)  # sorted, as the rows
+    rank_g = rank_g.ravel()
+    st = np.array([steps.get(int(r), 1) for r in ranks_seen], dtype=np.float64)[rank_g]
+    per_ms = ns / 1e6 / st / n_ranks
+
+    def by_rank_sum(sel) -> dict[int, int]:
+        out = np.zeros(len(ranks_seen), dtype=np.int64)
+        np.add.at(out, rank_g[sel], ns[sel])
+        seen = np.zeros(len(ranks_seen), dtype=bool)
+        seen[rank_g[sel]] = True
+        return {int(r): int(v) for r, v, k in zip(ranks_seen, out, seen, strict=True) if k}
+
+    total = by_rank_sum(slice(None))
+    # not matmul work: summed apart, by op name
+    o = np.flatnonzero(cls == 1)
+    other_ms = float(np.add.accumulate(per_ms[o])[-1]) if len(o) else 0.0
     other: dict[str | None, dict] = {}
-    other_ms = 0.0
-    for rank, why, op, kernel, note, ns, n, n_ops in rows:
-        total[rank] = total.get(rank, 0) + ns
-        if why == "counted":
-            continue
-        if not is_uncounted(why, op, kernel):
-            other_ms += ns / 1e6 / steps.get(rank, 1) / n_ranks
-            name = op or "(no op)"
-            oo = other.setdefault(name, {"name": name, "why": None, "note": None, "ops": {},
-                                         "device_ns": 0})  # fmt: skip
-            oo["device_ns"] += ns
-            oo["ops"][rank] = oo["ops"].get(rank, 0) + n_ops
-            continue
-        unc[rank] = unc.get(rank, 0) + ns
-        per_step_ms = ns / 1e6 / steps.get(rank, 1) / n_ranks
-        causes[why] = causes.get(why, 0.0) + per_step_ms
-        o = ops.setdefault(
-            (why, op),
-            {"name": op or "(no op)", "why": why, "note": note, "ops": {}, "device_ns": 0},
-        )
-        o["device_ns"] += ns
-        o["ops"][rank] = max(o["ops"].get(rank, 0), n_ops)  # an op's kernels: count it once
-        kk = kernels.setdefault(
-            (why, kernel),
-            {"name": kernel, "why": why, "op": op, "count_per_step": 0.0, "time_ms_per_step": 0.0},
-        )
-        kk["count_per_step"] += n / steps.get(rank, 1) / n_ranks
-        kk["time_ms_per_step"] += per_step_ms
+    if len(o):
+        o_first, o_g = _groups(op_c[o])
+        dev, cnt = _int_sums(o_g, len(o_first), ns[o]), _int_sums(o_g, len(o_first), n_ops[o])
+        for j, i in enumerate(o[o_first]):
+            name = ops_[op_c[i]] or "(no op)"
+            oo = other.setdefault(name, {"name": name, "device_ns": 0, "count": 0})
+            oo["device_ns"] += int(dev[j])
+            oo["count"] += int(cnt[j])
+    # uncounted
+    u = np.flatnonzero(cls == 2)
+    unc = by_rank_sum(u)
+    causes: dict[str, float] = {}
+    ops: list[dict] = []
+    kernels: list[dict] = []
+    if len(u):
+        c_first, c_g = _groups(why_c[u])
+        sums = np.bincount(c_g, weights=per_ms[u])
+        for j, i in enumerate(u[c_first]):
+            causes[whys[why_c[i]]] = float(sums[j])
+        p_first, p_g = _groups(why_c[u], op_c[u])
+        # an op's kernels: the op counted once per rank (its most kernels' ops), then summed
+        r_first, r_g = _groups(p_g, rank[u])
+        most = np.zeros(len(r_first), dtype=np.int64)
+        np.maximum.at(most, r_g, n_ops[u])
+        count = _int_sums(p_g[r_first], len(p_first), most)
+        dev = _int_sums(p_g, len(p_first), ns[u])
+        for j, i in enumerate(u[p_first]):
+            ops.append({"name": ops_[op_c[i]] or "(no op)", "why": whys[why_c[i]],
+                        "note": rows.note(i), "count": int(count[j]),
+                        "device_ns": int(dev[j])})  # fmt: skip
+        k_first, k_g = _groups(why_c[u], k_c[u])
+        cps = np.bincount(k_g, weights=n[u] / st[u] / n_ranks)
+        tms = np.bincount(k_g, weights=per_ms[u])
+        for j, i in enumerate(u[k_first]):
+            kernels.append({"name": kernels_[k_c[i]], "why": whys[why_c[i]], "op": ops_[op_c[i]],
+                            "count_per_step": float(cps[j]),
+                            "time_ms_per_step": float(tms[j])})  # fmt: skip
     by_rank = {
         r.rank: (unc.get(r.rank, 0) / total[r.rank] if total.get(r.rank) else None)
         for r in ctx.ranks
@@ -142,20 +243,18 @@ def facts(ctx: Facts) -> UncountedFacts:
             name=o["name"],
             why=o["why"],
             note=o["note"],
-            count=sum(o["ops"].values()),
+            count=o["count"],
             device_ms=o["device_ns"] / 1e6,
         )
-        for o in sorted(ops.values(), key=lambda o: (-o["device_ns"], o["name"], o["why"]))[:TOP]
+        for o in sorted(ops, key=lambda o: (-o["device_ns"], o["name"], o["why"]))[:TOP]
     ]
     other_ops = [
-        _other_op(o["name"], sum(o["ops"].values()), o["device_ns"])
+        _other_op(o["name"], o["count"], o["device_ns"])
         for o in sorted(other.values(), key=lambda o: (-o["device_ns"], o["name"]))[:TOP]
     ]
     top_kernels = [
         S.UncountedKernelRow(**k)
-        for k in sorted(
-            kernels.values(), key=lambda k: (-k["time_ms_per_step"], k["name"], k["why"])
-        )[:TOP]
+        for k in sorted(kernels, key=lambda k: (-k["time_ms_per_step"], k["name"], k["why"]))[:TOP]
     ]
     compute_ms = (
         sum(ns / 1e6 / steps.get(r, 1) for r, ns in total.items()) / n_ranks if total else None

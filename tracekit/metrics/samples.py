@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from math import fsum
+from operator import attrgetter
 
 import msgspec
 
@@ -218,12 +219,15 @@ def _collectives(
             of_step.setdefault(w, []).append(v)
             of_rank.setdefault(r, []).append(v)
 
-        def per_step(field: str, step: int, of_step=of_step) -> float:
-            return _r(fsum(getattr(v, field) for v in of_step[step]) / n_ranks / 1e6)
+        def per_step(field: str, of_step=of_step, steps=steps) -> list[float | None]:
+            get = attrgetter(field)
+            return [_r(fsum(map(get, of_step[s])) / n_ranks / 1e6) for s in steps]
 
-        def by_rank(field: str, rank: int, of_rank=of_rank, steps=steps) -> float:
-            total = fsum(getattr(v, field) for v in of_rank[rank])
-            return _r(total / len(steps) / 1e6)
+        n_steps = len(steps)
+
+        def by_rank(field: str, of_rank=of_rank, ranks=ranks, n=n_steps) -> list[float | None]:
+            get = attrgetter(field)
+            return [_r(fsum(map(get, of_rank[r])) / n / 1e6) for r in ranks]
 
         out.append(
             SampleCollective(
@@ -231,12 +235,12 @@ def _collectives(
                 group_size=group,
                 bytes=nbytes,
                 step=steps,
-                time_ms=[per_step("union_ns", s) for s in steps],
-                exposed_ms=[per_step("exposed_ns", s) for s in steps],
+                time_ms=per_step("union_ns"),
+                exposed_ms=per_step("exposed_ns"),
                 busbw_GBps=[busbw(s) for s in steps],
                 ranks=ranks,
-                time_ms_by_rank=[by_rank("union_ns", r) for r in ranks],
-                exposed_ms_by_rank=[by_rank("exposed_ns", r) for r in ranks],
+                time_ms_by_rank=by_rank("union_ns"),
+                exposed_ms_by_rank=by_rank("exposed_ns"),
             )
         )
     out.sort(key=lambda c: (-fsum(c.time_ms), c.name or "", c.group_size or 0, c.bytes or 0))
@@ -270,14 +274,17 @@ def _regions(
     """The regions `wanted` per step (`tracekit.metrics.regions`, each step a window)."""
     if not wanted:
         return []
-    per = region_time(run, windows)
+    per = region_time(run, windows, only={(kind, tuple(path)) for kind, path in wanted})
     out = []
     for kind, path in wanted:
         cells = per.get((kind, tuple(path)), {})
-        steps = sorted({wid for _, wid in cells})
+        of_step: dict[int, list] = {}  # each step's cells, gathered once
+        for (_, w), c in cells.items():
+            of_step.setdefault(w, []).append(c)
+        steps = sorted(of_step)
         dev, host = [], []
         for s in steps:
-            here = [c for (_, w), c in cells.items() if w == s]
+            here = of_step[s]
             dev.append(None if cpu else _r(fsum(c.device_ns / c.n for c in here) / len(here) / 1e6))
             host.append(_r(fsum(c.cpu_ns / c.n for c in here) / len(here) / 1e6))
         out.append(SampleRegion(path=list(path), kind=kind, step=steps, device_ms=dev, cpu_ms=host))

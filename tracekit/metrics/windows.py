@@ -120,6 +120,20 @@ def table(run: Run, rows: list[tuple[int, int, int, int, int]]) -> str:
     return f"SELECT * FROM {name}"
 
 
+def rows_of(run: Run, query: str) -> str:
+    """SQL reading `query`'s rows from a table of the run's database made once per distinct
+    query text (not TEMP: cursors of other threads read it too): for rows that several
+    figures read over the same windows (`device_gaps`: the host-bound gaps and the data
+    loader's share of them), computed once."""
+    import hashlib
+
+    name = "_q_" + hashlib.sha1(query.encode()).hexdigest()
+    if name not in run.window_tables:
+        run.con.execute(f"CREATE TABLE IF NOT EXISTS {name} AS {query}")
+        run.window_tables.add(name)
+    return f"SELECT * FROM {name}"
+
+
 def step_windows(steps: str | None = None) -> str:
     """SQL rows (rank, wid, start_ns, end_ns, n): each selected ProfilerStep a window."""
     return sql.query(

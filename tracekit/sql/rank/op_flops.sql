@@ -29,7 +29,7 @@ CREATE OR REPLACE VIEW op_flops AS
 WITH capture_calls AS (
     SELECT rank, tid, ts_ns, regexp_matches(name::VARCHAR, 'StreamBeginCapture') AS begins
     FROM events
-    WHERE kind = 'runtime'
+    WHERE kind = 'runtime' AND contains(name, 'Capture')  -- a cheap filter before the regex
       AND regexp_matches(name::VARCHAR, '^(cuda|hip)Stream(BeginCapture|EndCapture)')
 ),
 captures AS (  -- each begin to the first end after it (levels.compute:capture_spans)

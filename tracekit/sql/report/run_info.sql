@@ -70,7 +70,7 @@ WHERE NOT analysed ORDER BY rank, step
 -- @column captured BIGINT: of them, those at or after the rank's first stream capture
 WITH cap AS (
     SELECT rank, min(ts_ns) AS first FROM events
-    WHERE kind = 'runtime' AND regexp_matches(name::VARCHAR, 'StreamBeginCapture')
+    WHERE kind = 'runtime' AND contains(name, 'StreamBeginCapture')
     GROUP BY rank
 )
 SELECT e.rank, count(*) AS launches,

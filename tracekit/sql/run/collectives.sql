@@ -54,8 +54,11 @@
 -- @column last_arrival_ns BIGINT: latest transfer start among the group's ranks; null unless matched
 -- @column wait_ns BIGINT: last_arrival_ns − ts_ns: time this rank waited for the last peer; null unless matched
 CREATE OR REPLACE VIEW collectives AS
+-- group_ranks (a list of the group's ranks per row: 8 KB a row at 1,024 ranks) is left out
+-- of the window functions below and joined back at the end from collective_groups
+-- (group_hash is its hash, per rank)
 WITH s AS (
-    SELECT *,
+    SELECT * REPLACE (NULL::BIGINT[] AS group_ranks),
            CASE WHEN name = 'all_to_all' THEN '*' ELSE coalesce(bytes::VARCHAR, '?') END
                AS _size_key,
            CASE WHEN name IS NULL OR name IN ('send', 'recv', 'send_recv') THEN NULL
@@ -104,10 +107,10 @@ WITH s AS (
                AS matched
     FROM m LEFT JOIN present p ON p.group_hash = m.group_hash
 )
-SELECT * EXCLUDE (_last_start, group_hash),
+SELECT g.* EXCLUDE (_last_start, group_hash) REPLACE (r.group_ranks AS group_ranks),
        CASE WHEN matched THEN _last_start END AS last_arrival_ns,
        CASE WHEN matched THEN _last_start - ts_ns END AS wait_ns
-FROM g;
+FROM g LEFT JOIN collective_groups r ON r.rank = g.rank AND r.group_hash = g.group_hash;
 
 -- @view collective_instances
 -- One row per collective instance matched across every rank of its group (see
