@@ -23,7 +23,7 @@ from click.testing import CliRunner
 
 from tracekit.cli import main
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "gate_noise"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gate_noise"
 BASE = [FIXTURES / f"base-{i}.json.gz" for i in range(1, 7)]
 VARIANT = [FIXTURES / f"variant-{i}.json.gz" for i in range(1, 4)]
 CONFIG = FIXTURES / "pyproject.toml"
@@ -176,7 +176,7 @@ def test_a_schema_1_baseline_reads_as_one_run_and_bad_priors_are_one_line(tmp_pa
 
 
 # ------------------------------------------------ a quiet machine, the default priors
-QUIET = Path(__file__).resolve().parent / "fixtures" / "gate_noise_quiet"
+QUIET = Path(__file__).resolve().parents[1] / "fixtures" / "gate_noise_quiet"
 Q_BASE = [QUIET / f"base-{i}.json.gz" for i in range(1, 7)]
 Q_VARIANT = [QUIET / f"variant-{i}.json.gz" for i in range(1, 4)]
 

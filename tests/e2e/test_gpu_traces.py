@@ -16,7 +16,7 @@ import pytest
 
 import tracekit
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GPU = ROOT / "gpu_traces"
 CHECKS = json.loads((GPU / "checks.json").read_text())
 RUNS = sorted(p.name for p in GPU.iterdir() if p.is_dir())

@@ -25,7 +25,7 @@ from tracekit.analysis.whatif_plan import what_if
 from tracekit.options import AnalysisOptions
 from tracekit.stepmodel import replay as R
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_traces"
 # ../shared/traces from the main checkout (conftest.SHARED_TRACES), ../../shared/traces from
 # a worktree under wt/

@@ -143,7 +143,7 @@ def test_a_trace_that_only_captures_is_refused(tmp_path):
     """One step that captures 6 GEMMs into a graph, no device events at all (the kernels
     never ran): nothing of the device can be measured, and read as a CPU run its figures
     would be the host's. One line says so (and to profile steps that replay the graphs);
-    `tracekit analyze` exits 2 on it (tests/test_gpu_traces.py)."""
+    `tracekit analyze` exits 2 on it (tests/e2e/test_gpu_traces.py)."""
     b = TraceBuilder(rank=0, world_size=1)
     b.step(1, 0.0, STEP_US)
     b.x("cudaStreamBeginCapture", "cuda_runtime", 50.0, 3.0)

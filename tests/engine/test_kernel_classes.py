@@ -18,7 +18,7 @@ from tests.helpers import full_report
 from tests.synth import Scenario, generate
 from tracekit.model.opclass import is_matmul_kernel, kernel_class, kernel_head
 
-TABLE = Path(__file__).parent / "fixtures" / "kernel_classes.tsv"
+TABLE = Path(__file__).resolve().parents[1] / "fixtures" / "kernel_classes.tsv"
 
 # Kernels of field traces and of the libraries' sources, one per family
 FAMILIES = {

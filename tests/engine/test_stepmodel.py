@@ -22,7 +22,7 @@ from tracekit.cli import main
 from tracekit.options import AnalysisOptions
 from tracekit.stepmodel import changes as C
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_traces"
 
 

@@ -23,7 +23,7 @@ import tracekit
 from tests.conftest import shared_trace_names
 from tracekit.metrics.breakdown import full_sweep_sql, hidden_by_compute_sql, sweep_sql
 
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 STEP_WINDOWS = "SELECT rank, step AS wid, ts_ns AS start_ns, end_ns FROM steps"
 RANK_WINDOWS = """SELECT rank, 0 AS wid, min(ts_ns) AS start_ns, max(end_ns) AS end_ns
                   FROM activity_islands GROUP BY rank"""

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from tests.synth import Scenario, generate
 from tracekit.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STEPS = 8
 
 RUNS = {

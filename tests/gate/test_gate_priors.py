@@ -23,12 +23,12 @@ from click.testing import CliRunner
 from tracekit.cli import main
 from tracekit.gate import metrics as M
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gate_twin import stretch_trace
 
-FIX = Path(__file__).resolve().parent / "fixtures" / "gate_priors"
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "gate_priors"
 LOADED = FIX / "pyproject.toml"
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "ci-gate.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "ci-gate.md"
 
 
 def runs(job: str, twin: bool = False) -> list[Path]:
@@ -188,7 +188,7 @@ def test_a_kernel_30pct_slower_warns_with_one_run_a_side(tmp_path):
 
 # ----------------------------------------------------------------- the quiet runs
 
-QUIET = Path(__file__).resolve().parent / "fixtures" / "gate_noise_quiet"
+QUIET = Path(__file__).resolve().parents[1] / "fixtures" / "gate_noise_quiet"
 
 
 def _report_twin(src: Path, out: Path, name: str = "aten::mm", factor: float = 1.3) -> Path:

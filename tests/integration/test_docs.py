@@ -12,7 +12,7 @@ import tracekit
 from tests.tracegen import ddp_like_rank
 from tracekit.sql import docs
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_public_column_has_a_doc(tmp_path):

@@ -83,7 +83,7 @@ def test_readme_links_resolve():
 
 def test_the_pictures_are_the_dashboard_snapshots():
     """The README's picture is the TUI as its snapshot test draws it, so it stays current."""
-    snaps = ROOT / "tests" / "__snapshots__" / "test_tui"
+    snaps = ROOT / "tests" / "tui" / "__snapshots__" / "test_tui"
     for pic, snap in (
         ("tui-overview.svg", "test_dashboard_snapshot[dashboard-120x40].svg"),
         ("tui-overview-80x24.svg", "test_dashboard_snapshot[dashboard-80x24].svg"),

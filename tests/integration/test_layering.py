@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("tracekit", "diagnosers", "tui", "instrument")
 
 # the engine in data-flow order: (layer, module prefixes)

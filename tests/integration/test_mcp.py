@@ -23,7 +23,7 @@ from tracekit.cli import main
 mcp = pytest.importorskip("mcp")
 anyio = pytest.importorskip("anyio")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_traces"
 HUGE = "select list(range) from range(1000000000)"  # > 20 GB unbounded: only ever run bounded
 SLOW = "select count(*) from range(100000000000) t(a), range(10) u(b) where a + b < 0"

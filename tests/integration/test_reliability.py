@@ -481,7 +481,7 @@ def test_gzip_text_size_is_read_from_its_trailer(tmp_path):
 def test_no_clock_alignment_from_pairings_by_occurrence(tmp_path):
     """Without Seq, pairing is by occurrence and assumes aligned clocks: a rank missing one
     collective must not read as a clock one collective ahead (and be shifted into a match)."""
-    from tests.test_comm_ingest import _missing_one
+    from tests.engine.test_comm_ingest import _missing_one
 
     with tracekit.open(_missing_one(tmp_path, with_seq=False)) as run:
         assert run.clock_offsets_ns == {}

@@ -3,7 +3,7 @@ installed with its dependencies into a fresh venv, and every command run from th
 in a folder outside the checkout — the wheel's own files are what is imported.
 
 `.ci/run` prepares the venv once before the suite and times it
-(`python3 tests/test_wheel.py DIR`, standard library only); the test then finds it
+(`python3 tests/integration/test_wheel.py DIR`, standard library only); the test then finds it
 through TRACEKIT_WHEEL_DIR. Without that variable the test prepares its own.
 """
 
@@ -18,7 +18,7 @@ import time
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("tracekit", "diagnosers", "tui", "instrument")
 # files the program reads beside its modules (package data)
 DATA_SUFFIXES = (".sql", ".tcss")
@@ -190,7 +190,7 @@ asyncio.run(main())
         assert res.stdout.split() == ["OverviewScreen", "quit", "0"], res.stdout
 
 
-if __name__ == "__main__":  # .ci/run: python3 tests/test_wheel.py DIR
+if __name__ == "__main__":  # .ci/run: python3 tests/integration/test_wheel.py DIR
     phases = prepare(Path(sys.argv[1]))
     print("wheel: " + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items())
           + f"; {sum(phases.values()):.1f} s in all")  # fmt: skip

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from tracekit.cli import main
 from tracekit.store import open as store_open
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "hybrid"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_traces" / "hybrid"
 
 
 @pytest.fixture

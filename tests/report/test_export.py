@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.report.test_html import STEP_MODEL
 from tests.synth import SCENARIOS, Scenario, generate
-from tests.test_html import STEP_MODEL
 from tracekit.cli import main
 from tracekit.ingest.tracefile import decode
 from tracekit.report import export as ex
@@ -22,7 +22,7 @@ from tracekit.report.schema import decode as decode_report
 from tracekit.report.schema import to_dict
 from tracekit.store.open import open_run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SKEW_NS = 5_000_000  # rank 1's clock runs 5 ms ahead
 
 

@@ -15,7 +15,7 @@ import msgspec
 from tracekit.model import figures as F
 from tracekit.report import schema as S
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("tracekit", "tui", "diagnosers")
 
 # where the keys are declared

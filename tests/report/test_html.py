@@ -24,7 +24,7 @@ from tracekit.cli import main
 from tracekit.report import html as H
 from tracekit.report.schema import StepModelBlock, UncountedOpRow, decode, to_dict
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EVIL = "<img src=x onerror=\"document.body.dataset.pwned='yes'\">"
 LEVELS = ("memory", "compute", "communication", "scaling")
 needs_chromium = pytest.mark.skipif(browser.chromium() is None, reason="chromium not installed")

@@ -30,7 +30,7 @@ from tracekit.options import AnalysisOptions
 from tracekit.stepmodel import changes as C
 from tracekit.stepmodel.pipeline import interleaved_orders
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_traces"
 LEVELS = ("compute", "communication", "scaling")
 

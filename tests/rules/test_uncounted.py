@@ -160,7 +160,7 @@ def test_slow_and_unoverlapped_allreduce_raises_both_findings(tmp_path):
     assert row["busbw_GBps"] < 0.5 * row["predicted_busbw_GBps"]
     excess = (row["transfer_ms"] - row["predicted_ms"]) * row["count_per_step"]
     assert slow["impact_ms"] == pytest.approx(excess, rel=0.05)
-    from tests.test_attribution import _step, _twin_step
+    from tests.engine.test_attribution import _step, _twin_step
 
     win = _step(tmp_path / "run") - _twin_step(tmp_path, sc, buckets_after_backward=False)
     assert exposed["impact_ms"] == pytest.approx(win, rel=0.10)

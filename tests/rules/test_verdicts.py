@@ -19,9 +19,9 @@ import pytest
 
 import tracekit
 from tests.conftest import SHARED_TRACES
+from tests.engine.test_exposed_groups import RUNS, _get
 from tests.helpers import full_report
 from tests.synth import Scenario, generate
-from tests.test_exposed_groups import RUNS, _get
 from tracekit.report import schema as S
 from tracekit.report.render import healthy_text, to_markdown, to_text
 

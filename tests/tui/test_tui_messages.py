@@ -18,7 +18,7 @@ pytest.importorskip("textual")
 
 from textual.app import App
 
-from tests.test_tui import SAMPLES, _copy, make_app, press, settle, sync
+from tests.tui.test_tui import SAMPLES, _copy, make_app, press, settle, sync
 from tracekit import sql
 from tui.app import TracekitApp
 from tui.messages import (
@@ -43,7 +43,7 @@ from tui.screens import (
 from tui.session import Session
 from tui.widgets import SortableTable, Timeline
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHECKED = sorted(p for d in ("screens", "widgets") for p in (ROOT / "tui" / d).glob("*.py"))
 
 

@@ -19,7 +19,7 @@ pytest.importorskip("textual")
 from click.testing import CliRunner
 
 from tests.synth import Scenario, generate
-from tests.test_tui import _copy, _screen_lines, make_app, press, settle, sync
+from tests.tui.test_tui import _copy, _screen_lines, make_app, press, settle, sync
 from tracekit.cli import main
 from tracekit.report import units
 from tracekit.report.schema import decode
@@ -286,7 +286,7 @@ def test_suggestions_come_from_the_run(session):
 
 @pytest.fixture(scope="module")
 def frozen_pp(tmp_path_factory):
-    from tests.test_tui import SAMPLES
+    from tests.tui.test_tui import SAMPLES
 
     p = _copy(SAMPLES / "pp_1f1b", tmp_path_factory.mktemp("tui-pp-wi") / "pp_1f1b")
     s = Session([p], workers=1, display_path="sample_traces/pp_1f1b")
@@ -313,7 +313,7 @@ async def test_a_pipeline_replay_shows_what_scales_as_the_cli_says(tmp_path):
     """`microbatches=8` on the CPU pipeline sample: the page's prediction and its note
     (each operation's split, the schedule's span) are the CLI's."""
     run = tmp_path / "pp"
-    _copy(Path(__file__).resolve().parent.parent / "sample_traces" / "pp_1f1b", run)
+    _copy(Path(__file__).resolve().parents[2] / "sample_traces" / "pp_1f1b", run)
     r = _cli_whatif(run, "microbatches=8")
     assert r.exit_code == 0, r.output
     cli = json.loads(r.stdout)
