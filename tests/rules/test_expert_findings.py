@@ -10,15 +10,18 @@ import gzip
 import json
 from pathlib import Path
 from statistics import median
-from types import SimpleNamespace as NS
 
 import pytest
 
 import tracekit
 from tests.helpers import full_report
+from tests.rules.given import Given, rank_row
 from tests.synth import Scenario, _merge, generate
 from tests.tracegen import TraceBuilder
+from tracekit.analysis.communication import CollectiveFacts
 from tracekit.analysis.scaling import projection
+from tracekit.manifest import Calibration, CollectiveFit, JobManifest
+from tracekit.report.schema import CollectiveRow
 
 # ------------------------------------------------------------------ raw-trace helpers
 
@@ -235,22 +238,27 @@ def test_projection_without_a_model_is_null_with_its_reason(shared_trace, name, 
 
 
 def _proj_ctx(union_ms: float, times: list[float], world: int = 300):
-    """Two concurrent all-reduces (their times summed exceed their union), calibrated."""
-    fit = NS(alpha_s=0.0, algbw_Bps=1e9, group_size=world)
+    """Two concurrent all-reduces (their times summed exceed their union), calibrated: the
+    typed facts (tests/rules/given.py) and, for the world size the traces record, a DuckDB
+    table `rank_info` as ingest writes it."""
+    import duckdb
+
+    fit = CollectiveFit(alpha_s=0.0, algbw_Bps=1e9, group_size=world)
     step = 210.0
-    rank = NS(
-        rank=0, steps=1, comm_fraction=union_ms / step, exposed_comm_fraction=union_ms / step,
-        per_step_ms=lambda f: f * step,
-    )  # fmt: skip
-    return NS(
-        run=NS(sql=lambda q: NS(fetchall=lambda: [(world,)])),
-        collectives=NS(table=[
-            NS(name="all_reduce", group_size=world, bytes=8 << 20, time_ms_per_step=t)
-            for t in times
-        ]),
-        ranks=[rank], step_ms=step, cpu=True,
-        manifest=NS(calibration=NS(collectives={"all_reduce": fit})),
-    )  # fmt: skip
+    rank = rank_row(0, step, steps=1, compute=0.1, comm=union_ms / step, exposed=union_ms / step)
+    rows = [
+        CollectiveRow(name="all_reduce", group_size=world, bytes=8 << 20, dtype=None, count=1,
+                      count_per_step=1.0, transfer_ms=t, predicted_ms=None, busbw_GBps=None,
+                      predicted_busbw_GBps=None, inter_node=None, time_ms_per_step=t,
+                      exposed_ms=t, exposed_wait_ms=0.0, matched=True)
+        for t in times
+    ]  # fmt: skip
+    run = duckdb.connect()
+    run.sql(f"CREATE TABLE rank_info AS SELECT {world} AS world_size")
+    return Given(
+        [rank], run=run, cpu=True, collectives=CollectiveFacts(table=rows, exposure={}),
+        manifest=JobManifest(calibration=Calibration(collectives={"all_reduce": fit})),
+    )
 
 
 def test_projection_unions_concurrent_collectives():

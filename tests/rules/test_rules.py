@@ -9,20 +9,28 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from types import SimpleNamespace as NS
 
 import pytest
 from click.testing import CliRunner
 
 import tracekit
+from diagnosers.findings import Finding
 from diagnosers.rules import lookup, markdown_table, registry, selected
 from diagnosers.rules.base import SECTIONS
 from diagnosers.rules.fp32_gemms import Fp32Matmuls
 from tests.conftest import ROOT
 from tests.helpers import full_report
+from tests.rules.given import Given, rank_exposure, rank_row
 from tests.synth import SCENARIOS, Scenario, generate
+from tracekit.analysis.communication import CollectiveFacts, CommunicationFacts
+from tracekit.analysis.compute import ComputeFacts
+from tracekit.analysis.memory import MemoryFacts, MemoryRank
+from tracekit.analysis.pipeline import Pipeline
+from tracekit.analysis.scaling import BubbleFacts
+from tracekit.analysis.stragglers import Attribution, Straggler
 from tracekit.cli import main
 from tracekit.errors import TracekitError
+from tracekit.metrics.collectives import Exposure
 from tracekit.report.schema import CollectiveRow
 
 # ---------------------------------------------------------------- the registry and docs
@@ -57,6 +65,8 @@ def test_explain_prints_the_rule_with_its_thresholds():
 
 
 # ---------------------------------------------------------------- each rule on typed facts
+# Each case is a `Given` context (tests/rules/given.py): the real Context over facts of the
+# types `tracekit.analysis` computes, set at the thresholds, with the severities expected.
 
 
 def _run(code: str, ctx) -> list:
@@ -65,13 +75,21 @@ def _run(code: str, ctx) -> list:
 
 
 def _mem_rank(rank, fraction, reserved=70e9, allocated=69e9):
-    return NS(rank=rank, fraction=fraction, peak_reserved_bytes=reserved,
-              peak_allocated_bytes=allocated, capacity_bytes=80e9)  # fmt: skip
+    return MemoryRank(rank=rank, fraction=fraction, peak_reserved_bytes=int(reserved),
+                      peak_allocated_bytes=int(allocated), capacity_bytes=80e9)  # fmt: skip
 
 
 def _mem(*ranks, over=None, peak=None, predicted=None):
-    return NS(memory=NS(ranks=list(ranks), predicted=predicted, measured_over_predicted=over,
-                        peak_allocated_bytes=peak))  # fmt: skip
+    reserved = max((r.peak_reserved_bytes for r in ranks), default=None)
+    peak = int(peak) if peak is not None else max((r.peak_allocated_bytes for r in ranks),
+                                                  default=None)  # fmt: skip
+    worst = max((r for r in ranks if r.fraction is not None), key=lambda r: r.fraction,
+                default=None)  # fmt: skip
+    return Given(memory=MemoryFacts(
+        ranks=list(ranks), peak_allocated_bytes=peak, peak_reserved_bytes=reserved,
+        peak_bytes=max(peak or 0, reserved or 0) or None, worst=worst, predicted=predicted,
+        predicted_why=None if predicted else "no job.json", measured_over_predicted=over,
+    ))  # fmt: skip
 
 
 def _compute_rank(rank, **kw):
@@ -81,24 +99,37 @@ def _compute_rank(rank, **kw):
     return base | kw
 
 
-def _compute(ranks, mfu=0.4, eff=0.7, cpu=False, pipeline=None, step_ms=100.0, unc=None):
+def _compute_facts(ranks, mfu=0.4, eff=0.7, unc=None) -> ComputeFacts:
     from tracekit.analysis.uncounted import UncountedFacts
 
     graph = {"graph_replay": unc * 10.0} if unc else {}
-    return NS(
-        compute=NS(
-            ranks=ranks,
-            mfu=mfu,
-            gemm_efficiency=eff,
-            top_ops=[],
-            peak_flops_by_dtype={"bf16": 989e12},
-            uncounted_compute_fraction=unc,
-            uncounted=UncountedFacts({0: unc}, unc, graph, 10.0),
-        ),
-        cpu=cpu,
-        pipeline=pipeline,
-        step_ms=step_ms,
+    return ComputeFacts(
+        ranks=ranks,
+        top_ops=[],
+        peak_flops_by_dtype={"bf16": 989e12},
+        peak_source="datasheet",
+        mfu=mfu,
+        hfu=mfu,
+        gemm_efficiency=eff,
+        flops_per_step=None,
+        model_flops_per_step=None,
+        flops_by_dtype={},
+        uncounted_ops_per_step=None,
+        idle_fraction=None,
+        host_bound_fraction=None,
+        predicted_flops_per_step=None,
+        predicted_why="no job.json",
+        counted_over_predicted=None,
+        uncounted=UncountedFacts({0: unc}, unc, graph, 10.0),
     )
+
+
+def _pipe(p: int, m: int, v: int = 1, schedule: str = "1f1b") -> Pipeline:
+    return Pipeline(stages=p, microbatches=m, virtual=v, schedule=schedule, source="job.json")
+
+
+def _compute(ranks, mfu=0.4, eff=0.7, cpu=False, pipeline=None, unc=None):
+    return Given(compute=_compute_facts(ranks, mfu, eff, unc), cpu=cpu, pipeline=pipeline)
 
 
 def _fp32(share: float, cpu: bool = False, tf32: bool = True, dtype: str = "fp32"):
@@ -109,10 +140,8 @@ def _fp32(share: float, cpu: bool = False, tf32: bool = True, dtype: str = "fp32
     peaks = {"fp32": 66.9e12, "bf16": 989e12} | ({"tf32": 494.7e12} if tf32 else {})
     flops = share * 100e-3 * 0.5 * 66.9e12  # ms = flops / peak / eff
     rank = _compute_rank(0, flops_by_dtype={dtype: flops}, gemm_efficiency=0.5)
-    ctx = _compute([rank], cpu=cpu)
-    ctx.spec = DeviceSpec("gpu", 80e9, 3e12, peaks, None, 400e9)
-    ctx.ranks = [NS(rank=0, step_ms=100.0, compute_fraction=0.9)]
-    return ctx
+    return Given([rank_row(0, compute=0.9)], compute=_compute_facts([rank]), cpu=cpu,
+                 spec=DeviceSpec("gpu", 80e9, 3e12, peaks, None, 400e9))  # fmt: skip
 
 
 # (code, facts, expected severities) — at, above and below each threshold
@@ -161,7 +190,7 @@ CASES = [
     ("TK-C203", _compute([_compute_rank(0, idle_fraction=0.3)]), ["warning"]),
     ("TK-C203", _compute([_compute_rank(0, idle_fraction=0.6)]), ["critical"]),
     ("TK-C203", _compute([_compute_rank(0, idle_fraction=0.3, host_bound_fraction=0.1)]), []),
-    ("TK-C203", _compute([_compute_rank(0, idle_fraction=0.6)], pipeline=object()), []),
+    ("TK-C203", _compute([_compute_rank(0, idle_fraction=0.6)], pipeline=_pipe(4, 4)), []),
 ]
 
 
@@ -170,40 +199,40 @@ def _input(idle_ms: float, step_idle_ms: float | None = 50.0):
 
     r = LoaderIdle(rank=0, spans_per_step=1.0, loader_ms=idle_ms + 5, idle_ms=idle_ms,
                    host_bound_ms=idle_ms / 2, step_idle_ms=step_idle_ms)  # fmt: skip
-    return NS(input_wait={0: r}, step_ms=100.0)
+    return Given(input_wait={0: r})
 
 
-def _fusion(share: float, other_ms: float):
+def _fusion(share: float, other_ms: float, mfu: float = 0.12, eff: float = 0.6):
     from tracekit.analysis.fusion import RankFusion
 
     f = RankFusion(rank=0, compute_ms=other_ms / share, other_ms=other_ms, top=[("k", other_ms)])
-    return NS(fusion={0: f}, step_ms=100.0, compute=NS(mfu=0.12, gemm_efficiency=0.6))
+    return Given(fusion={0: f}, compute=_compute_facts([_compute_rank(0)], mfu, eff))
 
 
 CASES += [
     ("TK-C204", _input(10.0), ["warning"]),
     ("TK-C204", _input(30.0), ["critical"]),
     ("TK-C204", _input(9.9), []),
-    ("TK-C204", NS(input_wait={}, step_ms=100.0), []),
+    ("TK-C204", Given(input_wait={}), []),
     ("TK-C205", _fusion(0.5, 25.0), ["warning"]),
     ("TK-C205", _fusion(0.8, 60.0), ["critical"]),
     ("TK-C205", _fusion(0.49, 40.0), []),
     ("TK-C205", _fusion(0.9, 24.0), []),
-    (
-        "TK-C205",
-        NS(**{**vars(_fusion(0.8, 60.0)), "compute": NS(mfu=0.01, gemm_efficiency=0.1)}),
-        [],
-    ),
+    ("TK-C205", _fusion(0.8, 60.0, mfu=0.01, eff=0.1), []),
 ]
 
 
 def _exposure(resid: float, wait_ms: float = 0.0):
     step = 100.0
-    rank = NS(rank=0, residual_fraction=resid, residual_ms=resid * step, top_collective="x",
-              unexplained_wait_ms=wait_ms, unmatched_ms=0.0, exposed_comm_fraction=resid,
-              exposed_transfer_fraction=resid, comm_wait_fraction=0.0)  # fmt: skip
-    comm = NS(ranks=[rank], unexplained_exposed_fraction=resid, attribution=lambda: [])
-    return NS(communication=comm, ranks=[rank], collectives=NS(table=[]), manifest=None)
+    rank = rank_exposure(0, step, exposed_ms=resid * step, transfer_ms=resid * step,
+                         top_collective="x", unexplained_wait_ms=wait_ms,
+                         residual_ms=resid * step, residual_fraction=resid)  # fmt: skip
+    comm = CommunicationFacts(slow=[], slow_limit=0.5, ranks=[rank],
+                              unexplained_exposed_fraction=resid, straggler_wait_fraction=None,
+                              exposed_pipeline_fraction=None)  # fmt: skip
+    none = CollectiveFacts(table=[], exposure={})
+    return Given([rank_row(0, step, compute=0.5, comm=resid, exposed=resid)],
+                 communication=comm, collectives=none)  # fmt: skip
 
 
 CASES += [
@@ -221,9 +250,13 @@ def _slow(ratio: float, cpu: bool = False, time_ms: float = 5.0, gloo: bool = Fa
                         time_ms_per_step=time_ms, inter_node=False, exposed_ms=1.0,
                         exposed_wait_ms=0.0, matched=True)  # fmt: skip
     slow = [row] if ratio < limit else []
-    return NS(communication=NS(slow=slow, slow_limit=limit, ranks=[NS(rank=0)]), cpu=cpu,
-              gloo_on_gpu=gloo and not cpu,
-              key_ms=lambda row, rank, field: 1.0 if field == "exposed_ns" else 0.0)  # fmt: skip
+    comm = CommunicationFacts(slow=slow, slow_limit=limit, ranks=[rank_exposure(0)],
+                              unexplained_exposed_fraction=None, straggler_wait_fraction=None,
+                              exposed_pipeline_fraction=None)  # fmt: skip
+    # 1 ms of it exposed per step on rank 0 (4 steps), none of it waiting for peers
+    seen = {(row.name, row.group_size, row.bytes): {0: Exposure(8_000_000, 4_000_000, 0)}}
+    return Given(communication=comm, collectives=CollectiveFacts(table=[row], exposure=seen),
+                 cpu=cpu, gloo_on_gpu=gloo and not cpu)  # fmt: skip
 
 
 CASES += [
@@ -236,45 +269,45 @@ CASES += [
 
 
 def _bubble(measured: float, m: int = 4, p: int = 4):
-    pipe = NS(stages=p, microbatches=m, virtual=1, schedule="1f1b")
     pred = (p - 1) / (m + p - 1)
-    return NS(bubble=NS(pipe=pipe, measured=measured, predicted=pred, model=None,
-                        per_stage=[{"rank": 0, "bubble_fraction": measured}]),
-              step_ms=100.0)  # fmt: skip
+    stages = [{"rank": 0, "bubble_fraction": measured}]
+    return Given(bubble=BubbleFacts(pipe=_pipe(p, m), measured=measured, predicted=pred,
+                                    model=None, per_stage=stages))  # fmt: skip
 
 
 CASES += [
     ("TK-S401", _bubble(0.2), ["warning"]),
     ("TK-S401", _bubble(0.45), ["critical"]),
     ("TK-S401", _bubble(0.19), []),
-    ("TK-S401", NS(bubble=None, step_ms=100.0), []),
+    ("TK-S401", Given(bubble=None), []),
 ]
 
 
 def _straggler(cost_ms: float, host_ms: float = 5.0):
-    f = NS(rank=3, imposed_ms_per_step=cost_ms, share=0.8, steps=4, steps_worst=4,
-           worst_by_step=[3, 3, 3, 3], compute_excess_ms=0.0, host_late_ms=host_ms,
-           device_late_ms=0.0, step_start_late_ms=0.0)  # fmt: skip
-    return NS(stragglers=NS(found=[f]), step_ms=100.0)
+    f = Straggler(rank=3, imposed_ms_per_step=cost_ms, share=0.8, steps=4, steps_worst=4,
+                  worst_by_step=[3, 3, 3, 3], compute_excess_ms=0.0, host_late_ms=host_ms,
+                  device_late_ms=0.0, step_start_late_ms=0.0)  # fmt: skip
+    return Given(stragglers=Attribution(imposed_ms={3: cost_ms}, found=[f]))
 
 
 CASES += [
     ("TK-S402", _straggler(5.0), ["warning"]),
     ("TK-S402", _straggler(12.0), ["critical"]),
-    ("TK-S402", NS(stragglers=NS(found=[]), step_ms=100.0), []),
+    ("TK-S402", Given(stragglers=Attribution()), []),
 ]
 
 
 def _projection(eff2: float, raised=()):
     proj = {"2x": {"world_size": 16, "step_time_ms": 100 / eff2, "efficiency": eff2},
             "8x": {"world_size": 64, "step_time_ms": 300.0, "efficiency": 0.3}}  # fmt: skip
-    return NS(projection=proj, raised=list(raised), step_ms=100.0)
+    return Given(projection=proj, raised=raised)
 
 
 CASES += [
     ("TK-S403", _projection(0.5), ["info"]),
     ("TK-S403", _projection(0.6), []),
-    ("TK-S403", _projection(0.5, raised=[NS(level="communication")]), []),
+    # a communication finding explains the cost: no projection finding beside it
+    ("TK-S403", _projection(0.5, raised=[Finding(lookup("TK-N301"), "warning", "t", [0])]), []),
 ]
 
 
@@ -508,14 +541,13 @@ def _finding(code, **kw):
 
 def test_each_rule_names_its_candidate_changes():
     """A rule owns the what-if changes its remedy makes (the step model replays them)."""
-    pipe = NS(stages=4, microbatches=4, virtual=1, schedule="1f1b")
-    ctx = NS(pipeline=pipe, ranks=[NS(compute_fraction=0.5, step_ms=100.0)])
+    ctx = Given([rank_row(0, compute=0.5)], pipeline=_pipe(4, 4))
     assert lookup("TK-S401")().candidates(ctx, _finding("TK-S401")) == [
         "microbatches=16",
         "interleave=2",
     ]
     # already interleaved, and M ≥ 4·P: nothing the replay can try
-    inter = NS(pipeline=NS(stages=2, microbatches=8, virtual=2, schedule="interleaved"))
+    inter = Given(pipeline=_pipe(2, 8, 2, "interleaved"))
     assert lookup("TK-S401")().candidates(inter, _finding("TK-S401")) == []
     assert lookup("TK-C202")().candidates(ctx, _finding("TK-C202")) == ["no-host-gaps"]
     assert lookup("TK-C203")().candidates(ctx, _finding("TK-C203")) == ["no-host-gaps"]
