@@ -2,7 +2,7 @@
 peak memory, a 1 GB trace replicated from one trace, and the issue's targets.
 
 Pure helpers (`replica`, `replica_plan`, `evaluate`) are tested in
-`tests/test_bench.py`; nothing here is timed by a test.
+`tests/integration/test_bench.py`; nothing here is timed by a test.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ so the machine's load falls on both alike, logs /proc/loadavg before and after e
 (DIR/load.tsv), and keeps each run as a gzipped one-run baseline (DIR/base-N.json.gz,
 DIR/variant-N.json.gz, a few KB: the report's figures and per-step samples, no traces).
 
-`measure` makes the comparisons of the issue (tests/test_gate_noise.py makes the same):
+`measure` makes the comparisons of the issue (tests/e2e/test_gate_noise.py makes the same):
 
 - every ordered pair of base runs, one run a side (6 runs: 30 pairs) — a failure
   (exit 1) is a false failure;

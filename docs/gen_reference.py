@@ -9,7 +9,7 @@
     python docs/gen_reference.py           # rewrite the pages
     python docs/gen_reference.py --check   # exit 1 if a committed page differs
 
-`tests/test_docs.py` fails when a committed page is not what this writes.
+`tests/integration/test_docs.py` fails when a committed page is not what this writes.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A synthetic twin of a recorded run with one op made slower in every step: each rank's
 trace is time-warped so that every event of that name lasts `factor` times as long and
 everything after it (and everything enclosing it) moves on by the added time — as if
-that op alone ran slower. Used by tests/test_gate_priors.py and the gate's measurement
+that op alone ran slower. Used by tests/gate/test_gate_priors.py and the gate's measurement
 (docs/ci-gate.md)."""
 
 from __future__ import annotations

@@ -9,5 +9,5 @@
                     what-if replays (`tracekit.stepmodel` is the model itself)
 
 A threshold that defines a figure lives here with it; a rule that judges by it imports
-it. Imports no diagnoser (tests/test_layering.py).
+it. Imports no diagnoser (tests/integration/test_layering.py).
 """

@@ -11,7 +11,7 @@ forward waits for the previous stage's forward of that microbatch, a backward fo
 next stage's backward (the last stage's for its own forward), plus a hop latency when
 the two stages sit on different ranks — so measured per-stage forward/backward times
 give the bubble the schedule really has. With equal stages and no latency it gives the
-formula exactly (worked example in tests/test_model.py).
+formula exactly (worked example in tests/engine/test_model.py).
 """
 
 from __future__ import annotations
