@@ -45,11 +45,9 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from itertools import pairwise
-
-import numpy as np
 
 from tracekit import sql
+from tracekit.stepmodel import rows
 
 HOST, COMPUTE, COMM, INST = 0, 1, 2, 3
 # edge kinds: how a lag or a duration on the critical path is classified
@@ -172,8 +170,8 @@ def build(run, windows: str) -> Graph:
     o = min((int(s) for _r, s, _e, _n in wrows if s is not None), default=0)
     # the two large inputs as columns (tens of thousands of rows: tuples per row and their
     # transposition cost more than the query's numpy result), times made relative there
-    hcols = _top_level(con.sql(sql.query("stepmodel.graph", "host", windows=windows)), o)
-    dcols = _columns(con, sql.query("stepmodel.graph", "device", windows=windows), o, DEV_TIMES)
+    hcols = rows.host(con, windows, o)
+    dcols = rows.device(con, windows, o)
     g = Graph(cpu=not any(k in ("kernel", "memcpy", "memset") for k in dcols[4]))
     g.origin = o
 
@@ -456,74 +454,6 @@ def build(run, windows: str) -> Graph:
                 (i, min(sp.end_ns - g.end[i], tail)) for i in last_by_lane.values()
             ]
     return g
-
-
-DEV_TIMES = (2, 3, 8, 9)  # the device query's columns in ns since the epoch
-
-
-def _columns(con, query: str, origin: int, times: tuple[int, ...]) -> list[list]:
-    """The query's result as one Python list per column (NULL: None), the columns
-    `times` (ns since the epoch) less `origin`: as `fetchall` would give them, transposed,
-    built from DuckDB's numpy result."""
-    cols = []
-    for k, v in enumerate(con.sql(query).fetchnumpy().values()):
-        if k in times:
-            v = v - origin
-        cols.append(v.tolist())
-    return cols
-
-
-def _top_level(rel, origin: int) -> list[list]:
-    """The top-level host events of each thread (`stepmodel.graph:host`'s rows, in each
-    thread's time order, the outer first), as columns: rank, tid, start, end, name (those
-    of its top-level event), and of the blocking call inside it that started last (None
-    without one): its name, start and end, and the stream it waited for (of the last one
-    that names a stream). Times less `origin`.
-
-    An event is top-level where it starts at or after the end of every earlier event of
-    its thread; the events after it, up to the next top-level one, are inside it."""
-    c = rel.fetchnumpy()
-    rank, tid, name, sync = c["rank"], c["tid"], c["name"], np.asarray(c["is_sync"], bool)
-    ts = np.asarray(c["ts_ns"], np.int64) - origin
-    end = np.asarray(c["end_ns"], np.int64) - origin
-    stream = np.ma.asarray(c["sync_stream"])
-    n = len(ts)
-    new = np.ones(n, bool)  # a thread's first event
-    new[1:] = (rank[1:] != rank[:-1]) | (tid[1:] != tid[:-1])
-    top = new.copy()
-    bounds = np.append(np.flatnonzero(new), n)
-    for a, b in pairwise(bounds):  # one thread: its cover so far
-        cover = np.maximum.accumulate(end[a:b])
-        top[a + 1 : b] = ts[a + 1 : b] >= cover[:-1]
-    first = np.flatnonzero(top)
-    group = np.cumsum(top) - 1  # each event's top-level event, as a group index
-    out_name = [None] * len(first)
-    out_ts, out_end, out_stream = list(out_name), list(out_name), list(out_name)
-
-    def last_of(rows):  # the last row of `rows` (ascending) in each group: (group, row)
-        g = group[rows]
-        keep = np.ones(len(rows), bool)
-        keep[:-1] = g[1:] != g[:-1]
-        return g[keep].tolist(), rows[keep]
-
-    k, rows = last_of(np.flatnonzero(sync))
-    for j, x, t, e in zip(k, name[rows].tolist(), ts[rows].tolist(), end[rows].tolist(),
-                          strict=True):  # fmt: skip
-        out_name[j], out_ts[j], out_end[j] = x, t, e
-    k, rows = last_of(np.flatnonzero(sync & ~np.ma.getmaskarray(stream)))
-    for j, x in zip(k, stream[rows].tolist(), strict=True):
-        out_stream[j] = x
-    return [
-        rank[first].tolist(),
-        tid[first].tolist(),
-        ts[first].tolist(),
-        end[first].tolist(),
-        name[first].tolist(),
-        out_name,
-        out_ts,
-        out_end,
-        out_stream,
-    ]
 
 
 def _last_ending(g: Graph, srt, times, start: int, end: int, lane: str | None = None):
