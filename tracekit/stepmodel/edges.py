@@ -9,6 +9,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from tracekit.stepmodel.kinds import (
     DEFAULT_LAUNCH_NS,
     E_LAUNCH,
@@ -87,14 +89,38 @@ def device_edges(
         g.starts[i][-1] = (p, True, gap_s, E_STREAM)  # nothing else explains it
 
 
-def containing(g: Graph, nodes: list[int], starts: list[int], t: int) -> int | None:
-    """The top-level host node (any thread of the rank) whose span holds time `t`."""
-    k = bisect_right(starts, t) - 1
-    for j in range(k, max(k - 8, -1), -1):
-        i = nodes[j]
-        if g.ts[i] <= t <= g.end[i]:
-            return i
-    return nodes[k] if k >= 0 else None
+def launchers(g: Graph, host_nodes: dict[int, list[int]], rank: list, lts: list) -> list[int]:
+    """For each device row (its rank; `lts`: its launch call's start, None without one)
+    the top-level host node (any thread of its rank) whose span holds the launch, −1 for
+    none: of the 8 nodes that start last at or before it, the latest-starting one that
+    holds it, else the last to start before it (a launch on a thread whose op has ended).
+    All rows of a rank at once: one `searchsorted` over its host nodes (`host_nodes`, by
+    start), then the look back."""
+    out = np.full(len(rank), -1, np.int64)
+    has = np.fromiter((t is not None for t in lts), bool, len(lts))
+    if not has.any():
+        return out.tolist()
+    r = np.asarray(rank, np.int64)
+    t_all = np.fromiter((0 if t is None else t for t in lts), np.int64, len(lts))
+    for rk, nodes in host_nodes.items():
+        sel = np.flatnonzero(has & (r == rk))
+        if not len(sel) or not nodes:
+            continue
+        nd = np.asarray(nodes, np.int64)
+        st = np.fromiter((g.ts[i] for i in nodes), np.int64, len(nodes))
+        en = np.fromiter((g.end[i] for i in nodes), np.int64, len(nodes))
+        t = t_all[sel]
+        k = np.searchsorted(st, t, side="right") - 1
+        res = np.where(k >= 0, nd[np.maximum(k, 0)], -1)
+        found = np.zeros(len(t), bool)
+        for d in range(8):  # `containing`'s look back, nearest first
+            j = k - d
+            jj = np.maximum(j, 0)
+            hit = ~found & (j >= 0) & (st[jj] <= t) & (t <= en[jj])
+            res[hit] = nd[jj[hit]]
+            found |= hit
+        out[sel] = res
+    return out.tolist()
 
 
 def waited_for(g: Graph, srt: list[int], times: list[int], i: int, after: int) -> int | None:

@@ -265,7 +265,6 @@ def build(run, windows: str) -> Graph:
     by_instance: dict[str, list[int]] = {}
     for v in host_nodes.values():
         v.sort(key=lambda i: (g.ts[i], i))
-    host_ts = {r: [g.ts[i] for i in v] for r, v in host_nodes.items()}
     blocking: dict[int, int] = {}  # host node → the device work its call waited for
     d_ts, d_end = dcols[2], dcols[3]
     ids = g.extend(
@@ -285,16 +284,14 @@ def build(run, windows: str) -> Graph:
     a, b = ids.start, ids.stop
     g.kind[a:b] = [COMM if comm else COMPUTE for comm in dcols[6]]
     g.coll[a:b], g.nbytes[a:b], g.group[a:b] = dcols[10], dcols[12], dcols[13]
-    for i, rank, lts, lend, key, lname in zip(
-        ids, dcols[0], dcols[8], dcols[9], dcols[11], dcols[14], strict=True
+    launcher = edges.launchers(g, host_nodes, dcols[0], dcols[8])
+    for i, rank, lts, lend, key, lname, h in zip(
+        ids, dcols[0], dcols[8], dcols[9], dcols[11], dcols[14], launcher, strict=True
     ):
         dev_nodes.setdefault(rank, []).append(i)
         if key is not None:
             by_instance.setdefault(key, []).append(i)
-        if lts is None:
-            continue
-        h = edges.containing(g, host_nodes.get(rank, []), host_ts.get(rank, []), lts)
-        if h is not None:
+        if h >= 0:
             launch_of[i] = (h, lts)
             end = g.end[i]
             # a call that returns only once its own work is done (a blocking copy) waited
