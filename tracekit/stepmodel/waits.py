@@ -4,8 +4,9 @@ consumer → producer device nodes for `graph.build`."""
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from tracekit import sql
 
@@ -41,38 +42,74 @@ def from_calls(con, windows: str, g: Graph, dcols, ids: range, o: int) -> dict[i
     last on another stream before the wait) — where the two run on different streams (the event is
     recorded on the producer's stream, awaited on the consumer's: DDP's all-reduce after
     its bucket's gradients, the optimizer after the all-reduce)."""
-    calls = con.sql(sql.query("stepmodel.graph", "event_calls", windows=windows)).fetchall()
-    if not calls:
+    c = con.sql(sql.query("stepmodel.graph", "event_calls", windows=windows)).fetchnumpy()
+    if not len(c["ts_ns"]):
         return {}
-    launched: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (rank, tid) → (ts, node)
-    for i, rank, tid, lts, kind in zip(ids, dcols[0], dcols[7], dcols[8], dcols[4], strict=True):
-        if tid is not None and lts is not None and kind != "comm_thread":
-            launched.setdefault((rank, tid), []).append((lts, i))
-    for v in launched.values():
-        v.sort()
-    # each thread's launch times, built once (rebuilt per wait call they were a quarter
-    # of a recompute at 8 big ranks: 1.6 of 6.1 s)
-    starts_of = {key: [x for x, _ in v] for key, v in launched.items()}
+    # each thread's launches (start, node), sorted: the device rows launched from it
+    keep = [
+        k for k, (tid, lts, kind) in enumerate(zip(dcols[7], dcols[8], dcols[4], strict=True))
+        if tid is not None and lts is not None and kind != "comm_thread"
+    ]  # fmt: skip
+    if not keep:
+        return {}
+    l_rank = np.array([dcols[0][k] for k in keep], np.int64)
+    l_tid = np.array([dcols[7][k] for k in keep], np.int64)
+    l_ts = np.array([dcols[8][k] for k in keep], np.int64)
+    l_node = np.array([ids[k] for k in keep], np.int64)
+    codes: dict[str, int] = {}
+    l_lane = np.array([codes.setdefault(g.lane[i], len(codes)) for i in l_node.tolist()])
+    srt = np.lexsort((l_node, l_ts, l_tid, l_rank))  # by thread, then (start, node)
+    l_rank, l_tid, l_ts, l_node, l_lane = (x[srt] for x in (l_rank, l_tid, l_ts, l_node, l_lane))
+    # the calls (in the query's time order), by thread, that order kept
+    c_rank = np.asarray(c["rank"], np.int64)
+    c_tid = np.asarray(c["tid"], np.int64)
+    c_ts = np.asarray(c["ts_ns"], np.int64) - o
+    c_wait = np.asarray(c["is_wait"], bool)
+    csrt = np.lexsort((np.arange(len(c_ts)), c_tid, c_rank))
+    c_rank, c_tid, c_ts, c_wait = (x[csrt] for x in (c_rank, c_tid, c_ts, c_wait))
     out: dict[int, int] = {}
-    record: dict[tuple[int, int], int] = {}  # (rank, tid) → its latest record call
-    for rank, tid, ts, is_wait in calls:  # in time order
-        ts = int(ts) - o
-        if not is_wait:
-            record[(rank, tid)] = ts
+    lb = _bounds(l_rank, l_tid)
+    for key, (ca, cb) in _bounds(c_rank, c_tid).items():
+        if key not in lb:
             continue
-        lst = launched.get((rank, tid))
-        if not lst:
-            continue
-        starts = starts_of[(rank, tid)]
-        n = bisect_right(starts, ts)
-        if n >= len(lst):
-            continue
-        consumer = lst[n][1]
-        # the work launched last before the record call; a trace without record calls
-        # (older Kineto): the work launched last on another stream before the wait
-        k = bisect_right(starts, record.get((rank, tid), ts)) - 1
-        while k >= 0 and (rank, tid) not in record and g.lane[lst[k][1]] == g.lane[consumer]:
-            k -= 1
-        if k >= 0 and g.lane[lst[k][1]] != g.lane[consumer]:
-            out.setdefault(consumer, lst[k][1])
+        la, lb_ = lb[key]
+        starts, nodes, lanes = l_ts[la:lb_], l_node[la:lb_], l_lane[la:lb_]
+        ts, wait = c_ts[ca:cb], c_wait[ca:cb]
+        # each call's latest record call before it on the thread (−1: none yet)
+        rec_at = np.where(~wait, np.arange(len(ts)), -1)
+        rec_at = np.maximum.accumulate(rec_at)
+        w = np.flatnonzero(wait)
+        n = np.searchsorted(starts, ts[w], side="right")
+        ok = n < len(starts)
+        w, n = w[ok], n[ok]
+        consumer = nodes[n]
+        has_rec = rec_at[w] >= 0
+        # the work launched last before the record call; a thread without record calls
+        # (older Kineto): the work launched last on another stream before the wait (the
+        # last launch before the run of same-lane launches the wait's falls in)
+        run_start = np.maximum.accumulate(
+            np.where(np.r_[True, lanes[1:] != lanes[:-1]], np.arange(len(lanes)), 0)
+        )
+        k_rec = np.searchsorted(starts, ts[np.maximum(rec_at[w], 0)], side="right") - 1
+        k_prev = n - 1
+        same = (k_prev >= 0) & (lanes[np.maximum(k_prev, 0)] == lanes[n])
+        k_none = np.where(same, run_start[np.maximum(k_prev, 0)] - 1, k_prev)
+        k = np.where(has_rec, k_rec, k_none)
+        good = (k >= 0) & (lanes[np.maximum(k, 0)] != lanes[n])
+        for cons, prod in zip(consumer[good].tolist(), nodes[k[good]].tolist(), strict=True):
+            out.setdefault(cons, prod)
     return out
+
+
+def _bounds(rank: np.ndarray, tid: np.ndarray) -> dict[tuple[int, int], tuple[int, int]]:
+    """(rank, tid) → the [start, stop) of its rows (rows sorted by rank, tid)."""
+    if not len(rank):
+        return {}
+    new = np.r_[True, (rank[1:] != rank[:-1]) | (tid[1:] != tid[:-1])]
+    at = np.flatnonzero(new)
+    stop = np.r_[at[1:], len(rank)]
+    return {
+        (r, t): (a, b)
+        for r, t, a, b in zip(rank[at].tolist(), tid[at].tolist(), at.tolist(), stop.tolist(),
+                              strict=True)
+    }  # fmt: skip
