@@ -7,8 +7,10 @@
 -- of every earlier event of its thread, in the order `rank, tid, ts_ns, end_ns DESC`
 -- (the outer of two that start together first); the events after it, up to the next
 -- top-level one, are inside it. `stepmodel.graph:host` clips them to the analysed
--- windows; where a window cuts through a group (`cover_end_ns`, `last_ts_ns`) the graph
--- groups that rank's events of the window again (tracekit/stepmodel/rows.py).
+-- windows; where a window may cut through a group (`cover_end_ns`) the graph groups that
+-- rank's events of the window again (tracekit/stepmodel/rows.py). One sort per thread
+-- (its order, running cover and last end in one window), then the top-level events and
+-- the blocking calls alone are grouped: two sorts of every host event took twice as long.
 -- @column rank INTEGER: global rank
 -- @column tid BIGINT: thread id
 -- @column k BIGINT: the event's place in its thread's order (ties of start and end kept as grouped)
@@ -16,7 +18,6 @@
 -- @column end_ns BIGINT: end, ns since the epoch
 -- @column name VARCHAR: event name
 -- @column cover_end_ns BIGINT: the latest end of the events of its group (itself and those inside it)
--- @column last_ts_ns BIGINT: the latest start of the events of its group
 -- @column sync_name VARCHAR: the blocking call of its group that comes last (a runtime call that blocks the host until device work is done: `cudaDeviceSynchronize`, `cudaStreamSynchronize`, `cudaEventSynchronize` and their `hip` names, a blocking copy such as `cudaMemcpy`, or any call a Kineto `cuda_sync` event names by its correlation); null without one
 -- @column sync_ts_ns BIGINT: that call's start (null without one)
 -- @column sync_end_ns BIGINT: that call's end (null without one)
@@ -29,7 +30,7 @@ WITH sc AS (  -- the calls Kineto's cuda_sync events name (recorded with sync ev
       AND name::VARCHAR <> 'Stream Wait Event'
     GROUP BY rank, correlation
 ), h AS (
-    SELECT e.rank, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns, e.name::VARCHAR AS name,
+    SELECT e.rank, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns, e.name,
            e.kind = 'runtime' AND (sc.correlation IS NOT NULL OR regexp_matches(e.name::VARCHAR,
                'Synchronize$|^(cuda|hip|cu)Memcpy(2D|3D|Peer|DtoH|DtoD|HtoD)?(WithStream|_v2)?$'))
                AS is_sync,
@@ -38,23 +39,29 @@ WITH sc AS (  -- the calls Kineto's cuda_sync events name (recorded with sync ev
     LEFT JOIN sc ON sc.rank = e.rank AND sc.correlation = e.correlation AND e.kind = 'runtime'
     WHERE e.kind IN ('cpu_op', 'runtime')
       AND NOT starts_with(e.name::VARCHAR, 'ProfilerStep#')
-), o AS (
-    SELECT *, row_number() OVER (PARTITION BY rank, tid ORDER BY ts_ns, end_ns DESC) AS k
+), o AS (  -- one sort per thread: its order, its cover so far, its last end
+    SELECT rank, tid, ts_ns, end_ns, name, is_sync, sync_stream,
+           row_number() OVER (t) AS k,
+           max(end_ns) OVER (t ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS cover,
+           max(end_ns) OVER (t ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+               AS thread_end
     FROM h
-), c AS (
-    SELECT *, max(end_ns) OVER (PARTITION BY rank, tid ORDER BY k
-                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS cover
-    FROM o
-), g AS (
-    SELECT *, sum(CASE WHEN cover IS NULL OR ts_ns >= cover THEN 1 ELSE 0 END)
-                  OVER (PARTITION BY rank, tid ORDER BY k) AS grp
-    FROM c
+    WINDOW t AS (PARTITION BY rank, tid ORDER BY ts_ns, end_ns DESC)
+), f AS (  -- the top-level events and the blocking calls alone, grouped
+    SELECT *, sum(top::INTEGER) OVER (PARTITION BY rank, tid ORDER BY k) AS grp,
+           -- a group's cover: the next top-level event's cover so far (covers only grow)
+           coalesce(min(CASE WHEN top THEN cover END)
+                        OVER (PARTITION BY rank, tid ORDER BY k
+                              ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING),
+                    thread_end) AS cover_end
+    FROM (SELECT *, cover IS NULL OR ts_ns >= cover AS top FROM o) x
+    WHERE top OR is_sync
 )
 SELECT rank, tid, min(k) AS k, arg_min(ts_ns, k) AS ts_ns, arg_min(end_ns, k) AS end_ns,
-       arg_min(name, k) AS name, max(end_ns) AS cover_end_ns, max(ts_ns) AS last_ts_ns,
-       arg_max(name, k) FILTER (WHERE is_sync) AS sync_name,
+       arg_min(name::VARCHAR, k) AS name, arg_min(cover_end, k) AS cover_end_ns,
+       arg_max(name::VARCHAR, k) FILTER (WHERE is_sync) AS sync_name,
        arg_max(ts_ns, k) FILTER (WHERE is_sync) AS sync_ts_ns,
        arg_max(end_ns, k) FILTER (WHERE is_sync) AS sync_end_ns,
        arg_max(sync_stream, k) FILTER (WHERE is_sync AND sync_stream IS NOT NULL) AS sync_stream
-FROM g
+FROM f
 GROUP BY rank, tid, grp;

@@ -30,16 +30,17 @@ WHERE h.ts_ns >= w.start_ns AND h.ts_ns < w.end_ns
 ORDER BY h.rank, h.tid, h.k
 
 -- @query host_cut
--- The ranks where a group of host events (a top-level event and those inside it) crosses
--- an edge of the window: one that started before the window and covers its start, or
--- one that starts in it and has events starting after its end. Grouped in the window
--- alone, their events group otherwise than over the whole trace.
+-- The ranks where a group of host events (a top-level event and those inside it) may
+-- cross an edge of the window: one that started before the window and covers its start,
+-- or one that starts in it and ends at or after its end (events inside it may start
+-- after the window). Grouped in the window alone, their events may group otherwise than
+-- over the whole trace.
 -- @column rank: global rank
 WITH w AS ({windows})
 SELECT DISTINCT h.rank
 FROM step_host h JOIN w ON h.rank = w.rank
 WHERE h.ts_ns < w.end_ns AND h.cover_end_ns > w.start_ns
-  AND (h.ts_ns < w.start_ns OR h.last_ts_ns >= w.end_ns)
+  AND (h.ts_ns < w.start_ns OR h.cover_end_ns >= w.end_ns)
 ORDER BY h.rank
 
 -- @query host_events
