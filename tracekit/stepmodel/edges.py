@@ -113,7 +113,7 @@ def launchers(g: Graph, host_nodes: dict[int, list[int]], rank: list, lts: list)
         k = np.searchsorted(st, t, side="right") - 1
         res = np.where(k >= 0, nd[np.maximum(k, 0)], -1)
         found = np.zeros(len(t), bool)
-        for d in range(8):  # `containing`'s look back, nearest first
+        for d in range(8):  # the look back, nearest first
             j = k - d
             jj = np.maximum(j, 0)
             hit = ~found & (j >= 0) & (st[jj] <= t) & (t <= en[jj])
