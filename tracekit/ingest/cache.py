@@ -43,7 +43,7 @@ except ImportError:  # Windows: no lock; writes stay atomic, two ingests may bot
 if TYPE_CHECKING:
     import duckdb
 
-SCHEMA_VERSION = 30  # bump when any cached table changes shape or meaning
+SCHEMA_VERSION = 31  # bump when any cached table changes shape or meaning
 
 TABLES = (
     "events",
@@ -63,6 +63,9 @@ TABLES = (
     "op_flops",
     "regions",
     "kernel_ops",
+    "step_device",
+    "step_host",
+    "step_marks",
 )
 
 

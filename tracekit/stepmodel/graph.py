@@ -42,30 +42,66 @@ edges the trace cannot explain; `replay_error` says how complete the graph is.
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from itertools import pairwise
-
-import numpy as np
 
 from tracekit import sql
+from tracekit.stepmodel import edges, instances, rows, waits
+from tracekit.stepmodel.kinds import (
+    COMM,
+    COMM_WAKE_NS,
+    COMPUTE,
+    DEFAULT_LAUNCH_NS,
+    E_ANCHOR,
+    E_CHAIN,
+    E_DUR,
+    E_HOSTWAIT,
+    E_INST,
+    E_LAUNCH,
+    E_STREAM,
+    E_SYNC,
+    E_TAIL,
+    E_UNEXPLAINED,
+    E_WAIT,
+    HOST,
+    INST,
+    MAX_LAUNCH_NS,
+    P2P,
+    ROUND_NS,
+    STREAM_SLACK_NS,
+    SYNC_API,
+    WAIT_NS,
+)
 
-HOST, COMPUTE, COMM, INST = 0, 1, 2, 3
-# edge kinds: how a lag or a duration on the critical path is classified
-(E_DUR, E_LAUNCH, E_STREAM, E_WAIT, E_CHAIN, E_ANCHOR, E_SYNC, E_INST, E_TAIL, E_HOSTWAIT,
- E_UNEXPLAINED) = range(11)  # fmt: skip
-COMM_WAKE_NS = 200_000  # a thread waiting for a collective resumes within this after it
-WAIT_NS = 20_000  # an unexplained start this close after other work ended waits for it
-STREAM_SLACK_NS = 5_000  # device work starting this close after its stream freed was queued
-MAX_LAUNCH_NS = 20_000  # launch latencies above this are waits the trace does not show
-DEFAULT_LAUNCH_NS = 5_000  # launch latency when no device work waited for its launch
-ROUND_NS = 10  # timestamps in µs with 3 decimals: ends and starts meet within rounding
-P2P = ("send", "recv", "send_recv")
-# runtime calls that block the host until device work is done (the graph SQL's `sync_name`
-# lists them; a launch call of these names whose device work ended inside it is a blocking
-# copy): a host wait on the path is "sync", named by its call
-SYNC_API = re.compile(r"Synchroni[sz]e|Memcpy|Memset|cuda_sync", re.IGNORECASE)
+# the graph's vocabulary (kinds.py) stays importable from here: callers read G.E_CHAIN …
+__all__ = [
+    "COMM",
+    "COMM_WAKE_NS",
+    "COMPUTE",
+    "DEFAULT_LAUNCH_NS",
+    "E_ANCHOR",
+    "E_CHAIN",
+    "E_DUR",
+    "E_HOSTWAIT",
+    "E_INST",
+    "E_LAUNCH",
+    "E_STREAM",
+    "E_SYNC",
+    "E_TAIL",
+    "E_UNEXPLAINED",
+    "E_WAIT",
+    "HOST",
+    "INST",
+    "MAX_LAUNCH_NS",
+    "P2P",
+    "ROUND_NS",
+    "STREAM_SLACK_NS",
+    "SYNC_API",
+    "WAIT_NS",
+    "Graph",
+    "RankSpan",
+    "build",
+]
 
 
 @dataclass
@@ -172,8 +208,8 @@ def build(run, windows: str) -> Graph:
     o = min((int(s) for _r, s, _e, _n in wrows if s is not None), default=0)
     # the two large inputs as columns (tens of thousands of rows: tuples per row and their
     # transposition cost more than the query's numpy result), times made relative there
-    hcols = _top_level(con.sql(sql.query("stepmodel.graph", "host", windows=windows)), o)
-    dcols = _columns(con, sql.query("stepmodel.graph", "device", windows=windows), o, DEV_TIMES)
+    hcols = rows.host(con, windows, o)
+    dcols = rows.device(con, windows, o)
     g = Graph(cpu=not any(k in ("kernel", "memcpy", "memset") for k in dcols[4]))
     g.origin = o
 
@@ -229,7 +265,6 @@ def build(run, windows: str) -> Graph:
     by_instance: dict[str, list[int]] = {}
     for v in host_nodes.values():
         v.sort(key=lambda i: (g.ts[i], i))
-    host_ts = {r: [g.ts[i] for i in v] for r, v in host_nodes.items()}
     blocking: dict[int, int] = {}  # host node → the device work its call waited for
     d_ts, d_end = dcols[2], dcols[3]
     ids = g.extend(
@@ -249,16 +284,14 @@ def build(run, windows: str) -> Graph:
     a, b = ids.start, ids.stop
     g.kind[a:b] = [COMM if comm else COMPUTE for comm in dcols[6]]
     g.coll[a:b], g.nbytes[a:b], g.group[a:b] = dcols[10], dcols[12], dcols[13]
-    for i, rank, lts, lend, key, lname in zip(
-        ids, dcols[0], dcols[8], dcols[9], dcols[11], dcols[14], strict=True
+    launcher = edges.launchers(g, host_nodes, dcols[0], dcols[8])
+    for i, rank, lts, lend, key, lname, h in zip(
+        ids, dcols[0], dcols[8], dcols[9], dcols[11], dcols[14], launcher, strict=True
     ):
         dev_nodes.setdefault(rank, []).append(i)
         if key is not None:
             by_instance.setdefault(key, []).append(i)
-        if lts is None:
-            continue
-        h = _containing(g, host_nodes.get(rank, []), host_ts.get(rank, []), lts)
-        if h is not None:
+        if h >= 0:
             launch_of[i] = (h, lts)
             end = g.end[i]
             # a call that returns only once its own work is done (a blocking copy) waited
@@ -271,16 +304,16 @@ def build(run, windows: str) -> Graph:
                     g.sync_span[i] = g.sync_span[h] = (lts, lend)
             g.backward[i] = g.backward[h] and g.kind[i] == COMPUTE
     # ---- cross-stream waits the trace records (CUDA sync events): consumer → producer
-    waits = _recorded_waits(con, windows, g, dev_nodes, o)
+    waited = waits.recorded(con, windows, g, dev_nodes, o)
     # ... and those the runtime calls imply where no sync event records them
-    for consumer, producer in _event_waits(con, windows, g, dcols, ids, o).items():
-        waits.setdefault(consumer, producer)
+    for consumer, producer in waits.from_calls(con, windows, g, dcols, ids, o).items():
+        waited.setdefault(consumer, producer)
     # ---- stream order and launch edges
     host_lanes = {(g.rank[i], g.lane[i]) for v in host_nodes.values() for i in v}
     # the device nodes `_on_host_thread`, found once (asked per node twice below)
     on_host = {
         i for v in dev_nodes.values() for i in v
-        if g.lane[i][:5] == "gloo " and _on_host_thread(g, i, host_lanes)
+        if g.lane[i][:5] == "gloo " and edges.on_host_thread(g, i, host_lanes)
     }  # fmt: skip
     for rank, nodes in dev_nodes.items():
         nodes.sort(key=lambda i: (g.lane[i], g.ts[i]))
@@ -295,13 +328,14 @@ def build(run, windows: str) -> Graph:
             g.inst[i] = -2 if p is None else p  # the stream predecessor, for now
         # the launch latency: the low end of what launch-bound work shows (its median
         # would count work that waited for something the trace does not show)
-        lat = _low(lat_bound[rank]) if rank in lat_bound else DEFAULT_LAUNCH_NS
+        lat = edges.launch_latency(lat_bound[rank]) if rank in lat_bound else DEFAULT_LAUNCH_NS
         ends_sorted = sorted(nodes, key=lambda i: g.end[i])
         end_times = [g.end[i] for i in ends_sorted]
         for i in nodes:
             p = g.inst[i]
             g.inst[i] = -1
-            _device_edges(g, i, p, launch_of.get(i), lat, ends_sorted, end_times, waits.get(i))
+            launch, w = launch_of.get(i), waited.get(i)
+            edges.device_edges(g, i, p, launch, lat, ends_sorted, end_times, w)
     # ---- a collective's data: the compute its rank had launched before issuing it (what
     # the event a process group records on the current stream and waits for captures)
     for nodes in dev_nodes.values():
@@ -348,10 +382,12 @@ def build(run, windows: str) -> Graph:
             w = None
             if p is None or g.ts[i] - prev_end > WAIT_NS:
                 srt, times = all_ends[rank]
-                w = _latest_before(srt, times, g.ts[i], exclude_lane=g.lane[i], g=g, after=prev_end)
+                w = edges.latest_before(
+                    srt, times, g.ts[i], exclude_lane=g.lane[i], g=g, after=prev_end
+                )
                 if w is None and csrt.get(rank):  # a wait for a collective (gloo's
                     # Work.wait() is not traced; the waiter wakes up tens of µs after it ends)
-                    w = _latest_before(
+                    w = edges.latest_before(
                         csrt[rank],
                         ctimes[rank],
                         g.ts[i],
@@ -363,9 +399,9 @@ def build(run, windows: str) -> Graph:
                 if w is None and csrt.get(rank):  # a collective or p2p transfer that was
                     # in flight when the thread went idle and ended during the gap: the
                     # thread waited for it (its wake-up measured, however long)
-                    w = _in_flight(csrt[rank], ctimes[rank], g, prev_end, g.ts[i], sent)
+                    w = edges.in_flight(csrt[rank], ctimes[rank], g, prev_end, g.ts[i], sent)
                 if w is None:  # else the thread waited for another thread of its rank
-                    w = _latest_before(
+                    w = edges.latest_before(
                         hsrt[rank],
                         htimes[rank],
                         g.ts[i],
@@ -386,9 +422,11 @@ def build(run, windows: str) -> Graph:
                 # the host event ends no earlier than the last device work that ended in it
                 # (on the stream a Stream Sync event names, where it does)
                 if stream is not None:
-                    d = _last_ending(g, dev_sorted, dev_ends, g.ts[i], g.end[i], f"stream {stream}")
+                    d = edges.last_ending(
+                        g, dev_sorted, dev_ends, g.ts[i], g.end[i], f"stream {stream}"
+                    )
                 if d is None:
-                    d = _last_ending(g, dev_sorted, dev_ends, g.ts[i], g.end[i])
+                    d = edges.last_ending(g, dev_sorted, dev_ends, g.ts[i], g.end[i])
             if d is not None:
                 if g.sync_api[i] is not None:
                     g.awaited[i] = d
@@ -398,319 +436,7 @@ def build(run, windows: str) -> Graph:
                 before = max(launch_of[d][1] - g.ts[i], 0) if d in blocking.values() else 0
                 g.dur[i] = min(g.dur[i], before + g.end[i] - g.end[d])
     # ---- collectives matched across ranks: the instance node
-    for key, members in by_instance.items():
-        # a send and its recv are two members, whatever the size of their group
-        expect = 2 if key.startswith("p2p:") else (g.group[members[0]] or 0)
-        if len(members) != expect or len({g.rank[m] for m in members}) != len(members):
-            continue  # a member lies outside some rank's window
-        last = max(members, key=lambda m: g.ts[m])
-        first_end = min(g.end[m] for m in members)
-        transfer = max(first_end - g.ts[last], 0)
-        j = g.add(
-            g.rank[last],
-            "collective",
-            INST,
-            g.coll[last] or g.name[last],
-            g.ts[last],
-            g.ts[last] + transfer,
-            transfer,
-        )
-        g.coll[j], g.nbytes[j], g.group[j] = g.coll[last], g.nbytes[last], g.group[last]
-        for m in members:
-            g.starts[j].append((m, False, 0, E_INST))
-            g.inst[m] = j
-            g.dur[m] = 0.0
-            g.ends[m].append((j, g.end[m] - g.end[j], E_TAIL))
+    instances.add(g, by_instance)
     # ---- each rank's window end: its step thread's last host event, or its last work
-    for rank, sp in g.spans.items():
-        hn = [
-            i
-            for i in host_nodes.get(rank, [])
-            if sp.main_tid is None or g.lane[i] == f"thread {sp.main_tid}"
-        ]
-        tails = [hn[-1]] if hn else []
-        last_by_lane: dict[str, int] = {}
-        for i in dev_nodes.get(rank, []):
-            if i in on_host:
-                continue  # a send's span lasts until it is waited for: not the step's end
-            if g.lane[i] not in last_by_lane or g.end[i] > g.end[last_by_lane[g.lane[i]]]:
-                last_by_lane[g.lane[i]] = i
-        # the step ends when its thread's last host event (and the gap after it) does; a
-        # lane's last work bounds it only where it ran past that end (the measured lag
-        # after work that ended earlier is host time, already in the host tail) ...
-        sp.end_edges = [(i, sp.end_ns - g.end[i]) for i in tails] + [
-            (i, min(sp.end_ns - g.end[i], 0) if tails else sp.end_ns - g.end[i])
-            for i in last_by_lane.values()
-        ]
-        dev_last = max(
-            (g.end[i] for i in last_by_lane.values() if g.lane[i].startswith("stream ")),
-            default=None,
-        )
-        if tails and not g.cpu and dev_last is not None and dev_last > g.end[tails[0]]:
-            # ... but where the device ran past the host's last event (a GPU the host runs
-            # ahead of), the step ends when the device does: the time after the host's
-            # last event is the device's, and only what follows the device's last work is
-            # the step's tail (the host's last event ends no later than that before it)
-            tail = max(sp.end_ns - dev_last, 0)
-            sp.end_edges = [(i, tail) for i in tails] + [
-                (i, min(sp.end_ns - g.end[i], tail)) for i in last_by_lane.values()
-            ]
+    instances.window_ends(g, host_nodes, dev_nodes, on_host)
     return g
-
-
-DEV_TIMES = (2, 3, 8, 9)  # the device query's columns in ns since the epoch
-
-
-def _columns(con, query: str, origin: int, times: tuple[int, ...]) -> list[list]:
-    """The query's result as one Python list per column (NULL: None), the columns
-    `times` (ns since the epoch) less `origin`: as `fetchall` would give them, transposed,
-    built from DuckDB's numpy result."""
-    cols = []
-    for k, v in enumerate(con.sql(query).fetchnumpy().values()):
-        if k in times:
-            v = v - origin
-        cols.append(v.tolist())
-    return cols
-
-
-def _top_level(rel, origin: int) -> list[list]:
-    """The top-level host events of each thread (`stepmodel.graph:host`'s rows, in each
-    thread's time order, the outer first), as columns: rank, tid, start, end, name (those
-    of its top-level event), and of the blocking call inside it that started last (None
-    without one): its name, start and end, and the stream it waited for (of the last one
-    that names a stream). Times less `origin`.
-
-    An event is top-level where it starts at or after the end of every earlier event of
-    its thread; the events after it, up to the next top-level one, are inside it."""
-    c = rel.fetchnumpy()
-    rank, tid, name, sync = c["rank"], c["tid"], c["name"], np.asarray(c["is_sync"], bool)
-    ts = np.asarray(c["ts_ns"], np.int64) - origin
-    end = np.asarray(c["end_ns"], np.int64) - origin
-    stream = np.ma.asarray(c["sync_stream"])
-    n = len(ts)
-    new = np.ones(n, bool)  # a thread's first event
-    new[1:] = (rank[1:] != rank[:-1]) | (tid[1:] != tid[:-1])
-    top = new.copy()
-    bounds = np.append(np.flatnonzero(new), n)
-    for a, b in pairwise(bounds):  # one thread: its cover so far
-        cover = np.maximum.accumulate(end[a:b])
-        top[a + 1 : b] = ts[a + 1 : b] >= cover[:-1]
-    first = np.flatnonzero(top)
-    group = np.cumsum(top) - 1  # each event's top-level event, as a group index
-    out_name = [None] * len(first)
-    out_ts, out_end, out_stream = list(out_name), list(out_name), list(out_name)
-
-    def last_of(rows):  # the last row of `rows` (ascending) in each group: (group, row)
-        g = group[rows]
-        keep = np.ones(len(rows), bool)
-        keep[:-1] = g[1:] != g[:-1]
-        return g[keep].tolist(), rows[keep]
-
-    k, rows = last_of(np.flatnonzero(sync))
-    for j, x, t, e in zip(k, name[rows].tolist(), ts[rows].tolist(), end[rows].tolist(),
-                          strict=True):  # fmt: skip
-        out_name[j], out_ts[j], out_end[j] = x, t, e
-    k, rows = last_of(np.flatnonzero(sync & ~np.ma.getmaskarray(stream)))
-    for j, x in zip(k, stream[rows].tolist(), strict=True):
-        out_stream[j] = x
-    return [
-        rank[first].tolist(),
-        tid[first].tolist(),
-        ts[first].tolist(),
-        end[first].tolist(),
-        name[first].tolist(),
-        out_name,
-        out_ts,
-        out_end,
-        out_stream,
-    ]
-
-
-def _last_ending(g: Graph, srt, times, start: int, end: int, lane: str | None = None):
-    """The device work (by end: `srt`, `times`) that ended last in [start, end] (within
-    rounding), on `lane` when given: what a blocking call over that span waited for."""
-    k = bisect_right(times, end + ROUND_NS) - 1
-    while k >= 0 and times[k] >= start:
-        if lane is None or g.lane[srt[k]] == lane:
-            return srt[k]
-        k -= 1
-    return None
-
-
-def _device_edges(
-    g: Graph, i: int, p: int, launch, lat: float, srt, times, recorded: int | None = None
-) -> None:
-    """Start edges of device work `i` (stream predecessor `p`, −2 for none; `launch`:
-    (host node, launch call start) or None; `recorded`: the work a CUDA sync event says it
-    waited for). What set its start, first that explains it: its stream (it was queued:
-    started within STREAM_SLACK_NS of the stream freeing), its launch (within the launch
-    latency of its call), the recorded wait (however long after that work ended), work on
-    another lane that ended within WAIT_NS before it (an event wait), its stream after a
-    longer gap; else its launch with the measured delay. Edges that did not bind keep the
-    smallest lag the trace allows."""
-    ts = g.ts[i]
-    gap_s = None
-    if p >= 0:
-        # overlapping on one stream (ns rounding, or a trace quirk): from the
-        # predecessor's start, at the measured distance
-        gap_s = ts - g.end[p] if g.end[p] <= ts + STREAM_SLACK_NS else None
-    r = ts - launch[1] if launch is not None else None
-    w = None
-    bound_s = gap_s is not None and gap_s <= STREAM_SLACK_NS
-    bound_l = r is not None and not bound_s and r <= lat + STREAM_SLACK_NS
-    if not bound_s and not bound_l:
-        after = max(launch[1] if launch else 0, g.end[p] if p >= 0 else 0)
-        if recorded is not None and after <= g.end[recorded] <= ts + ROUND_NS:
-            w = recorded
-        else:
-            w = _waited_for(g, srt, times, i, after)
-    stream_lag = 0
-    if gap_s is not None and (bound_s or (w is None and not bound_l and gap_s <= WAIT_NS)):
-        stream_lag = gap_s
-        bound_s = True
-    if p >= 0:
-        if gap_s is not None:
-            g.starts[i].append((p, True, stream_lag, E_STREAM))
-        else:
-            g.starts[i].append((p, False, ts - g.ts[p], E_STREAM))
-            bound_s = True
-    if w is not None:
-        g.starts[i].append((w, True, ts - g.end[w], E_WAIT))
-    if launch is not None:
-        h, lts = launch
-        explained = bound_s or w is not None or bound_l
-        lag = r if not (bound_s or w is not None) else min(r, lat)
-        # started long after its launch with nothing in the trace to say why: an
-        # unexplained wait, kept as measured (not host time)
-        ek = E_LAUNCH if explained else E_UNEXPLAINED
-        g.starts[i].append((h, False, lts - g.ts[h] + lag, ek))
-    elif p >= 0 and not bound_s and w is None and gap_s is not None:
-        g.starts[i][-1] = (p, True, gap_s, E_STREAM)  # nothing else explains it
-
-
-def _recorded_waits(con, windows: str, g: Graph, dev_nodes: dict[int, list[int]], o: int):
-    """Device node → the device node a CUDA sync event (`Stream Wait Event`) says it
-    waited for (`stepmodel.graph:event_waits`); empty when the trace has no such events."""
-    if not con.sql(
-        "SELECT 1 FROM events WHERE kind = 'sync' AND wait_on_event_correlation IS NOT NULL LIMIT 1"
-    ).fetchall():
-        return {}  # the trace has no CUDA sync events (most do not): skip the joins
-    rows = con.sql(sql.query("stepmodel.graph", "event_waits", windows=windows)).fetchall()
-    if not rows:
-        return {}
-    at = {(g.rank[i], g.lane[i], g.ts[i]): i for v in dev_nodes.values() for i in v}
-    out: dict[int, int] = {}
-    for rank, src_lane, src_ts, dst_lane, dst_ts in rows:
-        src = at.get((rank, f"stream {src_lane}", int(src_ts) - o))
-        dst = at.get((rank, f"stream {dst_lane}", int(dst_ts) - o))
-        if src is not None and dst is not None and src != dst:
-            out[dst] = src
-    return out
-
-
-def _event_waits(con, windows: str, g: Graph, dcols, ids: range, o: int) -> dict[int, int]:
-    """Device node → the device node a `cudaStreamWaitEvent` (`hipStreamWaitEvent`) says
-    it waited for, from the runtime calls alone (`stepmodel.graph:event_calls`): the work a
-    thread launches first after the wait call waits for the work it launched last before
-    its latest `cudaEventRecord` (without record calls in the trace: the work it launched
-    last on another stream before the wait) — where the two run on different streams (the event is
-    recorded on the producer's stream, awaited on the consumer's: DDP's all-reduce after
-    its bucket's gradients, the optimizer after the all-reduce)."""
-    calls = con.sql(sql.query("stepmodel.graph", "event_calls", windows=windows)).fetchall()
-    if not calls:
-        return {}
-    launched: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (rank, tid) → (ts, node)
-    for i, rank, tid, lts, kind in zip(ids, dcols[0], dcols[7], dcols[8], dcols[4], strict=True):
-        if tid is not None and lts is not None and kind != "comm_thread":
-            launched.setdefault((rank, tid), []).append((lts, i))
-    for v in launched.values():
-        v.sort()
-    # each thread's launch times, built once (rebuilt per wait call they were a quarter
-    # of a recompute at 8 big ranks: 1.6 of 6.1 s)
-    starts_of = {key: [x for x, _ in v] for key, v in launched.items()}
-    out: dict[int, int] = {}
-    record: dict[tuple[int, int], int] = {}  # (rank, tid) → its latest record call
-    for rank, tid, ts, is_wait in calls:  # in time order
-        ts = int(ts) - o
-        if not is_wait:
-            record[(rank, tid)] = ts
-            continue
-        lst = launched.get((rank, tid))
-        if not lst:
-            continue
-        starts = starts_of[(rank, tid)]
-        n = bisect_right(starts, ts)
-        if n >= len(lst):
-            continue
-        consumer = lst[n][1]
-        # the work launched last before the record call; a trace without record calls
-        # (older Kineto): the work launched last on another stream before the wait
-        k = bisect_right(starts, record.get((rank, tid), ts)) - 1
-        while k >= 0 and (rank, tid) not in record and g.lane[lst[k][1]] == g.lane[consumer]:
-            k -= 1
-        if k >= 0 and g.lane[lst[k][1]] != g.lane[consumer]:
-            out.setdefault(consumer, lst[k][1])
-    return out
-
-
-def _containing(g: Graph, nodes: list[int], starts: list[int], t: int) -> int | None:
-    """The top-level host node (any thread of the rank) whose span holds time `t`."""
-    k = bisect_right(starts, t) - 1
-    for j in range(k, max(k - 8, -1), -1):
-        i = nodes[j]
-        if g.ts[i] <= t <= g.end[i]:
-            return i
-    return nodes[k] if k >= 0 else None
-
-
-def _waited_for(g: Graph, srt: list[int], times: list[int], i: int, after: int) -> int | None:
-    """Work on another lane of i's rank that ended within WAIT_NS before i started and
-    after `after` (what i's start waited for), else None."""
-    return _latest_before(
-        srt, times, g.ts[i], exclude_lane=g.lane[i], g=g, after=after, rank=g.rank[i]
-    )
-
-
-def _latest_before(
-    srt, times, t, *, exclude_lane, g, after, rank=None, within: int | None = WAIT_NS
-) -> int | None:
-    # ends a few ns after t: the trace's µs timestamps with 3 decimals round
-    k = bisect_right(times, t + ROUND_NS) - 1
-    while k >= 0 and times[k] >= after:
-        j = srt[k]
-        if g.lane[j] != exclude_lane and (rank is None or g.rank[j] == rank):
-            return j if within is None or t - times[k] <= within else None
-        k -= 1
-    return None
-
-
-def _on_host_thread(g: Graph, i: int, host_lanes: set[tuple[int, str]]) -> bool:
-    """A gloo span on a thread that runs host ops (send/recv sit on the main thread)."""
-    lane = g.lane[i]
-    return lane.startswith("gloo ") and (g.rank[i], "thread " + lane[5:]) in host_lanes
-
-
-def _in_flight(
-    srt: list[int], times: list[int], g: Graph, idle: int, t: int, sent: dict[int, int]
-) -> int | None:
-    """The gloo span (communication by end: `srt`, `times`) ending last in (`idle`, `t`]
-    that started before `idle` and whose transfer ended after it: what a thread idle from
-    `idle` to `t` waited for. A send/recv's transfer ends with its pair's first member
-    (`sent`), not at its span's end, which may be the wait itself. Only gloo spans: a
-    thread blocks in `Work.wait()` on them, the trace does not show it; a GPU host thread
-    is not blocked by a kernel except through a sync."""
-    k = bisect_right(times, t + ROUND_NS) - 1
-    while k >= 0 and times[k] > idle:
-        j = srt[k]
-        if g.ts[j] < idle and g.lane[j].startswith("gloo ") and sent.get(j, times[k]) > idle:
-            return j
-        k -= 1
-    return None
-
-
-def _low(values: list[int]) -> float:
-    """The launch latency: the 10th percentile of the non-negative values, at most
-    MAX_LAUNCH_NS (DEFAULT_LAUNCH_NS without any): when the host runs far ahead, work that
-    did not queue behind its stream waited for something else (an event), not its launch."""
-    v = sorted(x for x in values if x >= 0)
-    return float(min(v[len(v) // 10], MAX_LAUNCH_NS)) if v else float(DEFAULT_LAUNCH_NS)

@@ -26,14 +26,19 @@ the measured schedule at V = 1.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import ClassVar
 
+from tracekit.errors import TracekitError
 from tracekit.model.opclass import PARAMETER_SIZED_OPS
 from tracekit.model.pipeline import schedule_orders, simulate
+from tracekit.stepmodel.edits import Change, NotApplicable
 
 
 def span_ms(shape, m: int, v: int = 1) -> float:
-    """The simulated pipeline span (ms) with `m` microbatches (shape: changes.PipelineShape),
+    """The simulated pipeline span (ms) with `m` microbatches (shape: PipelineShape),
     and with `v` > 1 the interleaved schedule of `interleaved_orders`: each stage's
     operation split into v chunks of 1/v of its work (scaled and per-operation parts
     alike: the chunk holds 1/v of the stage's layers, their launches and host work), one
@@ -92,7 +97,7 @@ def interleaved_orders(p: int, m: int, v: int) -> dict[int, list[tuple[str, int,
 
 
 def explain(shape, m: int, before: float, after: float) -> str:
-    """One line on what `microbatches=m` did to the pipeline `shape` (changes.PipelineShape):
+    """One line on what `microbatches=m` did to the pipeline `shape` (PipelineShape):
     each kind of operation's part that scales and the part that stays (means over the
     stages), and the simulated span (`span_ms`) at the measured M, `before`, and at m,
     `after`."""
@@ -145,3 +150,96 @@ def operation_work(rows: Iterable[tuple], dispatch_ns: float) -> dict[tuple, flo
     while stack:
         out[key] += pop()
     return out
+
+
+@dataclass
+class PipelineShape:
+    """What `microbatches=M` needs of a pipeline (the diagnosers measure it): the
+    schedule's operations and their measured parts, for `tracekit.stepmodel.pipeline`."""
+
+    stages: int
+    microbatches: int
+    schedule: str  # 1f1b or gpipe
+    stage_rank: dict[int, int]
+    scaled_ms: dict[tuple[str, int], float]  # (F|B, stage) → work that scales with FLOPs
+    fixed_ms: dict[tuple[str, int], float]  # (F|B, stage) → per-operation host/launch work
+    hop_ms: float  # between stages on different ranks, as measured
+    notes: list[str] = field(default_factory=list)
+
+
+class _PipelineChange(Change):
+    """A change of the pipeline's schedule, simulated outside the graph
+    (`tracekit.stepmodel.pipeline`); its count (M, V) is the spec's number, ≥ 1."""
+
+    pipeline: PipelineShape | None = None  # set by the caller that measured the pipeline
+    letter: ClassVar[str]
+    absent: ClassVar[str]  # why there is nothing to change, after "no pipeline to …"
+
+    def __init__(self, spec, m):
+        super().__init__(spec, m)
+        self.count = int(m.group(1))
+        if self.count < 1:
+            raise TracekitError(f"--change {spec}: {self.letter} must be ≥ 1")
+
+    def shape(self) -> PipelineShape:
+        if self.pipeline is None:
+            raise NotApplicable(f"--change {self.spec}: no pipeline to {self.absent}")
+        return self.pipeline
+
+
+class Microbatches(_PipelineChange):
+    pattern = re.compile(r"microbatches=(\d+)")
+    syntax = "microbatches=M"
+    letter = "M"
+    absent = (
+        "change: the run has no 1F1B or GPipe pipeline of one chunk per stage with a known "
+        "microbatch count (an interleaved one is not modeled)"
+    )
+
+    @property
+    def m(self) -> int:
+        return self.count
+
+    def apply(self, g, e):
+        p = self.shape()
+        before, after = span_ms(p, p.microbatches), span_ms(p, self.m)
+        e.extra_ms += after - before
+        e.notes.append(explain(p, self.m, before, after))
+
+
+class Interleave(_PipelineChange):
+    """The pipeline's schedule interleaved: each stage's work per microbatch split into V
+    virtual chunks (Megatron-LM's interleaved 1F1B, Narayanan et al. 2021: the bubble
+    (P−1)/(V·M+P−1), about V× smaller), a hop between consecutive chunks (V× the
+    point-to-point hops), at the measured M (`tracekit.stepmodel.pipeline.span_ms`)."""
+
+    pattern = re.compile(r"interleave=(\d+)")
+    syntax = "interleave=V"
+    letter = "V"
+    absent = (
+        "interleave: the run has no 1F1B pipeline of one chunk per stage with a known "
+        "microbatch count (an interleaved one is interleaved already)"
+    )
+
+    @property
+    def v(self) -> int:
+        return self.count
+
+    def apply(self, g, e):
+        p = self.shape()
+        if p.schedule != "1f1b":
+            raise NotApplicable(f"--change {self.spec}: interleaving is a 1F1B schedule's")
+        if p.microbatches % p.stages:
+            raise NotApplicable(
+                f"--change {self.spec}: an interleaved schedule needs M ({p.microbatches}) "
+                f"a multiple of P ({p.stages})"
+            )
+        before = span_ms(p, p.microbatches)
+        after = span_ms(p, p.microbatches, self.v)
+        e.extra_ms += after - before
+        e.notes.append(
+            f"pipeline interleaved V={self.v} ({p.stages} stages, M={p.microbatches}; each "
+            f"operation split into {self.v} chunks, {p.hop_ms:.2f} ms a hop, {self.v}× the "
+            f"hops): the schedule's span {before:.2f} → {after:.2f} ms a step "
+            f"({after - before:+.2f} ms)"
+        )

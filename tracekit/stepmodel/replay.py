@@ -27,6 +27,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tracekit.stepmodel import graph as G
+from tracekit.stepmodel.path import Segment, rank_path
+
+__all__ = [
+    "COLOURS",
+    "KINDS",
+    "Replay",
+    "Segment",
+    "edge_arrays",
+    "order",
+    "ordered",
+    "prune",
+    "run",
+    "slack",
+    "toposort",
+]
 
 ROUND_NS = 1_000  # replayed ends this close are a tie
 KINDS = ("compute", "communication", "waiting", "sync", "host", "idle")
@@ -39,18 +54,6 @@ COLOURS = {
     "host": "#72b7b2",
     "idle": "#bab0ac",
 }
-
-
-@dataclass
-class Segment:
-    rank: int
-    kind: str
-    name: str  # merged: the name with the most time in it
-    start_ns: float
-    ns: float
-    parts: int = 1  # pieces merged into it
-    name_ns: float | None = None  # merged: the time of the pieces so named
-    name_parts: int = 1  # merged: how many pieces are so named
 
 
 @dataclass
@@ -354,144 +357,8 @@ def _finish(g: G.Graph, t: list[float], pred: list, path: bool) -> Replay:
     )
     if path:
         for r, (end_t, end_v, lag) in ends.items():
-            out.paths[r] = _rank_path(g, t, pred, r, end_t, end_v, lag)
+            out.paths[r] = rank_path(g, t, pred, r, end_t, end_v, lag)
         out.path = out.paths.get(last_rank, [])
-    return out
-
-
-def _rank_path(g: G.Graph, t, pred, r: int, end_t: float, end_v, lag: float) -> list[Segment]:
-    """Rank r's critical path: from its replayed window end back to its window start, each
-    instant counted once, so its segments add to its replayed window (G1 of issue 29)."""
-    start = float(g.spans[r].start_ns)
-    if end_v is None:  # nothing on the rank ends its window: it is the measured window
-        return (
-            [Segment(r, "host", "measured window", start, end_t - start)] if end_t > start else []
-        )
-    segs = _backtrack(g, t, pred, end_v, r, start, min(t[end_v], end_t))
-    if lag > 0:  # host time from the last work to the step's end
-        segs.append(Segment(r, "host", "to the step's end", t[end_v], lag))
-    return _merge(segs)
-
-
-def _kind(g: G.Graph, i: int, ek: int) -> str:
-    if g.sync_api[i] is not None:
-        # a host wait: the tail after the device work the call waited for; a blocking
-        # copy's device work and its wait to start; a blocking call whose device work the
-        # trace does not show (its whole time)
-        if ek == G.E_SYNC:
-            return "sync"
-        if g.kind[i] == G.COMPUTE and ek in (G.E_DUR, G.E_LAUNCH, G.E_UNEXPLAINED):
-            return "sync"
-        if g.kind[i] == G.HOST and ek == G.E_DUR and g.awaited[i] < 0:
-            return "sync"
-    if ek == G.E_DUR:
-        k = g.kind[i]
-        if k == G.COMPUTE:
-            return "compute"
-        if k == G.INST:
-            return "communication"
-        if k == G.COMM:
-            return "waiting" if g.coll[i] in G.P2P else "communication"
-        # host events: on a CPU run the host's ops are the compute
-        if g.cpu and not g.name[i].startswith(("c10d::", "gloo:", "record_param_comms")):
-            return "compute"
-        return "host"
-    if ek == G.E_TAIL:
-        return "communication"
-    if ek in (G.E_STREAM, G.E_WAIT, G.E_UNEXPLAINED):
-        return "idle"
-    return "host"
-
-
-def _backtrack(g: G.Graph, t, pred, v, r: int, lo: float, hi: float) -> list[Segment]:
-    """The path from vertex v back along the edges that set each time, within [lo, hi]:
-    each instant once (an edge with a negative lag — a member's tail, a lane's work past the
-    window's end — would otherwise count its overlap twice), and the stretch before the
-    earliest node the trace explains as its "measured start"."""
-    segs: list[Segment] = []
-    seen = set()
-    cursor = hi  # the path covers [cursor, hi] so far
-    while v is not None and pred[v] is not None and v not in seen and cursor > lo:
-        seen.add(v)
-        u, ek = pred[v]
-        i = v >> 1
-        for kind, name, a, b in reversed(_pieces(g, i, ek, t[u], t[v], u >> 1)):
-            a, b = max(a, lo), min(b, cursor)
-            if b > a:
-                segs.append(Segment(g.rank[i], kind, name, a, b - a))
-                cursor = a
-        v = u
-    if v is not None and cursor > lo:  # a node the graph does not explain
-        i = v >> 1
-        q = g.rank[i]
-        at = min(max(float(g.spans[q].start_ns), lo), cursor)  # rank q's window start
-        if cursor > at:
-            segs.append(Segment(q, "host", "measured start", at, cursor - at))
-        if at > lo:  # the rank it leads to begins its window later: the path's rank waits
-            segs.append(Segment(r, "waiting", f"for rank {q} to start its window", lo, at - lo))
-    segs.reverse()
-    return segs
-
-
-def _pieces(g: G.Graph, i: int, ek: int, t0: float, t1: float, src: int) -> list[tuple]:
-    """The stretch [t0, t1] an edge from node `src` into node i sets, as (kind, name,
-    start, end) pieces in time order: one, except where a blocking call sits inside a
-    top-level op with host work around it: the tail after the device work the call waited
-    for is the host's up to the call, the call's wait ("sync"), and the host's after it;
-    a blocking copy's wait to start is the host's up to the call, then the call's."""
-    kind = _kind(g, i, ek)
-    if kind == "sync":
-        d = g.awaited[i]
-        api = g.sync_api[i] or g.name[i]
-        name = f"{api} (waits for {g.name[d]})" if d >= 0 and d != i else api
-        if ek == G.E_SYNC and i in g.sync_span and d >= 0:
-            cs, ce = g.sync_span[i]
-            pre = max(cs - g.end[d], 0)
-            wait = max(ce - max(g.end[d], cs), 0)
-            a, b = min(t0 + pre, t1), min(t0 + pre + wait, t1)
-            return [("host", "host work before " + api, t0, a), (kind, name, a, b),
-                    ("host", "host work after " + api, b, t1)]  # fmt: skip
-        if ek in (G.E_LAUNCH, G.E_UNEXPLAINED) and i in g.sync_span:
-            a = min(t0 + max(g.sync_span[i][0] - g.ts[src], 0), t1)
-            return [("host", "host work before " + api, t0, a), (kind, name, a, t1)]
-        return [(kind, name, t0, t1)]
-    return [(kind, g.name[i] if ek in (G.E_DUR, G.E_TAIL) else _gap_name(ek), t0, t1)]
-
-
-def _gap_name(ek: int) -> str:
-    return {
-        G.E_LAUNCH: "launch",
-        G.E_STREAM: "stream gap",
-        G.E_WAIT: "wait on another stream",
-        G.E_CHAIN: "host gap",
-        G.E_ANCHOR: "window start",
-        G.E_SYNC: "sync",
-        G.E_HOSTWAIT: "host wait",
-        G.E_UNEXPLAINED: "unexplained wait",
-    }.get(ek, "gap")
-
-
-def _merge(segs: list[Segment]) -> list[Segment]:
-    """Consecutive segments of one rank and kind as one, named by the name with the most
-    time in it (a host-bound backward is hundreds of autograd ops and gaps between them:
-    the longest single piece would name it by one gap), with how many pieces it holds."""
-    out: list[Segment] = []
-    names: list[dict[str, list[float]]] = []  # per merged segment: name → [ns, pieces]
-    for s in segs:
-        if out and out[-1].rank == s.rank and out[-1].kind == s.kind:
-            o = out[-1]
-            o.ns = s.start_ns + s.ns - o.start_ns
-            o.parts += 1
-        else:
-            out.append(Segment(s.rank, s.kind, s.name, s.start_ns, s.ns))
-            names.append({})
-        acc = names[-1].setdefault(s.name, [0.0, 0])
-        acc[0] += s.ns
-        acc[1] += 1
-    for o, by_name in zip(out, names, strict=True):
-        if o.parts > 1:
-            # the most time; at a tie the first piece's name (dicts keep insertion order)
-            o.name, (o.name_ns, o.name_parts) = max(by_name.items(), key=lambda kv: kv[1][0])
     return out
 
 

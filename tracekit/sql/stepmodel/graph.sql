@@ -1,17 +1,55 @@
 -- @include base.tables
 -- @include rank.steps
 -- @include run.collectives
+-- @include rank.step_device
+-- @include rank.step_host
+-- @include rank.step_marks
 -- The step model's inputs (tracekit/stepmodel/graph.py builds the dependency graph from
 -- them): host events, device work with its launch, collective rows, the steps.
 -- Placeholder {windows}: rows (rank, wid, start_ns, end_ns, n), each rank's analysed window.
 
 -- @query host
+-- The top-level host events of each thread that start in the window (`step_host`, built
+-- at ingest), in each thread's order, with the blocking call inside each. Exact where no
+-- group of events crosses a window edge (`host_cut` names the ranks where one does:
+-- their events are grouped again from `host_events`).
+-- @column rank: global rank
+-- @column tid: thread id
+-- @column ts_ns: start, ns since the epoch
+-- @column end_ns: end, ns since the epoch
+-- @column name: event name
+-- @column sync_name: the last blocking call inside it (null: none)
+-- @column sync_ts_ns: its start
+-- @column sync_end_ns: its end
+-- @column sync_stream: the stream the last blocking call that names one waited for
+WITH w AS ({windows})
+SELECT h.rank, h.tid, h.ts_ns, h.end_ns, h.name, h.sync_name, h.sync_ts_ns, h.sync_end_ns,
+       h.sync_stream
+FROM step_host h JOIN w ON h.rank = w.rank
+WHERE h.ts_ns >= w.start_ns AND h.ts_ns < w.end_ns
+ORDER BY h.rank, h.tid, h.k
+
+-- @query host_cut
+-- The ranks where a group of host events (a top-level event and those inside it) may
+-- cross an edge of the window: one that started before the window and covers its start,
+-- or one that starts in it and ends at or after its end (events inside it may start
+-- after the window). Grouped in the window alone, their events may group otherwise than
+-- over the whole trace.
+-- @column rank: global rank
+WITH w AS ({windows})
+SELECT DISTINCT h.rank
+FROM step_host h JOIN w ON h.rank = w.rank
+WHERE h.ts_ns < w.end_ns AND h.cover_end_ns > w.start_ns
+  AND (h.ts_ns < w.start_ns OR h.cover_end_ns >= w.end_ns)
+ORDER BY h.rank
+
+-- @query host_events
 -- The CPU ops and runtime calls of each thread that start in the window (stage/step
 -- annotations and Python frames are left out), in each thread's time order, the outer
 -- of two events that start together first (`ORDER BY rank, tid, ts_ns, end_ns DESC`):
--- tracekit/stepmodel/graph.py `_top_level` groups them into the top-level events the host
--- timeline is replayed in, each with the blocking sync that runs inside it (numpy over
--- the sorted rows: the window functions that did it here cost twice as much).
+-- tracekit/stepmodel/rows.py `top_level` groups them into the top-level events the host
+-- timeline is replayed in, each with the blocking sync that runs inside it. Read only
+-- for the ranks `host_cut` names (the windows given are theirs).
 -- @column rank: global rank
 -- @column tid: thread id
 -- @column ts_ns: start, ns since the epoch
@@ -47,16 +85,15 @@ ORDER BY e.rank, e.tid, e.ts_ns, end_ns DESC
 -- @column ts_ns: start of the fetch, ns since the epoch
 -- @column end_ns: its end, ns since the epoch
 WITH w AS ({windows})
-SELECT e.rank, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns
-FROM events e JOIN w ON e.rank = w.rank
-WHERE starts_with(e.name::VARCHAR, 'enumerate(DataLoader)')
-  AND e.ts_ns < w.end_ns AND e.ts_ns + e.dur_ns > w.start_ns
-ORDER BY e.rank, e.ts_ns
+SELECT m.rank, m.ts_ns, m.end_ns
+FROM step_marks m JOIN w ON m.rank = w.rank
+WHERE m.what = 'input' AND m.ts_ns < w.end_ns AND m.end_ns > w.start_ns
+ORDER BY m.rank, m.ts_ns
 
 -- @query device
 -- Device work (kernels, copies, memsets) and gloo worker-thread spans starting in the
--- window, with the runtime call that launched it (same correlation) and, for
--- communication, its collective row.
+-- window (`step_device`, built at ingest, with the runtime call that launched it) and,
+-- for communication, its collective row.
 -- @column rank: global rank
 -- @column lane: stream (device) or worker thread (gloo)
 -- @column ts_ns: start, ns since the epoch
@@ -67,25 +104,15 @@ ORDER BY e.rank, e.ts_ns
 -- @column launch_tid: thread of the launching runtime call (null when none)
 -- @column launch_ts_ns: start of the launching runtime call (gloo: the issue op)
 -- @column launch_end_ns: end of the launching runtime call (null for gloo)
--- @column launch_name: the launching runtime call (`cudaLaunchKernel`, `cudaGraphLaunch` — a graph's kernels carry its launch's correlation —, `hipMemcpyWithStream` …; null for gloo)
 -- @column coll: collective (all_reduce …) of a communication row
 -- @column instance_key: cross-rank instance of a matched collective, or of a send and its recv (`p2p:SRC>DST:K`, the K-th of that pair of ranks in each trace, same bytes; where the peer is known: `collectives.peer`, or the other rank of a 2-rank group); null otherwise
 -- @column bytes: nccl-tests size S of a collective, bytes
 -- @column group_size: ranks in its group
+-- @column launch_name: the launching runtime call (`cudaLaunchKernel`, `cudaGraphLaunch` — a graph's kernels carry its launch's correlation —, `hipMemcpyWithStream` …; null for gloo)
 WITH w AS ({windows}),
 d AS (
-    SELECT e.rank, coalesce(e.stream, e.tid) AS lane, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns,
-           e.kind, e.name::VARCHAR AS name, e.correlation
-    FROM events e JOIN w ON e.rank = w.rank
-    WHERE e.kind IN ('kernel', 'memcpy', 'memset', 'comm_thread')
-      AND e.ts_ns >= w.start_ns AND e.ts_ns < w.end_ns
-), r AS (
-    -- only the launches of the window's device work (not every runtime call of the run)
-    SELECT rank, correlation, any_value(tid) AS tid, min(ts_ns) AS ts_ns,
-           max(ts_ns + dur_ns) AS end_ns, arg_min(name, ts_ns)::VARCHAR AS name FROM events
-    WHERE kind = 'runtime' AND correlation IS NOT NULL
-      AND (rank, correlation) IN (SELECT rank, correlation FROM d)
-    GROUP BY rank, correlation
+    SELECT s.* FROM step_device s JOIN w ON s.rank = w.rank
+    WHERE s.ts_ns >= w.start_ns AND s.ts_ns < w.end_ns
 ), p AS (  -- point-to-point rows whose peer is known: the trace's (`collectives.peer`),
           -- else the other rank of a 2-rank group
     SELECT rank, ts_ns, lane, bytes,
@@ -104,17 +131,14 @@ d AS (
                AS same_bytes
     FROM p
 )
-SELECT d.rank, d.lane, d.ts_ns, d.end_ns, d.kind, d.name,
-       (d.kind = 'comm_thread' OR coalesce(kc.category = 'communication', false)) AS comm,
-       r.tid AS launch_tid, coalesce(r.ts_ns, c.issue_ts_ns) AS launch_ts_ns,
-       r.end_ns AS launch_end_ns,
+SELECT d.rank, d.lane, d.ts_ns, d.end_ns, d.kind, d.name, d.comm,
+       d.launch_tid, coalesce(d.launch_ts_ns, c.issue_ts_ns) AS launch_ts_ns,
+       d.launch_end_ns,
        c.name AS coll,
        CASE WHEN c.matched THEN c.instance_key
             WHEN pk.n = 2 AND pk.same_bytes THEN pk.key END AS instance_key,
-       c.bytes, c.group_size, r.name AS launch_name
+       c.bytes, c.group_size, d.launch_name
 FROM d
-LEFT JOIN r ON r.rank = d.rank AND r.correlation = d.correlation AND d.kind <> 'comm_thread'
-LEFT JOIN kernel_classes kc ON kc.rank = d.rank AND kc.name = d.name
 LEFT JOIN collectives c ON c.rank = d.rank AND c.ts_ns = d.ts_ns AND c.lane = d.lane
 LEFT JOIN pk ON pk.rank = c.rank AND pk.ts_ns = c.ts_ns AND pk.lane = c.lane
 ORDER BY d.rank, d.lane, d.ts_ns
@@ -128,9 +152,8 @@ ORDER BY d.rank, d.lane, d.ts_ns
 -- @column tid: thread of the step annotation
 WITH w AS ({windows})
 SELECT s.rank, s.step, s.ts_ns, s.end_ns,
-       (SELECT any_value(e.tid) FROM events e
-        WHERE e.rank = s.rank AND e.ts_ns = s.ts_ns
-          AND starts_with(e.name::VARCHAR, 'ProfilerStep#')) AS tid
+       (SELECT any_value(m.tid) FROM step_marks m
+        WHERE m.rank = s.rank AND m.ts_ns = s.ts_ns AND m.what = 'step') AS tid
 FROM steps s JOIN w ON s.rank = w.rank
 WHERE s.ts_ns >= w.start_ns AND s.ts_ns < w.end_ns
 ORDER BY s.rank, s.ts_ns
@@ -185,8 +208,7 @@ ORDER BY ALL
 -- @column ts_ns: start of the call, ns since the epoch
 -- @column is_wait: a stream's wait for an event (else an event record)
 WITH w AS ({windows})
-SELECT e.rank, e.tid, e.ts_ns, contains(e.name::VARCHAR, 'StreamWaitEvent') AS is_wait
-FROM events e JOIN w ON e.rank = w.rank
-WHERE e.kind = 'runtime' AND e.ts_ns >= w.start_ns AND e.ts_ns < w.end_ns
-  AND regexp_matches(e.name::VARCHAR, '^(cuda|hip)(EventRecord|EventRecordWithFlags|StreamWaitEvent)$')
-ORDER BY e.rank, e.ts_ns, e.tid
+SELECT m.rank, m.tid, m.ts_ns, m.what = 'wait' AS is_wait
+FROM step_marks m JOIN w ON m.rank = w.rank
+WHERE m.what IN ('record', 'wait') AND m.ts_ns >= w.start_ns AND m.ts_ns < w.end_ns
+ORDER BY m.rank, m.ts_ns, m.tid
