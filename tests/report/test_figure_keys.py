@@ -35,9 +35,6 @@ ALLOWED = {
     # keys, and these two modules name metrics, not figures (`read.py` reads the figures)
     "tracekit/gate/metrics.py": "the metric names mfu and hfu (RUN_METRICS, PRIORS)",
     "tracekit/gate/causes.py": "which metrics take the step's cause, by metric name",
-    # the samples' series are named by figure keys (`SampleRank`'s fields, built as a dict
-    # of series): left while the module is being rewritten for speed (issue 32)
-    "tracekit/metrics/samples.py": "the samples' series names",
 }
 
 

@@ -49,6 +49,7 @@ from tracekit.metrics import kernels as K
 from tracekit.metrics import windows as W
 from tracekit.metrics.breakdown import host_bound_sql, sweep_sql
 from tracekit.metrics.regions import region_time
+from tracekit.model import figures as F
 from tracekit.model.collectives import bus_factor
 from tracekit.store.run import Run
 
@@ -162,31 +163,31 @@ def _ranks(run: Run, windows: str, pipeline: bool) -> list[SampleRank]:
         d = series.setdefault(rank, defaultdict(list))
         exposed = comm - ovl
         d["step"].append(step)
-        d["step_time_ms"].append(_r(win / 1e6))
+        d[F.STEP_TIME_MS.key].append(_r(win / 1e6))
         d["compute_ms"].append(_r(comp / 1e6))
         d["comm_ms"].append(_r(comm / 1e6))
         d["exposed_comm_ms"].append(_r(exposed / 1e6))
         d["other_ms"].append(_r(max(busy - comp - exposed, 0) / 1e6))
         d["idle_ms"].append(_r((win - busy) / 1e6))
         frac = (lambda x, win=win: _r(x / win)) if win > 0 else (lambda x: None)
-        d["idle_fraction"].append(frac(win - busy))
-        d["compute_fraction"].append(frac(comp))
-        d["comm_fraction"].append(frac(comm))
-        d["comm_overlap_fraction"].append(_r(ovl / comm) if comm > 0 else None)
-        d["exposed_comm_fraction"].append(frac(exposed))
-        d["comm_wait_fraction"].append(frac(wait))
-        d["exposed_transfer_fraction"].append(frac(exposed - wait))
+        d[F.IDLE_FRACTION.key].append(frac(win - busy))
+        d[F.COMPUTE_FRACTION.key].append(frac(comp))
+        d[F.COMM_FRACTION.key].append(frac(comm))
+        d[F.COMM_OVERLAP_FRACTION.key].append(_r(ovl / comm) if comm > 0 else None)
+        d[F.EXPOSED_COMM_FRACTION.key].append(frac(exposed))
+        d[F.COMM_WAIT_FRACTION.key].append(frac(wait))
+        d[F.EXPOSED_TRANSFER_FRACTION.key].append(frac(exposed - wait))
         if pipeline:
-            d["bubble_fraction"].append(_r(1 - comp / win) if win > 0 else None)
+            d[F.BUBBLE_FRACTION.key].append(_r(1 - comp / win) if win > 0 else None)
     hb: dict[tuple[int, int], int] = {}
     for rank, step, ns, *_ in run.sql(f"SELECT * FROM ({host_bound_sql(windows)})").fetchall():
         hb[(rank, step)] = ns
     gpu = {r for r, _ in hb}  # a GPU rank: its kernels have launches
     for rank, d in series.items():
         if rank in gpu:
-            wins = dict(zip(d["step"], d["step_time_ms"], strict=True))
+            wins = dict(zip(d["step"], d[F.STEP_TIME_MS.key], strict=True))
             d["host_bound_ms"] = [_r(hb.get((rank, st), 0) / 1e6) for st in d["step"]]
-            d["host_bound_fraction"] = [
+            d[F.HOST_BOUND_FRACTION.key] = [
                 _r(hb.get((rank, st), 0) / 1e6 / wins[st]) if wins[st] else None for st in d["step"]
             ]
     return [SampleRank(rank=r, **d) for r, d in sorted(series.items())]
