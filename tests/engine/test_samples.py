@@ -169,3 +169,31 @@ def test_kernel_time_top_names_break_ties_by_name_and_keep_a_nameless_kernel(tmp
         for n in (1, 2, 3, 4):
             want = {name: every[name] for name in K.top_names(every, n)}
             assert K.kernel_time(r, wins, top=n) == want, n
+
+
+@pytest.mark.parametrize("name", ["exposed", "straggler"])
+def test_collective_exposure_computed_once_is_the_two_queries_apart(name, tmp_path):
+    """The report's windows and the samples' step windows in one query (the pieces of
+    each report window) give exactly what each query gives alone; a selection of steps
+    and the trace window (no pieces: the queries run apart) too."""
+    from tracekit.metrics import collectives as C
+    from tracekit.metrics import windows as W
+    from tracekit.metrics.breakdown import per_rank, windows_of
+
+    generate(SYNTH[name], tmp_path)
+    with tracekit.open(tmp_path) as run:
+        first = run.sql("SELECT min(step) FROM device_steps WHERE analysed").fetchone()[0]
+        for window, steps in (
+            ("steps", None),
+            ("steps", f"{first + 1}-{first + 2}"),
+            ("trace", None),
+        ):
+            report = W.values(run, windows_of(per_rank(run, window=window, steps=steps)))
+            step = W.step_windows(steps)
+            want_report = C._cells(C._rows(run, report))
+            want_steps = C._cells(C._rows(run, step))
+            assert want_report and want_steps
+            if window == "steps":  # the one query over the pieces
+                assert C._pieces(run, report, step) is not None
+            assert C.exposure_with_steps(run, report, step) == want_report
+            assert C.exposure(run, step) == want_steps
