@@ -194,6 +194,38 @@ def test_collective_exposure_computed_once_is_the_two_queries_apart(name, tmp_pa
             want_steps = C._cells(C._rows(run, step))
             assert want_report and want_steps
             if window == "steps":  # the one query over the pieces
-                assert C._pieces(run, report, step) is not None
+                assert W.pieces(run, report, step) is not None
             assert C.exposure_with_steps(run, report, step) == want_report
             assert C.exposure(run, step) == want_steps
+
+
+@pytest.mark.parametrize("name", ["ddp", "pp"])
+def test_device_gaps_ordered_once_are_the_two_queries_apart(name, tmp_path):
+    """The host-bound gaps of the report's windows and of the step windows from one
+    ordering of the work over the pieces are the rows `device_gaps` gives over each alone
+    (the report's: the work before an item in the earlier pieces counts)."""
+    from tracekit import sql
+    from tracekit.metrics import windows as W
+    from tracekit.metrics.breakdown import (
+        device_gaps_with_steps,
+        host_bound_sql,
+        per_rank,
+        windows_of,
+    )
+
+    generate(SYNTH[name], tmp_path)
+    with tracekit.open(tmp_path) as run:
+        for window in ("steps", "trace"):
+            report = W.values(run, windows_of(per_rank(run, window=window)))
+            step = W.step_windows(None)
+            apart = sql.query("metrics.host_bound", "device_gaps", windows=report)
+            want_gaps = sorted(run.sql(apart).fetchall(), key=repr)
+            want_steps = run.sql(f"{host_bound_sql(step)} ORDER BY rank, wid").fetchall()
+            assert want_gaps and want_steps
+            got = run.sql(device_gaps_with_steps(run, report, step)).fetchall()
+            assert sorted(got, key=repr) == want_gaps
+            assert run.sql(f"{host_bound_sql(step, run)} ORDER BY rank, wid").fetchall() == (
+                want_steps
+            )
+            if window == "steps":
+                assert W.pieces(run, report, step) is not None

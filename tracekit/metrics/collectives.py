@@ -15,7 +15,6 @@ median over instances of the shortest duration across matched ranks, and it is
 from __future__ import annotations
 
 from dataclasses import dataclass
-from weakref import WeakKeyDictionary
 
 from tracekit import sql
 from tracekit.metrics import windows as W
@@ -46,7 +45,7 @@ class Instances:
 
 def exposure(run: Run, windows: str) -> dict[Key, dict[tuple[int, int], Exposure]]:
     """key → (rank, wid) → union / exposed / exposed-wait ns in that window."""
-    kept = _KEPT.get(run, {}).get(windows)
+    kept = W.kept(run, (_EXPOSURE, windows))
     if kept is not None:
         return kept
     return _cells(_rows(run, windows))
@@ -63,7 +62,7 @@ def exposure_with_steps(
     (a union within a window, its part under compute), so a window's figure is exactly
     the sum of its pieces' (`max(…, 0)` taken after the sum, as over the whole window).
     Otherwise the two queries run apart."""
-    pieces = _pieces(run, windows, step_windows)
+    pieces = W.pieces(run, windows, step_windows)
     if pieces is None:
         return exposure(run, windows)
     rows = _rows(run, W.table(run, pieces))
@@ -74,7 +73,7 @@ def exposure_with_steps(
         acc[0] += union or 0
         acc[1] += exposed or 0
         acc[2] += wait or 0
-    _KEPT.setdefault(run, {})[step_windows] = _cells(steps)
+    W.keep(run, (_EXPOSURE, step_windows), _cells(steps))
     return _cells([(*k, u, x, w) for k, (u, x, w) in whole.items()])
 
 
@@ -100,43 +99,6 @@ def _cells(rows) -> dict[Key, dict[tuple[int, int], Exposure]]:
             union or 0, max(exposed or 0, 0), max(wait or 0, 0)
         )
     return out
-
-
-def _pieces(run: Run, windows: str, step_windows: str) -> list[tuple] | None:
-    """The report windows cut at the step windows: (rank, wid, start, end, 1), a step's
-    wid its step, a gap's negative; None unless every rank has one report window (wid 0)
-    and its step windows are disjoint and inside it."""
-    report: dict[int, tuple[int, int]] = {}
-    for rank, wid, start, end, _n in run.sql(windows).fetchall():
-        if wid != 0 or rank in report or start is None or end is None:
-            return None
-        report[rank] = (start, end)
-    steps: dict[int, list[tuple[int, int, int]]] = {}
-    for rank, wid, start, end, _n in run.sql(step_windows).fetchall():
-        if rank not in report or wid is None or wid < 0 or start is None or end is None:
-            return None
-        steps.setdefault(rank, []).append((start, end, wid))
-    out = []
-    for rank, (lo, hi) in report.items():
-        at, gap = lo, -1
-        mine = sorted(steps.get(rank, []))
-        if len({w for _s, _e, w in mine}) != len(mine):
-            return None
-        for start, end, wid in mine:
-            if start < at or end < start or end > hi:
-                return None
-            if start > at:
-                out.append((rank, gap, at, start, 1))
-                gap -= 1
-            out.append((rank, wid, start, end, 1))
-            at = end
-        if hi > at:
-            out.append((rank, gap, at, hi, 1))
-    return out
-
-
-# rank → step windows' SQL → their exposure, computed with the report's
-_KEPT: WeakKeyDictionary[Run, dict[str, dict]] = WeakKeyDictionary()
 
 
 def instances(run: Run, windows: str) -> dict[int, dict[Key, Instances]]:
