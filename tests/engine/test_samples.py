@@ -229,3 +229,29 @@ def test_device_gaps_ordered_once_are_the_two_queries_apart(name, tmp_path):
             )
             if window == "steps":
                 assert W.pieces(run, report, step) is not None
+
+
+@pytest.mark.parametrize("name", ["exposed", "pp"])
+def test_the_sweep_over_the_pieces_is_the_two_sweeps_apart(name, tmp_path):
+    """`per_rank`'s sweep over the pieces of the report's windows: each rank's figures
+    and the steps' rows the samples read are what the sweep over each alone gives."""
+    from tracekit import sql
+    from tracekit.metrics import windows as W
+    from tracekit.metrics.breakdown import _rows, sweep_sql
+
+    generate(SYNTH[name], tmp_path)
+    with tracekit.open(tmp_path) as run:
+        for window in ("steps", "trace", "hta"):
+            wins = W.rank_windows(run, window, None)
+            alone = sweep_sql(W.values(run, wins), W.activity_table(window))
+            want = {r[0]: r[2:] for r in run.sql(alone).fetchall()}
+            step = W.step_windows(None)
+            per_step = sql.query(
+                "metrics.step_windows",
+                "window_breakdown",
+                windows=step,
+                sweep=sweep_sql("SELECT * FROM w"),
+            )
+            assert _rows(run, wins, W.activity_table(window), None) == want
+            if window == "steps":
+                assert W.kept(run, ("window_breakdown", step)) == run.sql(per_step).fetchall()

@@ -137,15 +137,37 @@ class RankBreakdown(msgspec.Struct, kw_only=True):
         return None if fraction is None else fraction * self.step_ms
 
 
-def _rows(run: Run, windows: list[W.Window], activity: str) -> dict[int, tuple]:
-    query = sweep_sql(W.values(run, windows), activity)
-    return {r[0]: r[2:] for r in run.sql(query).fetchall()}
+def _rows(run: Run, windows: list[W.Window], activity: str, steps: str | None) -> dict:
+    """rank → (busy, compute, comm, overlap, peer-wait ns) over its window. Swept over
+    the islands, the windows are cut at the step windows first where they can be
+    (`windows.pieces`): each figure is a sum of clipped lengths, so a window's is the sum
+    of its pieces', and the steps' rows (`metrics.step_windows:window_breakdown`, the
+    samples') are kept from the same query."""
+    report = W.values(run, windows)
+    step_windows = W.step_windows(steps)
+    pieces = W.pieces(run, report, step_windows) if activity == "activity_islands" else None
+    if pieces is None:
+        return {r[0]: r[2:] for r in run.sql(sweep_sql(report, activity)).fetchall()}
+    swept = {(r[0], r[1]): r[2:] for r in run.sql(sweep_sql(W.table(run, pieces))).fetchall()}
+    sums: dict[int, list[int]] = {}
+    for (rank, _wid), figs in swept.items():
+        acc = sums.setdefault(rank, [0, 0, 0, 0, 0])
+        for k, x in enumerate(figs):
+            acc[k] += x
+    none = (0, 0, 0, 0, 0)
+    breakdown = [
+        (rank, wid, end - start, *swept.get((rank, wid), none))
+        for rank, wid, start, end, _n in sorted(pieces)
+        if wid >= 0
+    ]
+    W.keep(run, ("window_breakdown", step_windows), breakdown)
+    return {rank: tuple(v) for rank, v in sums.items()}
 
 
 def per_rank(run: Run, window: str = "steps", steps: str | None = None) -> list[RankBreakdown]:
     """One `RankBreakdown` per rank (fractions of the rank's analysed window)."""
     wins = W.rank_windows(run, window, steps)
-    sums = _rows(run, wins, W.activity_table(window))
+    sums = _rows(run, wins, W.activity_table(window), steps)
     out = []
     for w in wins:
         win = (w.end_ns - w.start_ns) or 0

@@ -157,7 +157,9 @@ def _ranks(run: Run, windows: str, pipeline: bool) -> list[SampleRank]:
         windows=windows,
         sweep=sweep_sql("SELECT * FROM w"),
     )
-    rows = run.sql(query).fetchall()
+    rows = W.kept(run, ("window_breakdown", windows))  # `breakdown.per_rank` kept them
+    if rows is None:
+        rows = run.sql(query).fetchall()
     series: dict[int, dict[str, list]] = {}
     for rank, step, win, busy, comp, comm, ovl, wait in rows:
         d = series.setdefault(rank, defaultdict(list))
