@@ -169,3 +169,89 @@ def test_kernel_time_top_names_break_ties_by_name_and_keep_a_nameless_kernel(tmp
         for n in (1, 2, 3, 4):
             want = {name: every[name] for name in K.top_names(every, n)}
             assert K.kernel_time(r, wins, top=n) == want, n
+
+
+@pytest.mark.parametrize("name", ["exposed", "straggler"])
+def test_collective_exposure_computed_once_is_the_two_queries_apart(name, tmp_path):
+    """The report's windows and the samples' step windows in one query (the pieces of
+    each report window) give exactly what each query gives alone; a selection of steps
+    and the trace window (no pieces: the queries run apart) too."""
+    from tracekit.metrics import collectives as C
+    from tracekit.metrics import windows as W
+    from tracekit.metrics.breakdown import per_rank, windows_of
+
+    generate(SYNTH[name], tmp_path)
+    with tracekit.open(tmp_path) as run:
+        first = run.sql("SELECT min(step) FROM device_steps WHERE analysed").fetchone()[0]
+        for window, steps in (
+            ("steps", None),
+            ("steps", f"{first + 1}-{first + 2}"),
+            ("trace", None),
+        ):
+            report = W.values(run, windows_of(per_rank(run, window=window, steps=steps)))
+            step = W.step_windows(steps)
+            want_report = C._cells(C._rows(run, report))
+            want_steps = C._cells(C._rows(run, step))
+            assert want_report and want_steps
+            if window == "steps":  # the one query over the pieces
+                assert W.pieces(run, report, step) is not None
+            assert C.exposure_with_steps(run, report, step) == want_report
+            assert C.exposure(run, step) == want_steps
+
+
+@pytest.mark.parametrize("name", ["ddp", "pp"])
+def test_device_gaps_ordered_once_are_the_two_queries_apart(name, tmp_path):
+    """The host-bound gaps of the report's windows and of the step windows from one
+    ordering of the work over the pieces are the rows `device_gaps` gives over each alone
+    (the report's: the work before an item in the earlier pieces counts)."""
+    from tracekit import sql
+    from tracekit.metrics import windows as W
+    from tracekit.metrics.breakdown import (
+        device_gaps_with_steps,
+        host_bound_sql,
+        per_rank,
+        windows_of,
+    )
+
+    generate(SYNTH[name], tmp_path)
+    with tracekit.open(tmp_path) as run:
+        for window in ("steps", "trace"):
+            report = W.values(run, windows_of(per_rank(run, window=window)))
+            step = W.step_windows(None)
+            apart = sql.query("metrics.host_bound", "device_gaps", windows=report)
+            want_gaps = sorted(run.sql(apart).fetchall(), key=repr)
+            want_steps = run.sql(f"{host_bound_sql(step)} ORDER BY rank, wid").fetchall()
+            assert want_gaps and want_steps
+            got = run.sql(device_gaps_with_steps(run, report, step)).fetchall()
+            assert sorted(got, key=repr) == want_gaps
+            assert run.sql(f"{host_bound_sql(step, run)} ORDER BY rank, wid").fetchall() == (
+                want_steps
+            )
+            if window == "steps":
+                assert W.pieces(run, report, step) is not None
+
+
+@pytest.mark.parametrize("name", ["exposed", "pp"])
+def test_the_sweep_over_the_pieces_is_the_two_sweeps_apart(name, tmp_path):
+    """`per_rank`'s sweep over the pieces of the report's windows: each rank's figures
+    and the steps' rows the samples read are what the sweep over each alone gives."""
+    from tracekit import sql
+    from tracekit.metrics import windows as W
+    from tracekit.metrics.breakdown import _rows, sweep_sql
+
+    generate(SYNTH[name], tmp_path)
+    with tracekit.open(tmp_path) as run:
+        for window in ("steps", "trace", "hta"):
+            wins = W.rank_windows(run, window, None)
+            alone = sweep_sql(W.values(run, wins), W.activity_table(window))
+            want = {r[0]: r[2:] for r in run.sql(alone).fetchall()}
+            step = W.step_windows(None)
+            per_step = sql.query(
+                "metrics.step_windows",
+                "window_breakdown",
+                windows=step,
+                sweep=sweep_sql("SELECT * FROM w"),
+            )
+            assert _rows(run, wins, W.activity_table(window), None) == want
+            if window == "steps":
+                assert W.kept(run, ("window_breakdown", step)) == run.sql(per_step).fetchall()

@@ -95,7 +95,9 @@ def collective_facts(ctx: Facts) -> CollectiveFacts:
     inst = C.instances(ctx.run, ctx.windows).get(0, {})
     exp = {
         key: {rank: e for (rank, _wid), e in cells.items()}
-        for key, cells in C.exposure(ctx.run, ctx.windows).items()
+        for key, cells in C.exposure_with_steps(
+            ctx.run, ctx.windows, W.step_windows(ctx.steps)
+        ).items()
     }
     n_ranks = max(len(ctx.ranks), 1)
     steps = {r.rank: max(r.steps, 1) for r in ctx.ranks}

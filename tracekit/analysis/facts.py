@@ -34,7 +34,12 @@ from typing import TYPE_CHECKING
 from tracekit import sql
 from tracekit.manifest import JobManifest
 from tracekit.metrics import windows as W
-from tracekit.metrics.breakdown import RankBreakdown, per_rank, windows_of
+from tracekit.metrics.breakdown import (
+    RankBreakdown,
+    device_gaps_with_steps,
+    per_rank,
+    windows_of,
+)
 from tracekit.model import figures as F
 from tracekit.model import hardware
 from tracekit.model.hardware import DeviceSpec
@@ -129,8 +134,7 @@ class Facts:
     def device_gaps(self) -> str:
         """SQL rows of `metrics.host_bound:device_gaps` over the analysed windows, computed
         once (the host-bound gaps and the data loader's share of them read them)."""
-        gaps = sql.query("metrics.host_bound", "device_gaps", windows=self.windows)
-        return W.rows_of(self.run, gaps)
+        return device_gaps_with_steps(self.run, self.windows, W.step_windows(self.steps))
 
     # ------------------------------------------------------------ facts
     @cached_property

@@ -48,6 +48,7 @@ from tracekit.store.run import Run
 
 # re-exported: the step selection belongs to the windows
 StepSelection = W.StepSelection
+_GAPS = "metrics.host_bound"
 
 
 def sweep_sql(windows: str, activity: str = "activity_islands") -> str:
@@ -65,10 +66,35 @@ def full_sweep_sql(windows: str, activity: str = "activity_islands") -> str:
     return sql.fill("metrics.sweep_full", windows=windows, activity=activity)
 
 
-def host_bound_sql(windows: str) -> str:
-    """Per (rank, wid) of `windows` the host-bound gaps (`metrics.host_bound`)."""
-    gaps = sql.query("metrics.host_bound", "device_gaps", windows=windows)
-    return sql.query("metrics.host_bound", "host_bound", gaps=gaps)
+def host_bound_sql(windows: str, run: Run | None = None) -> str:
+    """Per (rank, wid) of `windows` the host-bound gaps (`metrics.host_bound`); the gaps
+    `device_gaps_with_steps` kept for these windows where it did (`run` given)."""
+    gaps = W.kept(run, (_GAPS, windows)) if run is not None else None
+    if gaps is None:
+        gaps = sql.query(_GAPS, "device_gaps", windows=windows)
+    return sql.query(_GAPS, "host_bound", gaps=gaps)
+
+
+def device_gaps_with_steps(run: Run, windows: str, step_windows: str) -> str:
+    """SQL reading the rows of `metrics.host_bound:device_gaps` over the report's
+    `windows` (a table made once: several figures read them), the step windows'
+    (`step_windows`, the samples') kept for `host_bound_sql`. Where the step windows cut
+    the report's into pieces (`windows.pieces`), the work items are ordered once over
+    the pieces (`piece_work`): over a report window the work before an item is the later
+    of the work before it in its piece and the work of the earlier pieces, so both row
+    sets come from that one sort, exactly. Otherwise `device_gaps` over `windows`."""
+    pieces = W.pieces(run, windows, step_windows)
+    if pieces is None:
+        return W.rows_of(run, sql.query(_GAPS, "device_gaps", windows=windows))
+    work = W.rows_of(run, sql.query(_GAPS, "piece_work", pieces=W.table(run, pieces)))
+    cols = "rank, wid, ts_ns, end_ns, launch_ns, gloo, prev_end"
+    steps = f"SELECT {cols} FROM ({work}) WHERE wid >= 0"
+    W.keep(run, (_GAPS, step_windows), sql.query(_GAPS, "gaps_of_work", work=steps))
+    whole = (
+        "SELECT rank, 0::INTEGER AS wid, ts_ns, end_ns, launch_ns, gloo, "
+        f"greatest(prev_end, before_end) AS prev_end FROM ({work})"
+    )
+    return W.rows_of(run, sql.query(_GAPS, "gaps_of_work", work=whole))
 
 
 def hidden_by_compute_sql(intervals: str, windows: str) -> str:
@@ -111,15 +137,37 @@ class RankBreakdown(msgspec.Struct, kw_only=True):
         return None if fraction is None else fraction * self.step_ms
 
 
-def _rows(run: Run, windows: list[W.Window], activity: str) -> dict[int, tuple]:
-    query = sweep_sql(W.values(run, windows), activity)
-    return {r[0]: r[2:] for r in run.sql(query).fetchall()}
+def _rows(run: Run, windows: list[W.Window], activity: str, steps: str | None) -> dict:
+    """rank → (busy, compute, comm, overlap, peer-wait ns) over its window. Swept over
+    the islands, the windows are cut at the step windows first where they can be
+    (`windows.pieces`): each figure is a sum of clipped lengths, so a window's is the sum
+    of its pieces', and the steps' rows (`metrics.step_windows:window_breakdown`, the
+    samples') are kept from the same query."""
+    report = W.values(run, windows)
+    step_windows = W.step_windows(steps)
+    pieces = W.pieces(run, report, step_windows) if activity == "activity_islands" else None
+    if pieces is None:
+        return {r[0]: r[2:] for r in run.sql(sweep_sql(report, activity)).fetchall()}
+    swept = {(r[0], r[1]): r[2:] for r in run.sql(sweep_sql(W.table(run, pieces))).fetchall()}
+    sums: dict[int, list[int]] = {}
+    for (rank, _wid), figs in swept.items():
+        acc = sums.setdefault(rank, [0, 0, 0, 0, 0])
+        for k, x in enumerate(figs):
+            acc[k] += x
+    none = (0, 0, 0, 0, 0)
+    breakdown = [
+        (rank, wid, end - start, *swept.get((rank, wid), none))
+        for rank, wid, start, end, _n in sorted(pieces)
+        if wid >= 0
+    ]
+    W.keep(run, ("window_breakdown", step_windows), breakdown)
+    return {rank: tuple(v) for rank, v in sums.items()}
 
 
 def per_rank(run: Run, window: str = "steps", steps: str | None = None) -> list[RankBreakdown]:
     """One `RankBreakdown` per rank (fractions of the rank's analysed window)."""
     wins = W.rank_windows(run, window, steps)
-    sums = _rows(run, wins, W.activity_table(window))
+    sums = _rows(run, wins, W.activity_table(window), steps)
     out = []
     for w in wins:
         win = (w.end_ns - w.start_ns) or 0

@@ -45,6 +45,39 @@ class Instances:
 
 def exposure(run: Run, windows: str) -> dict[Key, dict[tuple[int, int], Exposure]]:
     """key → (rank, wid) → union / exposed / exposed-wait ns in that window."""
+    kept = W.kept(run, (_EXPOSURE, windows))
+    if kept is not None:
+        return kept
+    return _cells(_rows(run, windows))
+
+
+def exposure_with_steps(
+    run: Run, windows: str, step_windows: str
+) -> dict[Key, dict[tuple[int, int], Exposure]]:
+    """`exposure(run, windows)` for the report's windows (one a rank, wid 0), with the
+    step windows' (`step_windows`, the samples') computed in the same query and kept for
+    `exposure(run, step_windows)`. Where each rank's step windows lie, disjoint, inside
+    its report window, the query runs once over the pieces of the report windows (the
+    steps and the gaps between them): every figure is a sum of clipped interval lengths
+    (a union within a window, its part under compute), so a window's figure is exactly
+    the sum of its pieces' (`max(…, 0)` taken after the sum, as over the whole window).
+    Otherwise the two queries run apart."""
+    pieces = W.pieces(run, windows, step_windows)
+    if pieces is None:
+        return exposure(run, windows)
+    rows = _rows(run, W.table(run, pieces))
+    steps = [r for r in rows if r[1] >= 0]
+    whole: dict[tuple, list[int]] = {}
+    for rank, _wid, name, group, nbytes, union, exposed, wait in rows:
+        acc = whole.setdefault((rank, 0, name, group, nbytes), [0, 0, 0])
+        acc[0] += union or 0
+        acc[1] += exposed or 0
+        acc[2] += wait or 0
+    W.keep(run, (_EXPOSURE, step_windows), _cells(steps))
+    return _cells([(*k, u, x, w) for k, (u, x, w) in whole.items()])
+
+
+def _rows(run: Run, windows: str) -> list[tuple]:
     all_rows = W.overlapping(sql.query(_EXPOSURE, "collective_rows"), windows)
     wait_rows = W.overlapping(sql.query(_EXPOSURE, "wait_rows"), windows, end="wait_end_ns")
     hidden = hidden_by_compute_sql("SELECT * FROM isl", "SELECT rank, start_ns, end_ns FROM w")
@@ -56,8 +89,12 @@ def exposure(run: Run, windows: str) -> dict[Key, dict[tuple[int, int], Exposure
         wait_rows=wait_rows,
         hidden=hidden,
     )
+    return run.sql(query).fetchall()
+
+
+def _cells(rows) -> dict[Key, dict[tuple[int, int], Exposure]]:
     out: dict[Key, dict[tuple[int, int], Exposure]] = {}
-    for rank, wid, name, group, nbytes, union, exposed, wait in run.sql(query).fetchall():
+    for rank, wid, name, group, nbytes, union, exposed, wait in rows:
         out.setdefault((name, group, nbytes), {})[(rank, wid)] = Exposure(
             union or 0, max(exposed or 0, 0), max(wait or 0, 0)
         )

@@ -157,7 +157,9 @@ def _ranks(run: Run, windows: str, pipeline: bool) -> list[SampleRank]:
         windows=windows,
         sweep=sweep_sql("SELECT * FROM w"),
     )
-    rows = run.sql(query).fetchall()
+    rows = W.kept(run, ("window_breakdown", windows))  # `breakdown.per_rank` kept them
+    if rows is None:
+        rows = run.sql(query).fetchall()
     series: dict[int, dict[str, list]] = {}
     for rank, step, win, busy, comp, comm, ovl, wait in rows:
         d = series.setdefault(rank, defaultdict(list))
@@ -180,7 +182,7 @@ def _ranks(run: Run, windows: str, pipeline: bool) -> list[SampleRank]:
         if pipeline:
             d[F.BUBBLE_FRACTION.key].append(_r(1 - comp / win) if win > 0 else None)
     hb: dict[tuple[int, int], int] = {}
-    for rank, step, ns, *_ in run.sql(f"SELECT * FROM ({host_bound_sql(windows)})").fetchall():
+    for rank, step, ns, *_ in run.sql(f"SELECT * FROM ({host_bound_sql(windows, run)})").fetchall():
         hb[(rank, step)] = ns
     gpu = {r for r, _ in hb}  # a GPU rank: its kernels have launches
     for rank, d in series.items():

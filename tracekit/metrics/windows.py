@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from weakref import WeakKeyDictionary
 
 from tracekit import sql
 from tracekit.errors import TracekitError
@@ -118,6 +119,56 @@ def table(run: Run, rows: list[tuple[int, int, int, int, int]]) -> str:
         run.con.execute(create, [list(c) for c in cols])
         run.window_tables.add(name)
     return f"SELECT * FROM {name}"
+
+
+def pieces(run: Run, windows: str, step_windows: str) -> list[tuple] | None:
+    """The report's windows (`windows`) cut at the step windows (`step_windows`): rows
+    (rank, wid, start_ns, end_ns, 1), a step's wid its step, a gap's negative; None
+    unless every rank has one report window (wid 0) and its step windows are disjoint and
+    inside it. A figure that sums clipped lengths is, over a window, the sum of its
+    pieces': one query over the pieces gives the report's figures and the samples'."""
+    report: dict[int, tuple[int, int]] = {}
+    for rank, wid, start, end, _n in run.sql(windows).fetchall():
+        if wid != 0 or rank in report or start is None or end is None:
+            return None
+        report[rank] = (start, end)
+    steps: dict[int, list[tuple[int, int, int]]] = {}
+    for rank, wid, start, end, _n in run.sql(step_windows).fetchall():
+        if rank not in report or wid is None or wid < 0 or start is None or end is None:
+            return None
+        steps.setdefault(rank, []).append((start, end, wid))
+    out = []
+    for rank, (lo, hi) in report.items():
+        at, gap = lo, -1
+        mine = sorted(steps.get(rank, []))
+        if len({w for _s, _e, w in mine}) != len(mine):
+            return None
+        for start, end, wid in mine:
+            if start < at or end < start or end > hi:
+                return None
+            if start > at:
+                out.append((rank, gap, at, start, 1))
+                gap -= 1
+            out.append((rank, wid, start, end, 1))
+            at = end
+        if hi > at:
+            out.append((rank, gap, at, hi, 1))
+    return out
+
+
+def keep(run: Run, key: tuple, value) -> None:
+    """Keep `value` for `kept(run, key)`: figures over the step windows computed with the
+    report's (`pieces`), for the samples to read."""
+    _KEPT.setdefault(run, {})[key] = value
+
+
+def kept(run: Run, key: tuple):
+    """What `keep` kept under `key` for this run, else None."""
+    return _KEPT.get(run, {}).get(key)
+
+
+# run → (figure, windows' SQL) → its rows
+_KEPT: WeakKeyDictionary[Run, dict[tuple, object]] = WeakKeyDictionary()
 
 
 def rows_of(run: Run, query: str) -> str:

@@ -56,3 +56,47 @@ SELECT rank, wid,
        coalesce(sum(ts_ns - prev_end) FILTER (ts_ns > prev_end), 0) AS gap_ns,
        median(end_ns - ts_ns) AS median_kernel_ns
 FROM l GROUP BY rank, wid
+
+-- @query piece_work
+-- `device_gaps`' work items over {pieces} (rank, wid, start_ns, end_ns: the report's
+-- windows cut at the step windows, `metrics.windows.pieces`), gloo spans included, each
+-- with the end of the work before it in its piece (`prev_end`) and the latest end of the
+-- work in the earlier pieces of its rank (`before_end`, null for none). Every item of an
+-- earlier piece starts before the piece does, so over the whole window the work before
+-- an item ends at the greater of the two: one sort of the items serves both the step
+-- windows and the report's (`gaps_of_work`).
+WITH sw AS ({pieces}),
+d AS (
+    SELECT a.rank, sw.wid, sw.start_ns AS piece_ns, a.ts_ns, a.end_ns, a.launch_ns,
+           a.kind = 'comm_thread' AS gloo
+    FROM device_activity a JOIN sw ON a.rank = sw.rank
+    WHERE a.kind IN ('kernel', 'memcpy', 'memset', 'comm_thread')
+      AND a.ts_ns >= sw.start_ns AND a.ts_ns < sw.end_ns
+),
+l0 AS (
+    SELECT *, max(end_ns) OVER (PARTITION BY rank, wid ORDER BY ts_ns, end_ns
+              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+    FROM d
+),
+pm AS (
+    SELECT rank, wid, max(max(end_ns)) OVER (PARTITION BY rank ORDER BY min(piece_ns)
+                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_end
+    FROM d GROUP BY rank, wid
+)
+SELECT l0.rank, l0.wid, l0.ts_ns, l0.end_ns, l0.launch_ns, l0.gloo, l0.prev_end,
+       pm.before_end
+FROM l0 JOIN pm USING (rank, wid)
+
+-- @query gaps_of_work
+-- `device_gaps`' rows from work items already ordered ({work}: rank, wid, ts_ns,
+-- end_ns, launch_ns, gloo, prev_end; from `piece_work`): its last step, as there (an
+-- item whose gap spans the start of a ProfilerStep left out, gloo spans dropped).
+WITH l0 AS ({work}),
+boundary AS (
+    SELECT DISTINCT l0.rank, l0.wid, l0.ts_ns FROM l0 JOIN steps s
+      ON s.rank = l0.rank AND s.ts_ns > l0.prev_end AND s.ts_ns <= l0.launch_ns
+)
+SELECT l0.rank, l0.wid, l0.ts_ns, l0.end_ns, l0.launch_ns, l0.prev_end
+FROM l0 ANTI JOIN boundary b
+ON b.rank = l0.rank AND b.wid = l0.wid AND b.ts_ns = l0.ts_ns
+WHERE NOT l0.gloo
