@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tracekit.ingest.steptables import MAX_STEP_NODES  # the ingest's test too
 from tracekit.metrics import windows as W
 from tracekit.metrics.breakdown import windows_of
 from tracekit.stepmodel import changes as C
@@ -22,10 +23,6 @@ if TYPE_CHECKING:
 
 
 NODE_BUDGET = 40_000  # the graph's size the report builds (Python loops: ~10 µs a node)
-# one step of every rank above this (estimated nodes, as NODE_BUDGET) is not modeled: the
-# graph's build and replays would cost seconds per 100,000 nodes (docs/step-model.md,
-# "Cost"); twice the 8-rank benchmark's step (≈ 207,000 estimated, 45,804 built)
-MAX_STEP_NODES = 400_000
 
 
 def model(ctx: Facts) -> StepModel | None:

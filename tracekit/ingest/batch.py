@@ -42,10 +42,14 @@ def ingest_batch(
     single: bool,
     threads: int = 1,
     comm_kernels: tuple[str, ...] = (),
+    run_ranks: int = 0,
 ) -> list[dict]:
     """Parse the traces `items` ((path, key) pairs) in one DuckDB connection and write
     their tables to the cache as one Parquet file per table, `<batch>.<table>.parquet`,
     the ranks one after another. Runs in a worker process (or a Dask task).
+
+    `run_ranks`: the ranks of the whole run (0: unknown), for whether the step model's
+    inputs are worth building (`tracekit.ingest.steptables`).
 
     One result per item, in order: `ingest_file`'s dict (each part with its `batch`),
     or `{"error": reason, "out_of_memory": bool}` for a file that cannot be read (the
@@ -76,15 +80,15 @@ def ingest_batch(
         parts = [p for r in results for p in r.get("parts", ())]
         if len({p["rank"] for p in parts}) < len(parts) and len(items) > 1:
             con.close()  # a rank twice in one batch (the run will refuse it): each file alone
-            return _each_alone(items, cdir, batch, single, threads, comm_kernels)
+            return _each_alone(items, cdir, batch, single, threads, comm_kernels, run_ranks)
         if parts:
             try:
-                _derive_and_write(con, cdir, batch, rows, comm_kernels)
+                _derive_and_write(con, cdir, batch, rows, comm_kernels, run_ranks)
             except errors as exc:
                 if len(items) == 1:
                     return [_failure(items[0][0], exc)]
                 con.close()  # one file's rows stopped the batch's tables: each file alone
-                return _each_alone(items, cdir, batch, single, threads, comm_kernels)
+                return _each_alone(items, cdir, batch, single, threads, comm_kernels, run_ranks)
         for part in parts:
             part["batch"] = batch
             part["batch_parts"] = len(parts)
@@ -93,9 +97,9 @@ def ingest_batch(
     return results
 
 
-def _each_alone(items, cdir, batch, single, threads, comm_kernels) -> list[dict]:
+def _each_alone(items, cdir, batch, single, threads, comm_kernels, run_ranks) -> list[dict]:
     return [
-        ingest_batch([item], cdir, f"{batch}-{i}", single, threads, comm_kernels)[0]
+        ingest_batch([item], cdir, f"{batch}-{i}", single, threads, comm_kernels, run_ranks)[0]
         for i, item in enumerate(items)
     ]
 
@@ -117,14 +121,15 @@ def _file_errors() -> tuple[type[BaseException], ...]:
 
 
 def _derive_and_write(
-    con, cdir: Path, batch: str, rows: _BatchRows, comm_kernels: tuple[str, ...]
+    con, cdir: Path, batch: str, rows: _BatchRows, comm_kernels: tuple[str, ...], run_ranks: int
 ) -> None:
     """The batch's derived tables, each built once over all its ranks from its base
     tables (rank info, kernel classes, collective rows, counted ops, then the rank-local
-    SQL modules `tracekit.sql.RANK_MODULES`, which partition by rank), then every table
+    SQL modules `tracekit.sql.RANK_MODULES`, which partition by rank; the step model's
+    inputs only for a run it can cover, `tracekit.ingest.steptables`), then every table
     of the batch written to the cache."""
     from tracekit import sql
-    from tracekit.ingest import collectives, coltable, kernelclass, opscan
+    from tracekit.ingest import collectives, coltable, kernelclass, opscan, steptables
     from tracekit.ingest import tables as ingest
 
     for name in _BATCHED:
@@ -148,11 +153,14 @@ def _derive_and_write(
     opscan.scan(con, cdir)
     # materialized once here (each a table before the next module reads it, so none is
     # computed twice) and read back from Parquet
+    skip = () if steptables.worth_building(con, run_ranks) else steptables.STEP_TABLES
     for module in sql.RANK_MODULES:
         name = sql.table_name(module)
+        if name in skip:
+            continue
         con.execute(sql.module(module))
         con.execute(f"CREATE TABLE _m AS SELECT * FROM {name}")
         con.execute(f"DROP VIEW {name}")
         con.execute(f"ALTER TABLE _m RENAME TO {name}")
-    for table in cache.TABLES:
+    for table in (t for t in cache.TABLES if t not in skip):
         cache.write_table(con, cdir, batch, table, _INTERNAL.get(table, table))

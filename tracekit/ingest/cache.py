@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import platformdirs
 
 from tracekit.errors import TracekitError
+from tracekit.ingest.steptables import STEP_TABLES
 from tracekit.sql.text import sql_str
 
 try:
@@ -67,6 +68,9 @@ TABLES = (
     "step_host",
     "step_marks",
 )
+# what a fresh entry's batches must hold: the step model's inputs are built only for a run
+# the model can cover (`tracekit.ingest.steptables`); the store computes them otherwise
+REQUIRED = tuple(t for t in TABLES if t not in STEP_TABLES)
 
 
 def _writable(d: Path) -> bool:
@@ -226,5 +230,5 @@ def is_fresh(
     if not names or None in names:
         return False
     if present is None:
-        return all(table_path(cdir, b, t).exists() for b in names for t in TABLES)
-    return all(f"{b}.{t}.parquet" in present for b in names for t in TABLES)
+        return all(table_path(cdir, b, t).exists() for b in names for t in REQUIRED)
+    return all(f"{b}.{t}.parquet" in present for b in names for t in REQUIRED)

@@ -153,7 +153,8 @@ def _ingest_locked(
 
         def args(batch: list[Path]) -> tuple:
             name = cache.batch_name([(keys[f], prints[f]) for f in batch])
-            return ([(f, keys[f]) for f in batch], cdir, name, single, threads, comm_kernels)
+            items = [(f, keys[f]) for f in batch]
+            return (items, cdir, name, single, threads, comm_kernels, len(files))
 
         def take(batch: list[Path], out: list[dict]) -> None:
             for f, r in zip(batch, out, strict=True):

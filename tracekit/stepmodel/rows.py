@@ -1,6 +1,7 @@
 """The step model's inputs read from the run as columns: the host's top-level events, the
-device work with its launch (both built at ingest, `rank.step_host`, `rank.step_device`,
-and clipped here to the windows), the steps, the data loader's fetches.
+device work with its launch (both built at ingest, or by the store where the ingest left
+them out, `rank.step_host`, `rank.step_device`, and clipped here to the windows), the
+steps, the data loader's fetches.
 
 Times are made relative to the graph's origin here: ns since the epoch (~1.8e18) are
 beyond a float's exact integers (2^53), and the replay adds floats."""

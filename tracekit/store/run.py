@@ -21,6 +21,7 @@ import duckdb
 from tracekit import sql
 from tracekit.errors import TracekitError
 from tracekit.ingest.cache import TABLES, table_path
+from tracekit.ingest.steptables import STEP_TABLES
 from tracekit.sql.text import sql_str
 
 if TYPE_CHECKING:
@@ -122,8 +123,14 @@ class Run:
         # DuckDB runs it as a nested loop over every pair (5 s instead of 10 ms)
         self.con.execute("SET asof_loop_join_threshold = 0")
         whole, partial = _batches(sources)
+        batches = [*whole, *partial]
         for table in TABLES:
             name = _INTERNAL_NAME.get(table, table)
+            if table in STEP_TABLES and not all(
+                table_path(cache_dir, b, table).exists() for b in batches
+            ):  # left out at ingest (`tracekit.ingest.steptables`): from the events, as there
+                self.con.execute(sql.module(f"rank.{table}"))
+                continue
             self.con.execute(f"CREATE VIEW {name} AS {_read(cache_dir, table, whole, partial)}")
         for module in sql.RUN_MODULES:
             self.con.execute(sql.module(module))

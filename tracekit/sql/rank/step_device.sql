@@ -1,6 +1,7 @@
 -- @include base.tables
 -- @view step_device
--- The step model's device rows, rank-local and window-free (built once at ingest):
+-- The step model's device rows, rank-local and window-free (built at ingest for a run the
+-- step model can cover, `tracekit.ingest.steptables`; else by the store from the events):
 -- every kernel, copy and memset with the runtime call that launched it (same
 -- correlation), and every gloo worker-thread span. `stepmodel.graph:device` clips them
 -- to the analysed windows and joins each communication row to its collective (a

@@ -1,6 +1,7 @@
 -- @include base.tables
 -- @view step_host
--- The step model's host nodes, rank-local and window-free (built once at ingest): the
+-- The step model's host nodes, rank-local and window-free (built at ingest for a run the
+-- step model can cover, `tracekit.ingest.steptables`; else by the store from the events): the
 -- top-level events of each thread over the whole trace, each with the blocking call
 -- inside it that started last. An event (a CPU op or runtime call; ProfilerStep#N
 -- operators of old traces left out) is top-level where it starts at or after the end

@@ -1,6 +1,7 @@
 -- @include base.tables
 -- @view step_marks
--- The step model's small inputs, rank-local and window-free (built once at ingest): the
+-- The step model's small inputs, rank-local and window-free (built at ingest for a run the
+-- step model can cover, `tracekit.ingest.steptables`; else by the store from the events): the
 -- thread of each ProfilerStep annotation, the data loader's fetches (PyTorch's
 -- record_function around each batch, `enumerate(DataLoader)#…__next__`: a CPU op in old
 -- traces, a user annotation since) and the event calls (`cudaEventRecord`, `hipEventRecord`,
