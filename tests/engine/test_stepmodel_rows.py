@@ -198,3 +198,29 @@ def test_device_launches_match_the_raw_trace(shared_trace):
     gaps = sorted((x[0], x[4]) for x in got)
     truth = sorted((x[0], x[4]) for x in want)
     assert all(abs(a[1] - b[1]) <= 2 for a, b in zip(gaps, truth, strict=True))
+
+
+def test_twins_are_named_after_the_cpu_op_whatever_the_rows_order():
+    # a CPU op and the runtime call it wraps with the same start and end (real in
+    # a100_recsys_rank0_of16, v100_dlrm_8rank): the top-level node is the CPU op's, in
+    # whichever order the rows arrive; two CPU-op twins: the first name
+    import duckdb
+
+    from tracekit import sql
+
+    rows = [
+        (0, 1, 100, 50, "cudaLaunchKernel", "runtime", 7, None),
+        (0, 1, 100, 50, "aten::add_", "cpu_op", None, None),
+        (0, 1, 200, 30, "b_op", "cpu_op", None, None),
+        (0, 1, 200, 30, "a_op", "cpu_op", None, None),
+    ]
+    for order in (rows, rows[::-1]):
+        con = duckdb.connect()
+        con.execute(
+            "CREATE TABLE events (rank INT, tid BIGINT, ts_ns BIGINT, dur_ns BIGINT,"
+            " name VARCHAR, kind VARCHAR, correlation BIGINT, stream BIGINT)"
+        )
+        con.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)", order)
+        con.execute(sql.module("rank.step_host"))  # CREATE VIEW step_host
+        got = con.execute("SELECT ts_ns, name FROM step_host ORDER BY ts_ns").fetchall()
+        assert got == [(100, "aten::add_"), (200, "a_op")]

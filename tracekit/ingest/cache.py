@@ -44,7 +44,7 @@ except ImportError:  # Windows: no lock; writes stay atomic, two ingests may bot
 if TYPE_CHECKING:
     import duckdb
 
-SCHEMA_VERSION = 31  # bump when any cached table changes shape or meaning
+SCHEMA_VERSION = 32  # bump when any cached table changes shape or meaning
 
 TABLES = (
     "events",

@@ -6,7 +6,8 @@
 -- inside it that started last. An event (a CPU op or runtime call; ProfilerStep#N
 -- operators of old traces left out) is top-level where it starts at or after the end
 -- of every earlier event of its thread, in the order `rank, tid, ts_ns, end_ns DESC`
--- (the outer of two that start together first); the events after it, up to the next
+-- (the outer of two that start together first; of twins, same start and end, the CPU op
+-- first, then by name); the events after it, up to the next
 -- top-level one, are inside it. `stepmodel.graph:host` clips them to the analysed
 -- windows; where a window may cut through a group (`cover_end_ns`) the graph groups that
 -- rank's events of the window again (tracekit/stepmodel/rows.py). One sort per thread
@@ -31,7 +32,8 @@ WITH sc AS (  -- the calls Kineto's cuda_sync events name (recorded with sync ev
       AND name::VARCHAR <> 'Stream Wait Event'
     GROUP BY rank, correlation
 ), h AS (
-    SELECT e.rank, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns, e.name,
+    SELECT e.rank, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns, e.name::VARCHAR AS name,
+           e.kind = 'runtime' AS is_runtime,
            e.kind = 'runtime' AND (sc.correlation IS NOT NULL OR regexp_matches(e.name::VARCHAR,
                'Synchronize$|^(cuda|hip|cu)Memcpy(2D|3D|Peer|DtoH|DtoD|HtoD)?(WithStream|_v2)?$'))
                AS is_sync,
@@ -47,7 +49,8 @@ WITH sc AS (  -- the calls Kineto's cuda_sync events name (recorded with sync ev
            max(end_ns) OVER (t ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
                AS thread_end
     FROM h
-    WINDOW t AS (PARTITION BY rank, tid ORDER BY ts_ns, end_ns DESC)
+    -- twins (same start and end): the CPU op before the runtime call it wraps, then by name
+    WINDOW t AS (PARTITION BY rank, tid ORDER BY ts_ns, end_ns DESC, is_runtime, name)
 ), f AS (  -- the top-level events and the blocking calls alone, grouped
     SELECT *, sum(top::INTEGER) OVER (PARTITION BY rank, tid ORDER BY k) AS grp,
            -- a group's cover: the next top-level event's cover so far (covers only grow)

@@ -46,7 +46,8 @@ ORDER BY h.rank
 -- @query host_events
 -- The CPU ops and runtime calls of each thread that start in the window (stage/step
 -- annotations and Python frames are left out), in each thread's time order, the outer
--- of two events that start together first (`ORDER BY rank, tid, ts_ns, end_ns DESC`):
+-- of two events that start together first, twins CPU op first then by name
+-- (`ORDER BY rank, tid, ts_ns, end_ns DESC, kind = 'runtime', name`):
 -- tracekit/stepmodel/rows.py `top_level` groups them into the top-level events the host
 -- timeline is replayed in, each with the blocking sync that runs inside it. Read only
 -- for the ranks `host_cut` names (the windows given are theirs).
@@ -75,7 +76,9 @@ LEFT JOIN sc ON sc.rank = e.rank AND sc.correlation = e.correlation AND e.kind =
 WHERE e.kind IN ('cpu_op', 'runtime') AND e.ts_ns >= w.start_ns AND e.ts_ns < w.end_ns
   -- old traces record ProfilerStep#N as an operator: a step is not one host op
   AND NOT starts_with(e.name::VARCHAR, 'ProfilerStep#')
-ORDER BY e.rank, e.tid, e.ts_ns, end_ns DESC
+-- twins (same start and end): the CPU op before the runtime call it wraps, then by name,
+-- so the node a twin pair is named after does not depend on DuckDB's sort
+ORDER BY e.rank, e.tid, e.ts_ns, end_ns DESC, e.kind = 'runtime', name
 
 -- @query input_spans
 -- The data loader's fetches in each window: PyTorch's record_function around each batch
