@@ -102,6 +102,15 @@ async def settle(pilot) -> None:
         await pilot.pause()
 
 
+async def still(pilot) -> None:
+    """Settled, then a moment for the tables' deferred layout: a DataTable sizes its
+    columns on idle after rows are (re)added (the collectives page refills when the skew
+    worker returns), and a loaded CI runner once took the snapshot before that."""
+    await settle(pilot)
+    await pilot.pause(0.1)
+    await settle(pilot)
+
+
 async def press(pilot, *keys: str) -> None:
     for k in keys:
         await pilot.press(k)
@@ -820,6 +829,7 @@ def test_snapshot(screen, size, frozen_session, snap_compare):
     async def before(pilot):
         await settle(pilot)
         await press(pilot, *SNAP_KEYS[screen])
+        await still(pilot)
 
     assert snap_compare(make_app(frozen_session), terminal_size=size, run_before=before)
 
@@ -845,6 +855,7 @@ def test_dashboard_snapshot(screen, size, frozen_pp_session, snap_compare):
     async def before(pilot):
         await settle(pilot)
         await press(pilot, *DASHBOARD_KEYS[screen])
+        await still(pilot)
 
     assert snap_compare(make_app(frozen_pp_session), terminal_size=size, run_before=before)
 

@@ -19,7 +19,7 @@ pytest.importorskip("textual")
 from click.testing import CliRunner
 
 from tests.synth import Scenario, generate
-from tests.tui.test_tui import _copy, _screen_lines, make_app, press, settle, sync
+from tests.tui.test_tui import _copy, _screen_lines, make_app, press, settle, still, sync
 from tracekit.cli import main
 from tracekit.report import units
 from tracekit.report.schema import PathSegment, decode
@@ -304,6 +304,7 @@ def test_whatif_snapshot(size, frozen_pp, snap_compare):
     async def before(pilot):
         await settle(pilot)
         await press(pilot, "w")
+        await still(pilot)
 
     assert snap_compare(make_app(frozen_pp), terminal_size=size, run_before=before)
 
