@@ -50,6 +50,19 @@ class StepModel:
             self.edges = R.edge_arrays(self.graph)
         self.base = R.run(self.graph, self.order)
         self.notes: list[str] = []  # what the caller chose about its windows
+        self._path: CriticalPath | None = None  # the base replay's, once `prepare`d
+        self._slack: dict[str, float] | None = None
+
+    def prepare(self) -> None:
+        """The base replay's critical path and the collectives' slack computed now and
+        kept (the thread that builds the model computes what the report reads of it,
+        `whatif_plan.start`); one that raises is computed again where it is asked for,
+        and raises there."""
+        try:
+            self._path = self.critical_path()
+            self._slack = self.collective_slack_ms()
+        except Exception:
+            return
 
     @property
     def empty(self) -> bool:
@@ -90,6 +103,9 @@ class StepModel:
         """Per collective: the median over its instances of how much later it could start
         without delaying the step (0: on the critical path), ms."""
         from statistics import median
+
+        if self._slack is not None:
+            return self._slack
 
         by: dict[str, list[float]] = {}
         for i, ns in R.slack(self.graph, self.order, self.base).items():
