@@ -128,3 +128,27 @@ def test_the_derived_step_tables_are_made_tables_once(tmp_path, monkeypatch):
         # the SQL sandbox keeps the store's definitions (it cannot read `_m_` tables)
         ((n,),) = run.readonly_sql("SELECT count(*) FROM step_host").fetchall()
         assert n == len(before["step_host"])
+
+
+def test_the_collector_pause_restores_what_it_found():
+    import gc
+
+    from tracekit.stepmodel.nogc import paused
+
+    assert gc.isenabled()
+    with paused():
+        assert not gc.isenabled()
+        with paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the outer pause still holds
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with paused():
+            pass
+        assert not gc.isenabled()  # found off: left off
+    finally:
+        gc.enable()
+    with pytest.raises(ValueError), paused():
+        raise ValueError
+    assert gc.isenabled()

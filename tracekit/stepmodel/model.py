@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from tracekit.stepmodel import changes as C
 from tracekit.stepmodel import graph as G
 from tracekit.stepmodel import replay as R
+from tracekit.stepmodel.nogc import paused
 
 SEGMENTS = 100  # the longest segments of the path the report keeps
 
@@ -37,6 +38,10 @@ class StepModel:
     """Build once per run and windows; replay as often as asked."""
 
     def __init__(self, run, windows: str):
+        with paused():
+            self._build(run, windows)
+
+    def _build(self, run, windows: str) -> None:
         self.graph = G.build(run, windows)
         # the graph's edges as vertex arrays, built once: a what-if that adds edges checks
         # the order against these and its changed nodes' edges only (`R.ordered`)
@@ -59,8 +64,9 @@ class StepModel:
         `whatif_plan.start`); one that raises is computed again where it is asked for,
         and raises there."""
         try:
-            self._path = self.critical_path()
-            self._slack = self.collective_slack_ms()
+            with paused():
+                self._path = self.critical_path()
+                self._slack = self.collective_slack_ms()
         except Exception:
             return
 
@@ -115,6 +121,10 @@ class StepModel:
     def what_if(self, changes: list[C.Change], path: bool = True) -> Outcome:
         """Replay with `changes` applied (NotApplicable when one does not apply);
         `path=False`: without its critical path (a remedy's replay needs its step only)."""
+        with paused():
+            return self._what_if(changes, path)
+
+    def _what_if(self, changes: list[C.Change], path: bool) -> Outcome:
         g = self.graph
         e = C.Edits.of(g)
         for ch in changes:
