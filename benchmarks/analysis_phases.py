@@ -7,8 +7,10 @@ HTA's load when given.
 RUN must have its tables cached (`tracekit ingest RUN`, or a cold `analyze`; the runs
 `benchmarks/ingest.py --keep DIR` builds). The run is opened from its cache, then
 `diagnosers.assemble.analyze` runs with the phases' functions wrapped (nothing in them
-changed). A phase's time is exclusive: CPU spent in a phase nested inside another (the
-step model built where a rule first asks for it) counts for the inner one only.
+changed), the step model built on this thread where it is first asked for (not beside
+the analysis: `TRACEKIT_STEP_MODEL_THREAD=0`). A phase's time is exclusive: CPU spent in
+a phase nested inside another (the step model built where a rule first asks for it)
+counts for the inner one only.
 
 Phases:
 - `open`: opening the run from its cache, the derived tables, the per-rank breakdown;
@@ -132,9 +134,14 @@ def patch(t: Timer):
 def measure(run_dir: Path, workers: int = 1) -> dict:
     """{phase: CPU seconds, "total": …, "queries": DuckDB statements} of one recompute."""
     from diagnosers import assemble
+    from tracekit.analysis.whatif_plan import THREAD_ENV
     from tracekit.options import AnalysisOptions
     from tracekit.store.open import open_run
 
+    # the step model where it is first asked for, on this thread: a phase's CPU is this
+    # process's, and a thread beside would count in whichever phase runs meanwhile
+    saved_env = os.environ.get(THREAD_ENV)
+    os.environ[THREAD_ENV] = "0"
     t = Timer()
     undo = patch(t)
     t._switch()
@@ -147,6 +154,10 @@ def measure(run_dir: Path, workers: int = 1) -> dict:
         t._switch()
         t.stack.pop()
         undo()
+        if saved_env is None:
+            os.environ.pop(THREAD_ENV, None)
+        else:
+            os.environ[THREAD_ENV] = saved_env
     out = {k: round(v, 3) for k, v in t.spent.items()}
     out["total"] = round(time.process_time() - c0, 3)
     out["step_model"] = round(sum(t.spent[p] for p in STEP_MODEL), 3)

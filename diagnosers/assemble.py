@@ -60,6 +60,9 @@ def analyze(run: Run, options: AnalysisOptions | None = None, debug: bool = Fals
     )
     if not options.levels:
         return report
+    from tracekit.analysis.whatif_plan import start
+
+    start(ctx)  # the step model, built on a thread while the levels run
     levels: list[S.Level] = []
     failed: dict[str, str] = {}  # level → why its figures are missing
     for name, build in L.BUILDERS.items():

@@ -6,11 +6,18 @@ not built); `model(ctx)` builds the graph of those windows once (`ctx.step_model
 pipeline's measured operations (`pipeline_shape`, from `tracekit.analysis.pipeline`),
 `overlap` whether the run's cores are contended. What each finding's remedy wins is
 judged in `diagnosers.impact`.
+
+`start(ctx)` builds the model on a thread beside the analysis (`Run.beside`): its graph
+and replays are Python holding the GIL, the levels mostly DuckDB queries that release
+it; `model(ctx)` then takes the thread's result. TRACEKIT_STEP_MODEL_THREAD=0 builds it
+where it is first asked for instead (the same model).
 """
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
+from weakref import WeakKeyDictionary
 
 from tracekit.ingest.steptables import MAX_STEP_NODES  # the ingest's test too
 from tracekit.metrics import windows as W
@@ -19,10 +26,15 @@ from tracekit.stepmodel import changes as C
 from tracekit.stepmodel.model import Outcome, StepModel
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from tracekit.analysis.facts import Facts
+    from tracekit.store.run import Run
 
 
 NODE_BUDGET = 40_000  # the graph's size the report builds (Python loops: ~10 µs a node)
+THREAD_ENV = "TRACEKIT_STEP_MODEL_THREAD"  # "0": no thread (`start` does nothing)
+_BESIDE: WeakKeyDictionary[Facts, Future] = WeakKeyDictionary()  # `start`'s builds
 
 
 def model(ctx: Facts) -> StepModel | None:
@@ -30,14 +42,42 @@ def model(ctx: Facts) -> StepModel | None:
     would pass NODE_BUDGET nodes, of each rank's last analysed steps that fit (a note says
     which): a replay is a loop over nodes, and the report replays once per remedy. None
     when no rank has a window, or when one step of every rank passes MAX_STEP_NODES
-    (`plan(ctx)` says why)."""
+    (`plan(ctx)` says why). The model `start(ctx)` built, where it did (what it raised
+    is raised here, as building it here would)."""
+    job = _BESIDE.pop(ctx, None)
+    if job is not None:
+        return job.result()
     windows, note = ctx.step_model_plan
     if windows is None:
         return None
-    sm = StepModel(ctx.run, windows)
+    return _build(ctx.run, windows, note, prepare=False)
+
+
+def start(ctx: Facts) -> None:
+    """Start building `ctx`'s step model on a thread (`Run.beside`), for `model(ctx)` to
+    take. The plan is made here, on the caller's thread: the thread reads nothing of
+    `ctx` (a cached property computed on two threads at once would be computed twice, or
+    wait on a lock the waiting thread holds). A plan that raises starts nothing: it
+    raises again where the model is asked for."""
+    if os.environ.get(THREAD_ENV, "1") == "0" or ctx in _BESIDE or "step_model" in vars(ctx):
+        return
+    try:
+        windows, note = ctx.step_model_plan
+    except Exception:
+        return
+    if windows is not None:
+        _BESIDE[ctx] = ctx.run.beside(_build, ctx.run, windows, note)
+
+
+def _build(run: Run, windows: str, note: str | None, prepare: bool = True) -> StepModel | None:
+    """The model of `windows` (None when empty); `prepare`: with its base path and the
+    collectives' slack computed now (`StepModel.prepare`)."""
+    sm = StepModel(run, windows)
     if sm.empty:
         return None
     sm.notes = [note] if note else []
+    if prepare:
+        sm.prepare()
     return sm
 
 

@@ -200,6 +200,7 @@ class Graph:
 
 def build(run, windows: str) -> Graph:
     """The graph of each rank's window (`windows`: SQL rows rank, wid, start_ns, end_ns, n)."""
+    run.step_tables()  # the inputs the ingest left out, computed once for the queries below
     con = run.con
     wrows = con.sql(f"SELECT rank, start_ns, end_ns, n FROM ({windows})").fetchall()
     steps = con.sql(sql.query("stepmodel.graph", "steps", windows=windows)).fetchall()

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from tracekit.stepmodel import changes as C
 from tracekit.stepmodel import graph as G
 from tracekit.stepmodel import replay as R
+from tracekit.stepmodel.nogc import paused
 
 SEGMENTS = 100  # the longest segments of the path the report keeps
 
@@ -37,6 +38,10 @@ class StepModel:
     """Build once per run and windows; replay as often as asked."""
 
     def __init__(self, run, windows: str):
+        with paused():
+            self._build(run, windows)
+
+    def _build(self, run, windows: str) -> None:
         self.graph = G.build(run, windows)
         # the graph's edges as vertex arrays, built once: a what-if that adds edges checks
         # the order against these and its changed nodes' edges only (`R.ordered`)
@@ -50,6 +55,20 @@ class StepModel:
             self.edges = R.edge_arrays(self.graph)
         self.base = R.run(self.graph, self.order)
         self.notes: list[str] = []  # what the caller chose about its windows
+        self._path: CriticalPath | None = None  # the base replay's, once `prepare`d
+        self._slack: dict[str, float] | None = None
+
+    def prepare(self) -> None:
+        """The base replay's critical path and the collectives' slack computed now and
+        kept (the thread that builds the model computes what the report reads of it,
+        `whatif_plan.start`); one that raises is computed again where it is asked for,
+        and raises there."""
+        try:
+            with paused():
+                self._path = self.critical_path()
+                self._slack = self.collective_slack_ms()
+        except Exception:
+            return
 
     @property
     def empty(self) -> bool:
@@ -91,6 +110,9 @@ class StepModel:
         without delaying the step (0: on the critical path), ms."""
         from statistics import median
 
+        if self._slack is not None:
+            return self._slack
+
         by: dict[str, list[float]] = {}
         for i, ns in R.slack(self.graph, self.order, self.base).items():
             by.setdefault(self.graph.coll[i] or self.graph.name[i], []).append(ns / 1e6)
@@ -99,6 +121,10 @@ class StepModel:
     def what_if(self, changes: list[C.Change], path: bool = True) -> Outcome:
         """Replay with `changes` applied (NotApplicable when one does not apply);
         `path=False`: without its critical path (a remedy's replay needs its step only)."""
+        with paused():
+            return self._what_if(changes, path)
+
+    def _what_if(self, changes: list[C.Change], path: bool) -> Outcome:
         g = self.graph
         e = C.Edits.of(g)
         for ch in changes:

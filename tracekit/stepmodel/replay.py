@@ -25,6 +25,8 @@ its replayed window (`model.StepModel.critical_path` averages them over ranks).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import itemgetter
 
 from tracekit.stepmodel import graph as G
 from tracekit.stepmodel.path import Segment, rank_path
@@ -136,13 +138,34 @@ def edge_arrays(g: G.Graph, nodes=None):
     start edges end at 2·i, end edges at 2·i+1."""
     import numpy as np
 
-    starts, ends = g.starts, g.ends
-    nodes = range(g.n) if nodes is None else nodes
-    src = [2 * e[0] + (1 if e[1] else 0) for i in nodes for e in starts[i]]
-    dst = [2 * i for i in nodes for _ in starts[i]]
-    src += [2 * e[0] + 1 for i in nodes for e in ends[i]]
-    dst += [2 * i + 1 for i in nodes for _ in ends[i]]
-    return np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    if nodes is None:
+        starts, ends, ids = g.starts, g.ends, np.arange(g.n, dtype=np.int64)
+    else:
+        starts = [g.starts[i] for i in nodes]
+        ends = [g.ends[i] for i in nodes]
+        ids = np.asarray(nodes, dtype=np.int64)
+    # the edge lists flattened in node order (a start edge: (source, from its end, …))
+    s_src, s_end, s_dst = _flat(starts, ids, 2)
+    e_src, _e_end, e_dst = _flat(ends, ids, 1)
+    src = np.concatenate([2 * s_src + s_end, 2 * e_src + 1])
+    dst = np.concatenate([2 * s_dst, 2 * e_dst + 1])
+    return src, dst
+
+
+def _flat(lists: list[list[tuple]], ids, fields: int):
+    """Each edge of `lists` (one list a node of `ids`): its source, its second field as
+    0/1 where `fields` is 2 (a start edge's from-its-end), and its node."""
+    import numpy as np
+
+    counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    flat = list(chain.from_iterable(lists))
+    src = np.fromiter(map(itemgetter(0), flat), dtype=np.int64, count=len(flat))
+    second = (
+        np.fromiter(map(bool, map(itemgetter(1), flat)), dtype=np.int64, count=len(flat))
+        if fields == 2
+        else None
+    )
+    return src, second, np.repeat(ids, counts)
 
 
 def _edited_arrays(g: G.Graph, arrays, starts, ends):

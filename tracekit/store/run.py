@@ -13,6 +13,8 @@ a view into a table (`materialize`) and the connection's settings stay here, plu
 from __future__ import annotations
 
 import re
+import threading
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,9 +29,19 @@ from tracekit.sql.text import sql_str
 if TYPE_CHECKING:
     from tracekit.ingest.runner import Source
 
+# the connection's settings, per connection (a cursor starts from DuckDB's defaults):
+# an ASOF join on a CTE has no cardinality estimate (0): below this threshold DuckDB runs
+# it as a nested loop over every pair (5 s instead of 10 ms)
+SETTINGS = ("SET enable_progress_bar = false", "SET asof_loop_join_threshold = 0")
 MATERIALIZED = ("collectives",)  # cross-rank views a report reads many times
 # base tables exposed under another name (the public one is a derived view)
 _INTERNAL_NAME = {"collectives": "_collectives"}
+
+
+def _configured(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    for setting in SETTINGS:
+        con.execute(setting)
+    return con
 
 
 def _batches(sources: list[Source]) -> tuple[list[str], dict[str, list[int]]]:
@@ -117,25 +129,55 @@ class Run:
         self.clock_offsets_ns: dict[int, int] = {}
         # `--ranks` / `--sample-ranks` (tracekit.ingest.ranksel.RankSelection); None: every rank
         self.rank_selection = None
-        self.con = duckdb.connect()
-        self.con.execute("SET enable_progress_bar = false")
-        # an ASOF join on a CTE has no cardinality estimate (0): below this threshold
-        # DuckDB runs it as a nested loop over every pair (5 s instead of 10 ms)
-        self.con.execute("SET asof_loop_join_threshold = 0")
+        self._con = _configured(duckdb.connect())
+        self._local = threading.local()  # `beside`'s thread: its own cursor
+        self._beside: list[threading.Thread] = []
         whole, partial = _batches(sources)
         batches = [*whole, *partial]
+        self._derived: list[str] = []  # step tables computed from the events (`step_tables`)
+        self._lock = threading.Lock()
         for table in TABLES:
             name = _INTERNAL_NAME.get(table, table)
             if table in STEP_TABLES and not all(
                 table_path(cache_dir, b, table).exists() for b in batches
             ):  # left out at ingest (`tracekit.ingest.steptables`): from the events, as there
                 self.con.execute(sql.module(f"rank.{table}"))
+                self._derived.append(table)
                 continue
             self.con.execute(f"CREATE VIEW {name} AS {_read(cache_dir, table, whole, partial)}")
         for module in sql.RUN_MODULES:
             self.con.execute(sql.module(module))
         self._materialized = False
         self.window_tables: set[str] = set()  # `tracekit.metrics.windows.table`
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The run's connection; on a thread `beside` started, that thread's cursor (a
+        DuckDB connection is not safe to share across threads; a cursor sees the same
+        in-memory database: its tables and views, not TEMP ones)."""
+        return getattr(self._local, "con", None) or self._con
+
+    def beside(self, fn, *args) -> Future:
+        """`fn(*args)` on a thread of its own while the caller goes on; its queries
+        (`sql`, `con`) go through a cursor of that thread. The future's `result()` is
+        its return value or raises what it raised. `close` waits for it."""
+        cur = _configured(self._con.cursor())  # made here: the caller owns `_con`
+        fut: Future = Future()
+
+        def work() -> None:
+            self._local.con = cur
+            try:
+                fut.set_result(fn(*args))
+            except BaseException as exc:  # handed to whoever asks for the result
+                fut.set_exception(exc)
+            finally:
+                self._local.con = None
+                cur.close()
+
+        t = threading.Thread(target=work, name="tracekit-beside", daemon=True)
+        self._beside.append(t)
+        t.start()
+        return fut
 
     @property
     def ranks(self) -> list[int]:
@@ -152,18 +194,34 @@ class Run:
         """Compute the cross-rank views once, for the many queries of a report: the
         `collectives` matching (window functions over every rank's rows) is read by a
         dozen queries, each of which would compute it again (0.03 s at 8 ranks, 0.3 s at
-        64, every time). The view then reads a table of its rows (in the in-memory
-        database, so cursors of other threads see it too); the SQL
-        sandbox keeps the original definitions."""
+        64, every time). The view then reads a table of its rows (`_tables_of`)."""
         if self._materialized:
             return
-        from tracekit.store.sandbox import view_definitions
+        self._tables_of(MATERIALIZED)
+        self._materialized = True
 
-        self._view_sql = view_definitions(self.con)
-        for name in MATERIALIZED:
+    def step_tables(self) -> None:
+        """The step model's inputs the ingest left out (`tracekit.ingest.steptables`),
+        computed once into tables when the model is built: their views compute them from
+        the events in every query that reads them (a graph reads them in eight). Not at
+        open: a run past the model's reach never reads them."""
+        with self._lock:  # the model may be built on a thread of its own (`beside`)
+            derived, self._derived = self._derived, []
+            self._tables_of(derived)
+
+    def _tables_of(self, views) -> None:
+        """Each of `views` read from a table of its rows (in the in-memory database, so
+        cursors of other threads see it too); the SQL sandbox keeps the definitions the
+        store made."""
+        if not views:
+            return
+        if getattr(self, "_view_sql", None) is None:
+            from tracekit.store.sandbox import view_definitions
+
+            self._view_sql = view_definitions(self.con)
+        for name in views:
             self.con.execute(f"CREATE TABLE _m_{name} AS SELECT * FROM {name}")
             self.con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _m_{name}")
-        self._materialized = True
 
     def readonly_sql(self, query: str, bounds=None) -> duckdb.DuckDBPyRelation:
         """Run user SQL that may only read the run (`tracekit.store.sandbox`): one SELECT-like
@@ -195,11 +253,14 @@ class Run:
         return [(c, t, d.columns.get(c, "")) for c, t, *_ in types]
 
     def close(self) -> None:
+        for t in self._beside:  # their cursors read the database closed below
+            t.join()
+        self._beside.clear()
         box = getattr(self, "_sandbox", None)
         if box is not None:
             box.close()
             self._sandbox = None
-        self.con.close()
+        self._con.close()
 
     def __enter__(self) -> Run:
         return self

@@ -1,0 +1,154 @@
+"""The step model built on a thread beside the analysis (`whatif_plan.start`, `Run.beside`):
+the report is the one built without the thread (TRACEKIT_STEP_MODEL_THREAD=0), an error
+in the thread reaches the report as it did, and the thread queries through a cursor of
+its own. The step tables the ingest left out are made tables once, when the model is
+built (`Run.step_tables`)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+
+import pytest
+
+import tracekit
+from diagnosers import assemble
+from tests.synth import Scenario, generate
+from tracekit.analysis import whatif_plan
+from tracekit.ingest import steptables
+from tracekit.options import AnalysisOptions
+from tracekit.stepmodel import graph as G
+
+
+def _json(run_dir, monkeypatch, thread: bool) -> dict:
+    monkeypatch.setenv(whatif_plan.THREAD_ENV, "1" if thread else "0")
+    with tracekit.open(run_dir, workers=1) as run:
+        rep = json.loads(assemble.analyze(run, AnalysisOptions()).to_json())
+    rep.pop("tracekit_version", None)
+    return rep
+
+
+@pytest.fixture(scope="module")
+def synth_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("beside")
+    generate(Scenario(name="beside", world=4, straggler=2), root)  # a finding to replay
+    return root
+
+
+def _spy_build(monkeypatch, fail: Exception | None = None) -> list[str]:
+    """The threads `G.build` ran on; `fail`: it raises that instead."""
+    seen: list[str] = []
+    build = G.build
+
+    def spy(run, windows):
+        seen.append(threading.current_thread().name)
+        if fail is not None:
+            raise fail
+        return build(run, windows)
+
+    monkeypatch.setattr(G, "build", spy)
+    return seen
+
+
+def test_the_threaded_report_is_the_unthreaded_one(synth_run, monkeypatch):
+    seen = _spy_build(monkeypatch)
+    threaded = _json(synth_run, monkeypatch, thread=True)
+    assert seen == ["tracekit-beside"]  # built once, on the thread
+    alone = _json(synth_run, monkeypatch, thread=False)
+    assert seen[1:] == [threading.current_thread().name]
+    assert threaded["step_model"]["critical_path"]["segments"]
+    assert threaded["step_model"]["what_if"]  # the findings' remedies replayed
+    assert threaded == alone
+
+
+def test_a_shared_trace_reports_the_same_with_the_thread(shared_trace, monkeypatch):
+    src = shared_trace("a100_sendrecv_2rank")
+    assert _json(src, monkeypatch, thread=True) == _json(src, monkeypatch, thread=False)
+
+
+def test_an_error_in_the_thread_reaches_the_report_as_without_it(synth_run, monkeypatch):
+    seen = _spy_build(monkeypatch, fail=ValueError("no graph today"))
+    threaded = _json(synth_run, monkeypatch, thread=True)
+    alone = _json(synth_run, monkeypatch, thread=False)
+    assert seen[0] == "tracekit-beside"
+    note = "step model figures are missing: computing them raised ValueError('no graph today')"
+    assert note in threaded["step_model"]["notes"]
+    assert threaded == alone
+    assert threaded["findings"] and threaded["levels"]  # the rest of the report stands
+
+
+def test_debug_prints_the_threads_traceback(synth_run, monkeypatch, capsys):
+    _spy_build(monkeypatch, fail=ValueError("no graph today"))
+    monkeypatch.setenv(whatif_plan.THREAD_ENV, "1")
+    with tracekit.open(synth_run, workers=1) as run:
+        rep = assemble.analyze(run, AnalysisOptions(), debug=True)
+    assert "ValueError('no graph today')" in " ".join(rep.step_model.notes)
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "in spy" in err and "no graph today" in err
+
+
+def test_beside_runs_on_a_cursor_with_the_runs_settings(synth_run):
+    with tracekit.open(synth_run, workers=1) as run:
+        main = run.con
+
+        def work():
+            assert run.con is not main
+            (asof,) = run.sql("SELECT current_setting('asof_loop_join_threshold')").fetchone()
+            (n,) = run.sql("SELECT count(*) FROM events").fetchone()
+            return asof, n
+
+        fut = run.beside(work)
+        assert fut.result() == (0, run.sql("SELECT count(*) FROM events").fetchone()[0])
+        assert run.con is main
+
+        def fail():
+            raise KeyError("x")
+
+        with pytest.raises(KeyError):
+            run.beside(fail).result()
+
+
+def test_the_derived_step_tables_are_made_tables_once(tmp_path, monkeypatch):
+    src = tmp_path / "src"
+    generate(Scenario(name="lazy", world=2), src)
+    shutil.rmtree(src / ".tracekit", ignore_errors=True)
+    monkeypatch.setattr(steptables, "MAX_STEP_NODES", 0)  # the ingest leaves them out
+    with tracekit.open(src, workers=1) as run:
+        before = {
+            t: run.sql(f"SELECT * FROM {t} ORDER BY ALL").fetchall()
+            for t in steptables.STEP_TABLES
+        }
+        run.step_tables()
+        tables = {n for (n,) in run.sql("SELECT table_name FROM duckdb_tables()").fetchall()}
+        assert {f"_m_{t}" for t in steptables.STEP_TABLES} <= tables
+        for t, rows in before.items():
+            assert run.sql(f"SELECT * FROM {t} ORDER BY ALL").fetchall() == rows
+        run.step_tables()  # once
+        # the SQL sandbox keeps the store's definitions (it cannot read `_m_` tables)
+        ((n,),) = run.readonly_sql("SELECT count(*) FROM step_host").fetchall()
+        assert n == len(before["step_host"])
+
+
+def test_the_collector_pause_restores_what_it_found():
+    import gc
+
+    from tracekit.stepmodel.nogc import paused
+
+    assert gc.isenabled()
+    with paused():
+        assert not gc.isenabled()
+        with paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the outer pause still holds
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with paused():
+            pass
+        assert not gc.isenabled()  # found off: left off
+    finally:
+        gc.enable()
+    with pytest.raises(ValueError), paused():
+        raise ValueError
+    assert gc.isenabled()
