@@ -204,9 +204,9 @@ def test_device_gaps_ordered_once_are_the_two_queries_apart(name, tmp_path):
     """The host-bound gaps of the report's windows and of the step windows from one
     ordering of the work over the pieces are the rows `device_gaps` gives over each alone
     (the report's: the work before an item in the earlier pieces counts)."""
-    from tracekit import sql
     from tracekit.metrics import windows as W
     from tracekit.metrics.breakdown import (
+        device_gaps_sql,
         device_gaps_with_steps,
         host_bound_sql,
         per_rank,
@@ -218,7 +218,7 @@ def test_device_gaps_ordered_once_are_the_two_queries_apart(name, tmp_path):
         for window in ("steps", "trace"):
             report = W.values(run, windows_of(per_rank(run, window=window)))
             step = W.step_windows(None)
-            apart = sql.query("metrics.host_bound", "device_gaps", windows=report)
+            apart = device_gaps_sql(report)
             want_gaps = sorted(run.sql(apart).fetchall(), key=repr)
             want_steps = run.sql(f"{host_bound_sql(step)} ORDER BY rank, wid").fetchall()
             assert want_gaps and want_steps
