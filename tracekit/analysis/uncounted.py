@@ -94,9 +94,22 @@ def facts(ctx: Facts) -> UncountedFacts:
     # the per-kernel attribution is rank-local, built at ingest (`rank.kernel_ops`): here
     # it is only clipped to the windows and summed
     windows = W.values(ctx.run, windows_of(ctx.ranks))
-    rows = sql.query("levels.compute", "kernel_attribution", windows=windows)
-    query = sql.query("levels.compute", "kernel_attribution_by_kernel", attribution=rows)
-    return _sums(_Rows(ctx.run.sql(query).fetchall()), ctx)
+    rows = ctx.run.sql(by_kernel_sql(windows)).fetchall()
+    if len({r[-1] for r in rows}) < len(rows):  # two (why, op, kernel) share a hash
+        rows = ctx.run.sql(by_kernel_sql(windows, exact=True)).fetchall()
+    return _sums(_Rows(rows), ctx)
+
+
+def by_kernel_sql(windows: str, exact: bool = False) -> str:
+    """`levels.compute:kernel_attribution_by_kernel` over `windows`, grouped by a hash of
+    each kernel's (why, op, kernel), or (`exact`) by the three."""
+    key = "(k.why, k.op, k.kernel)" if exact else "hash(k.why, k.op, k.kernel)"
+    return sql.query("levels.compute", "kernel_attribution_by_kernel", windows=windows, key=key)
+
+
+def attribution_sql(windows: str) -> str:
+    """`levels.compute:kernel_attribution` over `windows`: a row per rank and kernel."""
+    return sql.query("levels.compute", "kernel_attribution", by_kernel=by_kernel_sql(windows))
 
 
 class _Rows:
