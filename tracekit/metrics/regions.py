@@ -32,21 +32,25 @@ def region_time(
     those regions (the others are not built)."""
     import numpy as np
 
-    in_windows = W.starting_in("SELECT * FROM regions", windows, start="work_ns")
+    source, params = "SELECT * FROM regions", None
+    if only is not None:  # those regions' rows only, before they are summed
+        if not only:
+            return {}
+        source += " WHERE list_contains($only, list_prepend(kind, path))"
+        params = {"only": [[kind, *path] for kind, path in sorted(only)]}
+    in_windows = W.starting_in(source, windows, start="work_ns")
     cells = sql.query("metrics.regions", "region_time", in_windows=in_windows)
     # numbers only, column by column: no path list per row (37,000 at 1,024 ranks); each
     # region's kind and path come on its first row
-    cols = run.sql(sql.query("metrics.regions", "region_cells", cells=cells)).fetchnumpy()
+    query = sql.query("metrics.regions", "region_cells", cells=cells)
+    cols = run.sql(query, params).fetchnumpy()
     name: dict[int, tuple[str, tuple[str, ...]]] = {}
     for i in np.flatnonzero(~np.ma.getmaskarray(cols["kind"])):
         h, key = int(cols["region"][i]), (str(cols["kind"][i]), tuple(cols["path"][i]))
         if name.setdefault(h, key) != key:  # a hash shared by two regions: rows with paths
-            return _by_path(run, cells, only)
+            return _by_path(run, cells, params)
     names = ("region", "rank", "wid", "n", "count", "cpu_ns", "device_ns", "device_self_ns")
     names += ("flops",)
-    if only is not None:  # the rows of those regions only
-        keep = np.isin(cols["region"], [h for h, key in name.items() if key in only])
-        cols = {c: cols[c][keep] for c in names}
     out: dict[tuple[str, tuple[str, ...]], dict] = {}
     region, rank, wid, *figures = (cols[c].tolist() for c in names)
     for h, r, w, *fig in zip(region, rank, wid, *figures, strict=True):
@@ -54,12 +58,11 @@ def region_time(
     return out
 
 
-def _by_path(run: Run, cells: str, only) -> dict[tuple[str, tuple[str, ...]], dict]:
+def _by_path(run: Run, cells: str, params) -> dict[tuple[str, tuple[str, ...]], dict]:
     """`region_time` from the rows with their paths."""
     out: dict[tuple[str, tuple[str, ...]], dict] = {}
-    for rank, wid, n, kind, path, count, cpu, dev, self_, flops in run.sql(cells).fetchall():
-        key = (kind, tuple(path))
-        if only is None or key in only:
-            cell = RegionCell(int(n), int(count), int(cpu), int(dev), int(self_), flops)
-            out.setdefault(key, {})[(rank, wid)] = cell
+    rows = run.sql(cells, params).fetchall()
+    for rank, wid, n, kind, path, count, cpu, dev, self_, flops in rows:
+        cell = RegionCell(int(n), int(count), int(cpu), int(dev), int(self_), flops)
+        out.setdefault((kind, tuple(path)), {})[(rank, wid)] = cell
     return out
