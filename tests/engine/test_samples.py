@@ -200,6 +200,38 @@ def test_collective_exposure_computed_once_is_the_two_queries_apart(name, tmp_pa
 
 
 @pytest.mark.parametrize("name", ["ddp", "pp"])
+def test_kernel_time_computed_once_is_the_two_queries_apart(name, tmp_path):
+    """The report's top kernels and the samples' series of those kernels in one query (the
+    pieces of each report window) are exactly what each query gives alone; a selection of
+    steps and the trace window (no pieces: the queries run apart) too."""
+    from tracekit.metrics import kernels as K
+    from tracekit.metrics import windows as W
+    from tracekit.metrics.breakdown import per_rank, windows_of
+
+    generate(SYNTH[name], tmp_path)
+    with tracekit.open(tmp_path) as run:
+        first = run.sql("SELECT min(step) FROM device_steps WHERE analysed").fetchone()[0]
+        for window, steps in (
+            ("steps", None),
+            ("steps", f"{first + 1}-{first + 2}"),
+            ("trace", None),
+        ):
+            report = W.values(run, windows_of(per_rank(run, window=window, steps=steps)))
+            step = W.step_windows(steps)
+            top = max(len(K.kernel_time(run, report)) - 1, 1)  # all but one name
+            want_report = K.kernel_time(run, report, top=top)
+            assert len(want_report) == top
+            names = K.top_names(want_report, top)
+            want_steps = K.kernel_time(run, step, names)
+            assert want_steps
+            if window == "steps":  # the one query over the pieces
+                assert W.pieces(run, report, step) is not None
+            assert K.kernel_time_with_steps(run, report, step, top=top) == want_report
+            assert K.kernel_time(run, step, names) == want_steps
+            assert K.kernel_time(run, step, names[:1]) == {names[0]: want_steps[names[0]]}
+
+
+@pytest.mark.parametrize("name", ["ddp", "pp"])
 def test_device_gaps_ordered_once_are_the_two_queries_apart(name, tmp_path):
     """The host-bound gaps of the report's windows and of the step windows from one
     ordering of the work over the pieces are the rows `device_gaps` gives over each alone
