@@ -315,7 +315,7 @@ def test_kernel_attribution_is_built_at_ingest(tmp_path):
         assert fraction == pytest.approx(truth.uncounted_fraction[rank], abs=1e-6)
 
 
-def test_the_attribution_grouped_by_a_hash_is_the_sums_by_name(tmp_path):
+def test_the_attribution_grouped_by_a_hash_is_the_sums_by_name(tmp_path, monkeypatch):
     """`kernel_attribution_by_kernel` groups by a hash of (why, op, kernel), or by the
     three where two share a hash: both give, for each (why, op, kernel) and rank, the sums
     a loop over the `kernel_ops` rows clipped to the windows gives — NULL ops (`no_op`)
@@ -364,3 +364,9 @@ def test_the_attribution_grouped_by_a_hash_is_the_sums_by_name(tmp_path):
                 for i, rank in enumerate(ranks):
                     got[(why, op, kernel, rank)] = [ns[i], n[i], ops[i]]
             assert got == {k: [ns, n, len(ops)] for k, (ns, n, ops) in want.items()}
+        # the facts from the rows grouped by the names (where two share a hash) are the same
+        hashed = uncounted.facts(ctx)
+        by_names = uncounted.by_kernel_sql
+        monkeypatch.setattr(uncounted, "by_kernel_sql", lambda w, exact=False: by_names(w, True))
+        assert repr(uncounted.facts(ctx)) == repr(hashed)
+        assert hashed.by_rank and set(hashed.by_rank) == {0, 1, 2}
