@@ -176,7 +176,7 @@ def check_job(job: str, out: Path, device: str, world: int, **options) -> list[C
 
 def _device_checks(job, run, rep, own, windows) -> list[Check]:
     """Peak memory per rank against the allocator's own statistic; kernel classification."""
-    from tracekit import sql
+    from tracekit.analysis.uncounted import attribution_sql
 
     out = []
     mem = {m["rank"]: m["peak_allocated_bytes"] for m in rep.level("memory").metrics["ranks"]}
@@ -188,7 +188,7 @@ def _device_checks(job, run, rep, own, windows) -> list[Check]:
     bad = sorted({n for n, c in kc if n.lower().startswith("nccl") and c != "communication"})
     detail = "NCCL kernels not communication: " + (", ".join(bad[:3]) or "none")
     out.append(Check(job, "kernels", "FAIL" if bad else "PASS", len(bad), 0, detail))
-    query = sql.query("levels.compute", "kernel_attribution", windows=windows)
+    query = attribution_sql(windows)
     missed = sorted(
         {
             k

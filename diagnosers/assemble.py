@@ -25,6 +25,7 @@ from diagnosers.context import Context
 from diagnosers.findings import SEVERITY_ORDER, Finding
 from diagnosers.rules import error_finding, run_rules, selected
 from tracekit.metrics import kernels as K
+from tracekit.metrics import windows as W
 from tracekit.metrics.samples import per_step
 from tracekit.model import figures as F
 from tracekit.options import AnalysisOptions
@@ -205,7 +206,9 @@ def top_kernels(ctx: Context, limit: int = K.TOP_KERNELS) -> list[S.KernelRow]:
     mean over the report's ranks (the samples' kernel series, over the whole window)."""
     per = {
         name: {rank: v for (rank, _wid), v in cells.items()}
-        for name, cells in K.kernel_time(ctx.run, ctx.windows, top=limit).items()
+        for name, cells in K.kernel_time_with_steps(
+            ctx.run, ctx.windows, W.step_windows(ctx.steps), top=limit
+        ).items()
     }
     steps = {r.rank: max(r.steps, 1) for r in ctx.ranks}
     n = max(len(ctx.ranks), 1)

@@ -62,7 +62,7 @@ def analyze(run, values: Mapping[str, Any], fmt: str, debug: bool = False):
         rep = assemble.cached(r, options, debug=debug)
         text = _html_report(r, rep) if fmt == "html" else RENDERERS[fmt](rep)
     if answer:
-        cache.write_answer(answer, rep, r.warnings)
+        cache.write_answer(answer, rep, r.warnings, text if fmt == "json" else None)
     return text, list(r.warnings)
 
 

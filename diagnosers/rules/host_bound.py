@@ -91,17 +91,24 @@ class HostBound(Rule):
 
     @staticmethod
     def replayed_share(ctx, ranks: list[int]) -> float | None:
-        """The share of these ranks' kernels in the window launched by a graph launch."""
+        """The share of these ranks' kernels in the window launched by a graph launch; 0
+        where the run has no graph launch (its kernels not counted then: a scan of every
+        kernel, 0.07 s at 1,024 ranks)."""
         if not ranks or getattr(ctx, "run", None) is None:
             return None  # facts alone (a rule's test): no trace to ask
         wins = ctx.window_sql()
+        launches = (
+            "SELECT DISTINCT rank, correlation FROM events WHERE kind = 'runtime' "
+            "AND contains(name, 'GraphLaunch')"
+        )
+        if ctx.run.sql(f"SELECT count(*) FROM ({launches})").fetchone()[0] == 0:
+            return 0.0
         rows = ctx.run.sql(
             f"""WITH w AS {wins},
             k AS (SELECT e.rank, e.correlation FROM events e JOIN w ON e.rank = w.rank
                   WHERE e.kind = 'kernel' AND e.ts_ns >= w.start_ns AND e.ts_ns < w.end_ns
                     AND e.rank IN ({", ".join(str(int(r)) for r in ranks)})),
-            g AS (SELECT DISTINCT rank, correlation FROM events
-                  WHERE kind = 'runtime' AND contains(name, 'GraphLaunch'))
+            g AS ({launches})
             SELECT count(*), count(g.correlation) FROM k
             LEFT JOIN g ON g.rank = k.rank AND g.correlation = k.correlation"""
         ).fetchall()

@@ -370,3 +370,50 @@ def test_regions_screen_jumps_to_the_timeline_and_the_ops(tmp_path):
         asyncio.run(go())
     finally:
         s.close()
+
+
+def test_region_time_of_some_regions_is_theirs_of_all(shared_trace, monkeypatch):
+    """`region_time(…, only=…)` filters the regions in SQL before they are summed: its
+    cells are those of every region for the ones asked (none asked: none); the rows read
+    with their paths (the fallback where two regions share a hash) are the same cells."""
+    from tracekit.metrics import regions as R
+    from tracekit.metrics import windows as W
+
+    with tracekit.open(shared_trace("v100_dlrm_8rank")) as r:
+        steps = W.step_windows(None)
+        every = R.region_time(r, steps)
+        some = set(sorted(every)[1::3])
+        assert len(every) > 3 and some
+        assert R.region_time(r, steps, only=some) == {k: every[k] for k in some}
+        assert R.region_time(r, steps, only=set()) == {}
+        # every region named by one hash: the fallback reads the rows with their paths
+        query = R.sql.query
+
+        def one_hash(module, name, **kw):
+            q = query(module, name, **kw)
+            return q.replace("hash(kind, path)", "0::UBIGINT") if name == "region_cells" else q
+
+        monkeypatch.setattr(R.sql, "query", one_hash)
+        assert R.region_time(r, steps, only=some) == {k: every[k] for k in some}
+        assert R.region_time(r, steps) == every
+
+
+@pytest.mark.parametrize("name", ["mi300x_resnet_ddp8_rank0", "v100_dlrm_8rank"])
+def test_region_figures_from_columns_are_the_cells_summed(shared_trace, name):
+    """`per_rank_of` computes each rank's figures from the columns at once where every rank
+    has one window: the same floats, bit for bit, as `per_rank` over `region_time`'s cells
+    (FLOPs and nulls among them); over the step windows (several a rank) it sums cells."""
+    from tracekit.analysis.regions import per_rank, per_rank_of
+    from tracekit.metrics import regions as R
+    from tracekit.metrics import windows as W
+    from tracekit.metrics.breakdown import per_rank as breakdown
+    from tracekit.metrics.breakdown import windows_of
+
+    with tracekit.open(shared_trace(name)) as r:
+        report = W.values(r, windows_of(breakdown(r)))
+        for windows in (report, W.step_windows(None)):
+            want = {k: per_rank(cells) for k, cells in R.region_time(r, windows).items()}
+            got = per_rank_of(r, windows)
+            assert repr(got) == repr(want)  # repr: the floats bit for bit, the order too
+        flops = [v["flops"] for per in got.values() for v in per.values()]
+        assert None in flops and any(f is not None for f in flops)

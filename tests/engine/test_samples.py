@@ -177,26 +177,52 @@ def test_collective_exposure_computed_once_is_the_two_queries_apart(name, tmp_pa
     each report window) give exactly what each query gives alone; a selection of steps
     and the trace window (no pieces: the queries run apart) too."""
     from tracekit.metrics import collectives as C
-    from tracekit.metrics import windows as W
-    from tracekit.metrics.breakdown import per_rank, windows_of
 
     generate(SYNTH[name], tmp_path)
     with tracekit.open(tmp_path) as run:
-        first = run.sql("SELECT min(step) FROM device_steps WHERE analysed").fetchone()[0]
-        for window, steps in (
-            ("steps", None),
-            ("steps", f"{first + 1}-{first + 2}"),
-            ("trace", None),
-        ):
-            report = W.values(run, windows_of(per_rank(run, window=window, steps=steps)))
-            step = W.step_windows(steps)
+        for report, step in _windows_and_steps(run):
             want_report = C._cells(C._rows(run, report))
             want_steps = C._cells(C._rows(run, step))
             assert want_report and want_steps
-            if window == "steps":  # the one query over the pieces
-                assert W.pieces(run, report, step) is not None
             assert C.exposure_with_steps(run, report, step) == want_report
             assert C.exposure(run, step) == want_steps
+
+
+def _windows_and_steps(run):
+    """(the report's windows, the step windows) for the default steps window, a selection
+    of steps and the trace window (no pieces there: the queries run apart); the pieces of
+    the report windows where the window is the steps'."""
+    from tracekit.metrics import windows as W
+    from tracekit.metrics.breakdown import per_rank, windows_of
+
+    first = run.sql("SELECT min(step) FROM device_steps WHERE analysed").fetchone()[0]
+    for window, steps in (("steps", None), ("steps", f"{first + 1}-{first + 2}"), ("trace", None)):
+        report = W.values(run, windows_of(per_rank(run, window=window, steps=steps)))
+        step = W.step_windows(steps)
+        if window == "steps":  # the one query over the pieces
+            assert W.pieces(run, report, step) is not None
+        yield report, step
+
+
+@pytest.mark.parametrize("name", ["ddp", "pp"])
+def test_kernel_time_computed_once_is_the_two_queries_apart(name, tmp_path):
+    """The report's top kernels and the samples' series of those kernels in one query (the
+    pieces of each report window) are exactly what each query gives alone; a selection of
+    steps and the trace window (no pieces: the queries run apart) too."""
+    from tracekit.metrics import kernels as K
+
+    generate(SYNTH[name], tmp_path)
+    with tracekit.open(tmp_path) as run:
+        for report, step in _windows_and_steps(run):
+            top = max(len(K.kernel_time(run, report)) - 1, 1)  # all but one name
+            want_report = K.kernel_time(run, report, top=top)
+            assert len(want_report) == top
+            names = K.top_names(want_report, top)
+            want_steps = K.kernel_time(run, step, names)
+            assert want_steps
+            assert K.kernel_time_with_steps(run, report, step, top=top) == want_report
+            assert K.kernel_time(run, step, names) == want_steps
+            assert K.kernel_time(run, step, names[:1]) == {names[0]: want_steps[names[0]]}
 
 
 @pytest.mark.parametrize("name", ["ddp", "pp"])
@@ -204,9 +230,9 @@ def test_device_gaps_ordered_once_are_the_two_queries_apart(name, tmp_path):
     """The host-bound gaps of the report's windows and of the step windows from one
     ordering of the work over the pieces are the rows `device_gaps` gives over each alone
     (the report's: the work before an item in the earlier pieces counts)."""
-    from tracekit import sql
     from tracekit.metrics import windows as W
     from tracekit.metrics.breakdown import (
+        device_gaps_sql,
         device_gaps_with_steps,
         host_bound_sql,
         per_rank,
@@ -218,7 +244,7 @@ def test_device_gaps_ordered_once_are_the_two_queries_apart(name, tmp_path):
         for window in ("steps", "trace"):
             report = W.values(run, windows_of(per_rank(run, window=window)))
             step = W.step_windows(None)
-            apart = sql.query("metrics.host_bound", "device_gaps", windows=report)
+            apart = device_gaps_sql(report)
             want_gaps = sorted(run.sql(apart).fetchall(), key=repr)
             want_steps = run.sql(f"{host_bound_sql(step)} ORDER BY rank, wid").fetchall()
             assert want_gaps and want_steps

@@ -143,9 +143,16 @@ def _examples() -> dict[tuple[str, str], dict[str, str]]:
         ("metrics.kernel_time", "kernel_time"): {
             "clipped": W.overlapping(sql.query("metrics.kernel_time", "compute_activity"), w)
         },
-        ("metrics.host_bound", "device_gaps"): {"windows": w},
+        ("metrics.host_bound", "work"): {"windows": w},
+        ("metrics.host_bound", "device_gaps"): {
+            "work": sql.query("metrics.host_bound", "work", windows=w)
+        },
         ("metrics.host_bound", "host_bound"): {
-            "gaps": sql.query("metrics.host_bound", "device_gaps", windows=w)
+            "gaps": sql.query(
+                "metrics.host_bound",
+                "device_gaps",
+                work=sql.query("metrics.host_bound", "work", windows=w),
+            )
         },
         ("metrics.regions", "region_time"): {
             "in_windows": W.starting_in("SELECT * FROM regions", w, start="work_ns")

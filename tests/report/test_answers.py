@@ -114,3 +114,26 @@ def test_no_fast_answer_for_files_or_debug(run, opens):
     res = CliRunner().invoke(main, ["--debug", "analyze", str(run)], catch_exceptions=False)
     assert res.exit_code == 0
     assert len(opens) == 4
+
+
+def test_the_answer_key_stamps_every_file_outside_the_cache(run):
+    """The key covers each file of the folder, nested ones too (its path, size, mtime),
+    not what lies in `.tracekit/` at any depth; a symlink anywhere makes it ambiguous."""
+    from tracekit.report.cache import answer_key
+
+    (run / "sub" / ".tracekit").mkdir(parents=True)
+    (run / "sub" / "notes.txt").write_text("a")
+    first = answer_key(run, {})
+    assert first is not None and first == answer_key(run, {})
+    (run / "sub" / ".tracekit" / "x").write_text("cache")
+    (run / ".tracekit").mkdir(exist_ok=True)
+    (run / ".tracekit" / "y").write_text("cache")
+    assert answer_key(run, {}) == first
+    (run / "sub" / "notes.txt").write_text("ab")  # one more byte
+    second = answer_key(run, {})
+    assert second not in (None, first)
+    (run / "sub" / "deeper").mkdir()
+    (run / "sub" / "deeper" / "more.txt").write_text("")
+    assert answer_key(run, {}) not in (None, first, second)
+    os.symlink(run / "sub" / "notes.txt", run / "sub" / "deeper" / "link.txt")
+    assert answer_key(run, {}) is None

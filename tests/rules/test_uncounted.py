@@ -313,3 +313,60 @@ def test_kernel_attribution_is_built_at_ingest(tmp_path):
     assert "kernel_ops" in cache.TABLES
     for rank, fraction in whole.by_rank.items():
         assert fraction == pytest.approx(truth.uncounted_fraction[rank], abs=1e-6)
+
+
+def test_the_attribution_grouped_by_a_hash_is_the_sums_by_name(tmp_path, monkeypatch):
+    """`kernel_attribution_by_kernel` groups by a hash of (why, op, kernel), or by the
+    three where two share a hash: both give, for each (why, op, kernel) and rank, the sums
+    a loop over the `kernel_ops` rows clipped to the windows gives — NULL ops (`no_op`)
+    included."""
+    from collections import defaultdict
+
+    from diagnosers.context import Context
+    from tracekit.analysis import uncounted
+    from tracekit.metrics import windows as W
+    from tracekit.metrics.breakdown import windows_of
+
+    sc = Scenario(name="hashed", **{**SMALL, "world": 3}, graph_replay="backward")
+    generate(sc, tmp_path / "r")
+    with tracekit.open(tmp_path / "r") as run:
+        # rank 1's kernels outside the table ops made launcher-less (no op, no op_key)
+        run.con.execute("CREATE TABLE ko AS SELECT * FROM kernel_ops")
+        run.con.execute(
+            "CREATE OR REPLACE VIEW kernel_ops AS SELECT * REPLACE ("
+            " CASE WHEN rank = 1 AND why <> 'counted' THEN 'no_op' ELSE why END AS why,"
+            " CASE WHEN rank = 1 AND why <> 'counted' THEN NULL ELSE op END AS op,"
+            " CASE WHEN rank = 1 AND why <> 'counted' THEN NULL ELSE op_key END AS op_key)"
+            " FROM ko"
+        )
+        ctx = Context(run)
+        windows = {r.rank: (r.window_start_ns, r.window_ms) for r in ctx.ranks}
+        want: dict = defaultdict(lambda: [0, 0, set()])
+        rows = run.sql("SELECT rank, why, op, kernel, op_key, ts_ns, end_ns FROM ko").fetchall()
+        for rank, why, op, kernel, key, ts, end in rows:
+            if rank == 1 and why != "counted":
+                why, op, key = "no_op", None, None
+            start = windows[rank][0]
+            stop = start + round(windows[rank][1] * 1e6)
+            if end > start and ts < stop:
+                cell = want[(why, op, kernel, rank)]
+                cell[0] += min(end, stop) - max(ts, start)
+                cell[1] += ts >= start
+                if key is not None:
+                    cell[2].add(key)
+        assert any(k[1] is None for k in want) and any(k[1] is not None for k in want)
+        w = W.values(run, windows_of(ctx.ranks))
+        for exact in (False, True):
+            got = {}
+            for why, op, kernel, ranks, _notes, ns, n, ops, _key in run.sql(
+                uncounted.by_kernel_sql(w, exact)
+            ).fetchall():
+                for i, rank in enumerate(ranks):
+                    got[(why, op, kernel, rank)] = [ns[i], n[i], ops[i]]
+            assert got == {k: [ns, n, len(ops)] for k, (ns, n, ops) in want.items()}
+        # the facts from the rows grouped by the names (where two share a hash) are the same
+        hashed = uncounted.facts(ctx)
+        by_names = uncounted.by_kernel_sql
+        monkeypatch.setattr(uncounted, "by_kernel_sql", lambda w, exact=False: by_names(w, True))
+        assert repr(uncounted.facts(ctx)) == repr(hashed)
+        assert hashed.by_rank and set(hashed.by_rank) == {0, 1, 2}

@@ -57,9 +57,19 @@ def sanity_notes(
     return notes
 
 
+def _capture_spans(ctx: Facts) -> str | None:
+    """SQL reading the run's CUDA/HIP graph captures (`capture_spans`: a scan of every
+    runtime call's name), from a table made once for the steps and the notes; None where
+    the run has none."""
+    spans = W.rows_of(ctx.run, sql.query("levels.compute", "capture_spans"))
+    return spans if ctx.run.sql(f"SELECT EXISTS ({spans})").fetchone()[0] else None
+
+
 def capture_steps(ctx: Facts) -> dict[int, int]:
     """Per rank: its analysed steps in which a CUDA/HIP graph capture starts."""
-    spans = sql.query("levels.compute", "capture_spans")
+    spans = _capture_spans(ctx)
+    if spans is None:
+        return {}
     src = (
         "SELECT s.rank, s.step, s.ts_ns FROM steps s JOIN (" + spans + ") c "
         "ON c.rank = s.rank AND c.start_ns BETWEEN s.ts_ns AND s.end_ns"
@@ -73,7 +83,9 @@ def capture_steps(ctx: Facts) -> dict[int, int]:
 def capture_notes(ctx: Facts) -> list[str]:
     """A step that captures CUDA/HIP graphs is a capture step: its launches were recorded,
     their kernels did not run, and its ops count no FLOPs (`op_flops`)."""
-    spans = sql.query("levels.compute", "capture_spans")
+    spans = _capture_spans(ctx)
+    if spans is None:
+        return []
     rows = ctx.run.sql(sql.query("levels.compute", "graph_captures", spans=spans)).fetchall()
     by_step: dict[int | None, list] = {}
     for rank, step, caps, launches in rows:

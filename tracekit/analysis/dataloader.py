@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tracekit import sql
+from tracekit.metrics import windows as W
 
 if TYPE_CHECKING:
     from tracekit.analysis.facts import Facts
@@ -36,7 +37,8 @@ def loader_idle(ctx: Facts) -> dict[int, LoaderIdle]:
     """Per rank with loader spans in its analysed windows, their device idle per step."""
     if ctx.cpu:
         return {}
-    spans = sql.query("levels.dataloader", "loader_spans", windows=ctx.windows)
+    # a table: both queries below read the spans (a scan of every CPU op's name)
+    spans = W.rows_of(ctx.run, sql.query("levels.dataloader", "loader_spans", windows=ctx.windows))
     idle = ctx.run.sql(sql.query("levels.dataloader", "loader_idle", spans=spans)).fetchall()
     if not idle:
         return {}

@@ -168,20 +168,12 @@ class Facts:
         return collective_facts(self)
 
     @cached_property
-    def region_cells(self) -> dict:
-        """(kind, path) → (rank, wid) → `RegionCell` over the windows
-        (`tracekit.metrics.regions.region_time`): the regions and TK-S402 read it."""
-        from tracekit.metrics.regions import region_time
-
-        return region_time(self.run, self.windows)
-
-    @cached_property
     def region_per_rank(self) -> dict:
-        """(kind, path) → rank → the region's figures per step (`analysis.regions.per_rank`
-        of `region_cells`), built once: the regions and TK-S402 read them."""
-        from tracekit.analysis.regions import per_rank
+        """(kind, path) → rank → the region's figures per step over the windows
+        (`analysis.regions.per_rank_of`), built once: the regions and TK-S402 read them."""
+        from tracekit.analysis.regions import per_rank_of
 
-        return {key: per_rank(cells) for key, cells in self.region_cells.items()}
+        return per_rank_of(self.run, self.windows)
 
     @cached_property
     def stragglers(self) -> Attribution:

@@ -94,45 +94,63 @@ def facts(ctx: Facts) -> UncountedFacts:
     # the per-kernel attribution is rank-local, built at ingest (`rank.kernel_ops`): here
     # it is only clipped to the windows and summed
     windows = W.values(ctx.run, windows_of(ctx.ranks))
-    rows = sql.query("levels.compute", "kernel_attribution", windows=windows)
-    query = sql.query("levels.compute", "kernel_attribution_by_kernel", attribution=rows)
-    return _sums(_Rows(ctx.run.sql(query).fetchall()), ctx)
+    cols = ctx.run.sql(by_kernel_sql(windows)).fetchnumpy()  # each list an int array
+    if len(set(cols["key"].tolist())) < len(cols["key"]):  # two (why, op, kernel) share a hash
+        cols = ctx.run.sql(by_kernel_sql(windows, exact=True)).fetchnumpy()
+    return _sums(_Rows(cols), ctx)
+
+
+def by_kernel_sql(windows: str, exact: bool = False) -> str:
+    """`levels.compute:kernel_attribution_by_kernel` over `windows`, grouped by a hash of
+    each kernel's (why, op, kernel), or (`exact`) by the three."""
+    key = "(k.why, k.op, k.kernel)" if exact else "hash(k.why, k.op, k.kernel)"
+    return sql.query("levels.compute", "kernel_attribution_by_kernel", windows=windows, key=key)
+
+
+def attribution_sql(windows: str) -> str:
+    """`levels.compute:kernel_attribution` over `windows`: a row per rank and kernel."""
+    return sql.query("levels.compute", "kernel_attribution", by_kernel=by_kernel_sql(windows))
 
 
 class _Rows:
     """`kernel_attribution`'s rows as columns in its row order (rank, why, op, kernel):
     numbers as numpy arrays, each text column as codes into its distinct values. Read
-    gathered by kernel (`kernel_attribution_by_kernel`): tens of kernel names, not one
-    per row (90,000 rows at 1,024 ranks)."""
+    gathered by kernel (`kernel_attribution_by_kernel`, its columns as `fetchnumpy` gives
+    them: each list an array): tens of kernel names, not one per row (90,000 rows at
+    1,024 ranks)."""
 
-    def __init__(self, by_kernel: list[tuple]):
+    def __init__(self, by_kernel: dict):
         import numpy as np
 
-        size = [len(r[3]) for r in by_kernel]
-        group = np.repeat(np.arange(len(by_kernel)), size)
+        size = [len(r) for r in by_kernel["ranks"]]
+        group = np.repeat(np.arange(len(size)), size)
         flat = [
-            np.concatenate([np.asarray(r[i], dtype=np.int64) for r in by_kernel])
-            if by_kernel else np.zeros(0, dtype=np.int64)
-            for i in (3, 5, 6, 7)
+            np.concatenate([np.asarray(r, dtype=np.int64) for r in by_kernel[c]])
+            if size else np.zeros(0, dtype=np.int64)
+            for c in ("ranks", "ns", "n", "ops")
         ]  # fmt: skip
         # the groups come ordered (why, op, kernel), each rank's list ascending: so
         # ordered by (rank, group) the rows are `kernel_attribution`'s ORDER BY
         order = np.lexsort((group, flat[0])) if len(group) else group
         self.rank, self.ns, self.n, self.ops = (c[order] for c in flat)
         self.text: dict[str, tuple] = {}
-        for i, name in enumerate(("why", "op", "kernel")):
+        for name in ("why", "op", "kernel"):
             seen: dict = {}
-            codes = np.array([seen.setdefault(r[i], len(seen)) for r in by_kernel], dtype=np.int64)
+            values = by_kernel[name].tolist()  # nulls (masked) as None
+            codes = np.array([seen.setdefault(v, len(seen)) for v in values], dtype=np.int64)
             self.text[name] = ((codes[group] if len(group) else group)[order], list(seen))
         # where each row's note lies: its kernel row and its place in that row's lists
         first = np.cumsum([0, *size[:-1]]) if size else np.zeros(0, dtype=np.int64)
         of = group[order]
-        self._at = (by_kernel, of, order - first[of])
+        self._at = (by_kernel["notes"], of, order - first[of])
 
     def note(self, i: int) -> str | None:
         """Row `i`'s note (read where needed: a few rows, not 90,000)."""
-        by_kernel, group, pos = self._at
-        return by_kernel[group[i]][4][pos[i]]
+        import numpy as np
+
+        notes, group, pos = self._at
+        note = notes[group[i]][pos[i]]
+        return None if note is np.ma.masked or note is None else str(note)
 
 
 def _groups(*codes):

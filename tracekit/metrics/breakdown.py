@@ -71,8 +71,14 @@ def host_bound_sql(windows: str, run: Run | None = None) -> str:
     `device_gaps_with_steps` kept for these windows where it did (`run` given)."""
     gaps = W.kept(run, (_GAPS, windows)) if run is not None else None
     if gaps is None:
-        gaps = sql.query(_GAPS, "device_gaps", windows=windows)
+        gaps = device_gaps_sql(windows)
     return sql.query(_GAPS, "host_bound", gaps=gaps)
+
+
+def device_gaps_sql(windows: str) -> str:
+    """Per (rank, wid) of `windows` the device work items with the end of the work before
+    each (`metrics.host_bound:device_gaps` over its `work`)."""
+    return sql.query(_GAPS, "device_gaps", work=sql.query(_GAPS, "work", windows=windows))
 
 
 def device_gaps_with_steps(run: Run, windows: str, step_windows: str) -> str:
@@ -85,16 +91,17 @@ def device_gaps_with_steps(run: Run, windows: str, step_windows: str) -> str:
     sets come from that one sort, exactly. Otherwise `device_gaps` over `windows`."""
     pieces = W.pieces(run, windows, step_windows)
     if pieces is None:
-        return W.rows_of(run, sql.query(_GAPS, "device_gaps", windows=windows))
-    work = W.rows_of(run, sql.query(_GAPS, "piece_work", pieces=W.table(run, pieces)))
+        return W.rows_of(run, device_gaps_sql(windows))
+    work = sql.query(_GAPS, "work", windows=W.table(run, pieces))
+    work = W.rows_of(run, sql.query(_GAPS, "piece_work", work=work))
     cols = "rank, wid, ts_ns, end_ns, launch_ns, gloo, prev_end"
     steps = f"SELECT {cols} FROM ({work}) WHERE wid >= 0"
-    W.keep(run, (_GAPS, step_windows), sql.query(_GAPS, "gaps_of_work", work=steps))
+    W.keep(run, (_GAPS, step_windows), sql.query(_GAPS, "device_gaps", work=steps))
     whole = (
         "SELECT rank, 0::INTEGER AS wid, ts_ns, end_ns, launch_ns, gloo, "
         f"greatest(prev_end, before_end) AS prev_end FROM ({work})"
     )
-    return W.rows_of(run, sql.query(_GAPS, "gaps_of_work", work=whole))
+    return W.rows_of(run, sql.query(_GAPS, "device_gaps", work=whole))
 
 
 def hidden_by_compute_sql(intervals: str, windows: str) -> str:

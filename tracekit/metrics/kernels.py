@@ -13,6 +13,7 @@ from tracekit.metrics import windows as W
 from tracekit.store.run import Run
 
 TOP_KERNELS = 10
+_KT = "metrics.kernel_time"
 
 
 def kernel_time(
@@ -23,19 +24,53 @@ def kernel_time(
     Only the kernels `names`, when given; else, with `top`, only the `top` names with the
     most device time over all windows (ties by name, as `top_names`). The report reads
     ten names: at 1,024 ranks every name was 73,000 rows brought into Python."""
-    clipped = W.overlapping(sql.query("metrics.kernel_time", "compute_activity"), windows)
-    query = sql.query("metrics.kernel_time", "kernel_time", clipped=clipped)
-    params = None
-    if names is not None:
-        query = sql.query("metrics.kernel_time", "named", kernel_time=query)
-        params = {"names": list(names)}
-    elif top is not None:
-        query = sql.query("metrics.kernel_time", "top", kernel_time=query)
-        params = {"top": int(top)}
+    kept = W.kept(run, (_KT, windows))
+    if kept is not None and names is not None and set(names) <= kept[0]:
+        return {name: kept[1][name] for name in names if name in kept[1]}
     out: dict[str, dict[tuple[int, int], tuple[int, int]]] = {}
-    for rank, wid, name, ns, n in run.sql(query, params).fetchall():
+    for rank, wid, name, ns, n in _rows(run, windows, names, top):
         out.setdefault(name, {})[(rank, wid)] = (ns, n)
     return out
+
+
+def kernel_time_with_steps(
+    run: Run, windows: str, step_windows: str, top: int
+) -> dict[str, dict[tuple[int, int], tuple[int, int]]]:
+    """`kernel_time(run, windows, top=top)` for the report's windows (one a rank, wid 0),
+    with the step windows' rows of those names (`step_windows`, the samples') computed in
+    the same query and kept for `kernel_time(run, step_windows, names)`. Where each
+    rank's step windows lie, disjoint, inside its report window (`windows.pieces`), the
+    query runs once over the pieces: a kernel's clipped time and its start fall in the
+    pieces as in the whole window, so a window's sums are its pieces' (integers: exact),
+    and so are the top names. Otherwise the query over the report's windows alone."""
+    pieces = W.pieces(run, windows, step_windows)
+    if pieces is None:
+        return kernel_time(run, windows, top=top)
+    whole: dict[str, dict[tuple[int, int], list[int]]] = {}
+    steps: dict[str, dict[tuple[int, int], tuple[int, int]]] = {}
+    for rank, wid, name, ns, n in _rows(run, W.table(run, pieces), top=top):
+        acc = whole.setdefault(name, {}).setdefault((rank, 0), [0, 0])
+        acc[0] += ns
+        acc[1] += n
+        if wid >= 0:
+            steps.setdefault(name, {})[(rank, wid)] = (ns, n)
+    W.keep(run, (_KT, step_windows), (set(whole), steps))
+    return {name: {k: (ns, n) for k, (ns, n) in cells.items()} for name, cells in whole.items()}
+
+
+def _rows(run: Run, windows: str, names: list[str] | None = None, top: int | None = None):
+    """`kernel_time`'s rows (rank, wid, name, ns, n) over `windows`: of `names`, else of
+    the `top` names, else of every name."""
+    clipped = W.overlapping(sql.query(_KT, "compute_activity"), windows)
+    query = sql.query(_KT, "kernel_time", clipped=clipped)
+    params = None
+    if names is not None:
+        query = sql.query(_KT, "named", kernel_time=query)
+        params = {"names": list(names)}
+    elif top is not None:
+        query = sql.query(_KT, "top", kernel_time=query)
+        params = {"top": int(top)}
+    return run.sql(query, params).fetchall()
 
 
 def top_names(per: dict[str, dict], limit: int = TOP_KERNELS) -> list[str]:

@@ -182,7 +182,9 @@ def _ranks(run: Run, windows: str, pipeline: bool) -> list[SampleRank]:
         if pipeline:
             d[F.BUBBLE_FRACTION.key].append(_r(1 - comp / win) if win > 0 else None)
     hb: dict[tuple[int, int], int] = {}
-    for rank, step, ns, *_ in run.sql(f"SELECT * FROM ({host_bound_sql(windows, run)})").fetchall():
+    # the host-bound time alone: not the gaps' median kernel the samples do not show
+    query = f"SELECT rank, wid, host_bound_ns FROM ({host_bound_sql(windows, run)})"
+    for rank, step, ns in run.sql(query).fetchall():
         hb[(rank, step)] = ns
     gpu = {r for r, _ in hb}  # a GPU rank: its kernels have launches
     for rank, d in series.items():

@@ -126,7 +126,17 @@ def pieces(run: Run, windows: str, step_windows: str) -> list[tuple] | None:
     (rank, wid, start_ns, end_ns, 1), a step's wid its step, a gap's negative; None
     unless every rank has one report window (wid 0) and its step windows are disjoint and
     inside it. A figure that sums clipped lengths is, over a window, the sum of its
-    pieces': one query over the pieces gives the report's figures and the samples'."""
+    pieces': one query over the pieces gives the report's figures and the samples'. Cut
+    once per run and windows (four figures ask)."""
+    key = ("pieces", windows, step_windows)
+    cut = _KEPT.get(run, {}).get(key, keep)  # `keep`: a marker, not a value kept
+    if cut is keep:
+        cut = _pieces(run, windows, step_windows)
+        _KEPT.setdefault(run, {})[key] = cut
+    return cut
+
+
+def _pieces(run: Run, windows: str, step_windows: str) -> list[tuple] | None:
     report: dict[int, tuple[int, int]] = {}
     for rank, wid, start, end, _n in run.sql(windows).fetchall():
         if wid != 0 or rank in report or start is None or end is None:

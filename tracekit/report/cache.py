@@ -23,7 +23,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracekit.atomic import write_text
+from tracekit.atomic import write_bytes, write_text
 from tracekit.report.schema import Report, decode, encode
 
 if TYPE_CHECKING:
@@ -127,15 +127,21 @@ def answer_key(root: Path, options: dict[str, Any]) -> Path | None:
 
     files: list[tuple[str, int, int]] = []
     try:
-        for folder, dirs, names in os.walk(root):
-            dirs[:] = sorted(d for d in dirs if d != ".tracekit")
-            for name in (*dirs, *names):
-                path = os.path.join(folder, name)
-                st = os.lstat(path)
-                if os.path.islink(path):
-                    return None  # discovery may follow it: ambiguous
-                if name in names:
-                    files.append((os.path.relpath(path, root), st.st_size, st.st_mtime_ns))
+        # one scan a folder, one lstat a file, paths joined as walked (1,024 traces: no
+        # `os.walk` + lstat + islink + relpath per file)
+        todo = [(str(root), "")]
+        while todo:
+            folder, rel = todo.pop()
+            with os.scandir(folder) as it:
+                for e in it:
+                    if e.is_symlink():
+                        return None  # discovery may follow it: ambiguous
+                    if e.is_dir(follow_symlinks=False):
+                        if e.name != ".tracekit":
+                            todo.append((e.path, rel + e.name + os.sep))
+                        continue
+                    st = e.stat(follow_symlinks=False)
+                    files.append((rel + e.name, st.st_size, st.st_mtime_ns))
         pyproject = config.pyproject_for(root)
         project = None
         if pyproject is not None:
@@ -159,11 +165,15 @@ def read_answer(path: Path) -> tuple[Report, list[str]] | None:
         return None
 
 
-def write_answer(path: Path, report: Report, warnings: list[str]) -> None:
-    """Store the answer the normal path gave (an atomic write; newest `KEEP` kept)."""
+def write_answer(path: Path, report: Report, warnings: list[str], text: str | None = None) -> None:
+    """Store the answer the normal path gave (an atomic write; newest `KEEP` kept);
+    `text`: the report's JSON (`encode(report)`) where the caller has it already."""
+    import msgspec
+
     try:
         path.parent.mkdir(exist_ok=True)
-        write_text(path, json.dumps({"report": encode(report), "warnings": list(warnings)}))
+        answer = {"report": encode(report) if text is None else text, "warnings": list(warnings)}
+        write_bytes(path, msgspec.json.encode(answer))  # `read_answer` parses it; fast
         _prune(path.parent)
     except OSError:  # only costs the next analyze its time
         pass

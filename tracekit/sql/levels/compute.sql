@@ -55,11 +55,9 @@ SELECT h.rank, w.n, h.host_bound_ns, h.host_gaps, h.gap_ns, h.median_kernel_ns
 FROM ({host_bound}) h JOIN w USING (rank)
 
 -- @query kernel_attribution
--- Each rank's compute kernels in its window, by what tracekit knows of their FLOPs
--- (`kernel_ops`, built at ingest: the op of the FLOPs table whose launch they came from,
--- else the CUDA/HIP graph launch that replayed them, else the innermost CPU op around the
--- launch). Time is the kernels' device time clipped to the window, a plain sum (as
--- `top_kernels`). Placeholder {windows}: the windows (rank, wid, start_ns, end_ns, n).
+-- Each rank's compute kernels in its window, by what tracekit knows of their FLOPs:
+-- `kernel_attribution_by_kernel`'s rows, one per rank. Placeholder {by_kernel}: that
+-- query over the windows (`tracekit.analysis.uncounted.attribution_sql`).
 -- @column rank: global rank
 -- @column why: counted (an op with FLOPs), op_without_flops (a table op whose FLOPs the trace cannot give), graph_replay (replayed by a graph launch, no op above the kernels), op_without_formula (launched by an op tracekit has no FLOP formula for), no_op (no launching op in the trace)
 -- @column op: the op (or, for graph_replay, the launch call) the kernels belong to; NULL for no_op
@@ -68,27 +66,22 @@ FROM ({host_bound}) h JOIN w USING (rank)
 -- @column ns: device time in the window, ns
 -- @column n: kernels starting in the window
 -- @column ops: distinct launching ops (graph launches for graph_replay) with a kernel in the window
-WITH w AS ({windows}),
--- distinct ops counted in two steps (each op's kernels first): a count(DISTINCT) per
--- group held a hash table per (rank, kernel) group, 1 GB at 1,024 ranks
-g AS (
-    SELECT k.rank, k.why, k.op, k.kernel, k.op_key, min(k.note) AS note,
-           sum(least(k.end_ns, w.end_ns) - greatest(k.ts_ns, w.start_ns)) AS ns,
-           count(*) FILTER (k.ts_ns >= w.start_ns) AS n
-    FROM kernel_ops k JOIN w ON w.rank = k.rank
-    WHERE k.end_ns > w.start_ns AND k.ts_ns < w.end_ns
-    GROUP BY ALL
-)
-SELECT rank, why, op, kernel, min(note) AS note, sum(ns)::BIGINT AS ns, sum(n)::BIGINT AS n,
-       count(op_key) AS ops
-FROM g
-GROUP BY rank, why, op, kernel
+SELECT unnest(ranks) AS rank, why, op, kernel, unnest(notes) AS note, unnest(ns) AS ns,
+       unnest(n) AS n, unnest(ops) AS ops
+FROM ({by_kernel})
 
 -- @query kernel_attribution_by_kernel
--- `kernel_attribution`'s rows gathered by kernel: one row per (why, op, kernel), in that
--- order, with its ranks' figures as lists in rank order (tens of rows at 1,024 ranks, not
--- 90,000 each with its kernel name). Placeholder {attribution}: the `kernel_attribution`
--- query.
+-- Each rank's compute kernels in its window, by what tracekit knows of their FLOPs
+-- (`kernel_ops`, built at ingest: the op of the FLOPs table whose launch they came from,
+-- else the CUDA/HIP graph launch that replayed them, else the innermost CPU op around the
+-- launch), gathered by kernel: one row per (why, op, kernel), in that order, with its
+-- ranks' figures as lists in rank order (tens of rows at 1,024 ranks, not 90,000 each
+-- with its kernel name). Time is the kernels' device time clipped to the window, a plain
+-- sum (as `top_kernels`). Placeholders {windows}: the windows (rank, wid, start_ns,
+-- end_ns, n); {key}: what a kernel's (why, op, kernel) is grouped by, of `kernel_ops k`:
+-- `hash(k.why, k.op, k.kernel)` (numbers through the groupings, the names joined back
+-- once: half the CPU of grouping by the names at 1,024 ranks), or, where two share a
+-- hash (`key` repeats), `(k.why, k.op, k.kernel)` itself.
 -- @column why: as `kernel_attribution`
 -- @column op: as `kernel_attribution`
 -- @column kernel: as `kernel_attribution`
@@ -97,10 +90,38 @@ GROUP BY rank, why, op, kernel
 -- @column ns: each rank's device time in the window, ns
 -- @column n: each rank's kernels starting in the window
 -- @column ops: each rank's distinct launching ops
-SELECT why, op, kernel, list(rank ORDER BY rank) AS ranks, list(note ORDER BY rank) AS notes,
-       list(ns ORDER BY rank) AS ns, list(n ORDER BY rank) AS n, list(ops ORDER BY rank) AS ops
-FROM ({attribution})
-GROUP BY why, op, kernel
+-- @column key: the {key} the row was grouped by
+WITH w AS ({windows}),
+k AS (
+    SELECT k.rank, {key} AS key, k.why, k.op, k.kernel, k.op_key, k.note,
+           least(k.end_ns, w.end_ns) - greatest(k.ts_ns, w.start_ns) AS ns,
+           k.ts_ns >= w.start_ns AS starts
+    FROM kernel_ops k JOIN w ON w.rank = k.rank
+    WHERE k.end_ns > w.start_ns AND k.ts_ns < w.end_ns
+),
+names AS (SELECT DISTINCT key, why, op, kernel FROM k),
+-- distinct ops counted in two steps (each op's kernels first): a count(DISTINCT) per
+-- group held a hash table per (rank, kernel) group, 1 GB at 1,024 ranks
+g AS (
+    SELECT rank, key, op_key, min(note) AS note, sum(ns) AS ns, count(*) FILTER (starts) AS n
+    FROM k
+    GROUP BY rank, key, op_key
+),
+r AS (
+    SELECT rank, key, min(note) AS note, sum(ns)::BIGINT AS ns, sum(n)::BIGINT AS n,
+           count(op_key) AS ops
+    FROM g
+    GROUP BY rank, key
+),
+l AS (
+    SELECT key, list(rank ORDER BY rank) AS ranks, list(note ORDER BY rank) AS notes,
+           list(ns ORDER BY rank) AS ns, list(n ORDER BY rank) AS n,
+           list(ops ORDER BY rank) AS ops
+    FROM r
+    GROUP BY key
+)
+SELECT names.why, names.op, names.kernel, l.ranks, l.notes, l.ns, l.n, l.ops, l.key
+FROM l JOIN names USING (key)
 ORDER BY why, op, kernel
 
 -- @query graph_captures

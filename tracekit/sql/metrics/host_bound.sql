@@ -1,18 +1,16 @@
 -- @include rank.device_activity
 -- @include rank.steps
--- @query device_gaps
+-- @query work
 -- Per window of {windows} (rank, wid, start_ns, end_ns) each device work item (kernel,
--- memcpy, memset) with the end of the work before it on any stream (`prev_end`): a gap
--- where it starts after `prev_end`, host-bound where it was also launched only after
--- `prev_end`. An item whose gap spans the start of a ProfilerStep is left out (the
--- previous step's tail). A gloo span (a GPU run's gloo collective) is work before an
--- item too: the host that launched late was waiting for it, not slow to launch.
--- `host_bound` and the loader's share of it read these rows.
+-- memcpy, memset) starting in it, and each gloo span (a GPU run's gloo collective:
+-- `gloo`), with the end of the work before it in its window on any stream (`prev_end`):
+-- one sort of the items, which `device_gaps` and `piece_work` read.
 -- @column rank INTEGER: global rank
 -- @column wid INTEGER: the window's id
 -- @column ts_ns BIGINT: the work's start
 -- @column end_ns BIGINT: the work's end
 -- @column launch_ns BIGINT: its launch call's start
+-- @column gloo BOOLEAN: a gloo span, not device work
 -- @column prev_end BIGINT: the end of the work before it, null for the first
 WITH sw AS ({windows}),
 d AS (
@@ -20,12 +18,27 @@ d AS (
     FROM device_activity a JOIN sw ON a.rank = sw.rank
     WHERE a.kind IN ('kernel', 'memcpy', 'memset', 'comm_thread')
       AND a.ts_ns >= sw.start_ns AND a.ts_ns < sw.end_ns
-),
-l0 AS (
-    SELECT *, max(end_ns) OVER (PARTITION BY rank, wid ORDER BY ts_ns, end_ns
-              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-    FROM d
-),
+)
+SELECT *, max(end_ns) OVER (PARTITION BY rank, wid ORDER BY ts_ns, end_ns
+          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+FROM d
+
+-- @query device_gaps
+-- Per window each device work item (kernel, memcpy, memset) with the end of the work
+-- before it on any stream (`prev_end`): a gap where it starts after `prev_end`,
+-- host-bound where it was also launched only after `prev_end`. An item whose gap spans
+-- the start of a ProfilerStep is left out (the previous step's tail). A gloo span is
+-- work before an item too (the host that launched late was waiting for it, not slow to
+-- launch), not an item. `host_bound` and the loader's share of it read these rows.
+-- Placeholder {work}: `work` over the windows (or rows of its columns: the report's
+-- windows from `piece_work`).
+-- @column rank INTEGER: global rank
+-- @column wid INTEGER: the window's id
+-- @column ts_ns BIGINT: the work's start
+-- @column end_ns BIGINT: the work's end
+-- @column launch_ns BIGINT: its launch call's start
+-- @column prev_end BIGINT: the end of the work before it, null for the first
+WITH l0 AS ({work}),
 boundary AS (
     SELECT DISTINCT l0.rank, l0.wid, l0.ts_ns FROM l0 JOIN steps s
       ON s.rank = l0.rank AND s.ts_ns > l0.prev_end AND s.ts_ns <= l0.launch_ns
@@ -58,45 +71,20 @@ SELECT rank, wid,
 FROM l GROUP BY rank, wid
 
 -- @query piece_work
--- `device_gaps`' work items over {pieces} (rank, wid, start_ns, end_ns: the report's
--- windows cut at the step windows, `metrics.windows.pieces`), gloo spans included, each
--- with the end of the work before it in its piece (`prev_end`) and the latest end of the
--- work in the earlier pieces of its rank (`before_end`, null for none). Every item of an
--- earlier piece starts before the piece does, so over the whole window the work before
--- an item ends at the greater of the two: one sort of the items serves both the step
--- windows and the report's (`gaps_of_work`).
-WITH sw AS ({pieces}),
-d AS (
-    SELECT a.rank, sw.wid, sw.start_ns AS piece_ns, a.ts_ns, a.end_ns, a.launch_ns,
-           a.kind = 'comm_thread' AS gloo
-    FROM device_activity a JOIN sw ON a.rank = sw.rank
-    WHERE a.kind IN ('kernel', 'memcpy', 'memset', 'comm_thread')
-      AND a.ts_ns >= sw.start_ns AND a.ts_ns < sw.end_ns
-),
-l0 AS (
-    SELECT *, max(end_ns) OVER (PARTITION BY rank, wid ORDER BY ts_ns, end_ns
-              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-    FROM d
-),
+-- `work`'s items over the pieces (the report's windows cut at the step windows,
+-- `metrics.windows.pieces`), each also with the latest end of the work in the earlier
+-- pieces of its rank (`before_end`, null for none). Every item of an earlier piece
+-- starts before the piece does, so over the whole window the work before an item ends at
+-- the greater of `prev_end` and `before_end`: one sort of the items serves both the step
+-- windows and the report's (`device_gaps` over each). Pieces are disjoint and an item
+-- starts in its piece, so the pieces are in the order of their first items. Placeholder
+-- {work}: `work` over the pieces.
+WITH l0 AS ({work}),
 pm AS (
-    SELECT rank, wid, max(max(end_ns)) OVER (PARTITION BY rank ORDER BY min(piece_ns)
+    SELECT rank, wid, max(max(end_ns)) OVER (PARTITION BY rank ORDER BY min(ts_ns)
                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_end
-    FROM d GROUP BY rank, wid
+    FROM l0 GROUP BY rank, wid
 )
 SELECT l0.rank, l0.wid, l0.ts_ns, l0.end_ns, l0.launch_ns, l0.gloo, l0.prev_end,
        pm.before_end
 FROM l0 JOIN pm USING (rank, wid)
-
--- @query gaps_of_work
--- `device_gaps`' rows from work items already ordered ({work}: rank, wid, ts_ns,
--- end_ns, launch_ns, gloo, prev_end; from `piece_work`): its last step, as there (an
--- item whose gap spans the start of a ProfilerStep left out, gloo spans dropped).
-WITH l0 AS ({work}),
-boundary AS (
-    SELECT DISTINCT l0.rank, l0.wid, l0.ts_ns FROM l0 JOIN steps s
-      ON s.rank = l0.rank AND s.ts_ns > l0.prev_end AND s.ts_ns <= l0.launch_ns
-)
-SELECT l0.rank, l0.wid, l0.ts_ns, l0.end_ns, l0.launch_ns, l0.prev_end
-FROM l0 ANTI JOIN boundary b
-ON b.rank = l0.rank AND b.wid = l0.wid AND b.ts_ns = l0.ts_ns
-WHERE NOT l0.gloo
