@@ -102,10 +102,10 @@ def one_run(traces: list[Path], run_ranks: int = 0) -> dict[str, float]:
     spent: dict[str, float] = defaultdict(float)
     real_connect, real_decode = duckdb.connect, tracefile.decode
 
-    def decode(path):
+    def decode(path, *args, **kwargs):
         t = cpu_seconds()
         try:
-            return real_decode(path)
+            return real_decode(path, *args, **kwargs)
         finally:
             spent["gunzip + split (isal, msgspec)"] += cpu_seconds() - t
 
