@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from isal import igzip
+from isal import igzip, isal_zlib
 
 from tracekit.errors import TracekitError
 
@@ -48,7 +48,7 @@ def read_bytes(path: Path) -> bytes:
             head = fh.read(2)
             fh.seek(0)
             if head == b"\x1f\x8b":
-                return igzip.decompress(fh.read())
+                return _gunzip(fh.read())
             return fh.read()
     except OSError as exc:
         raise TracekitError(f"cannot read {path}: {exc.strerror or exc}") from exc
@@ -56,6 +56,19 @@ def read_bytes(path: Path) -> bytes:
         raise TracekitError(
             f"{path} is not a valid gzip file ({exc}); re-export the trace or gunzip it"
         ) from exc
+
+
+def _gunzip(data: bytes) -> bytes:
+    """A gzip file's content. One member, the usual file: isal_zlib's one-shot decompress
+    (0.037 s per 47 MB of JSON against 0.059 s for igzip's reader, which grows its buffer:
+    copies and page faults); anything else (several members, zero padding, damage):
+    igzip's reader, with its checks and errors."""
+    d = isal_zlib.decompressobj(31)  # 31: a gzip header and trailer (CRC, size) checked
+    try:
+        out = d.decompress(data)
+    except isal_zlib.error:
+        return igzip.decompress(data)
+    return out if d.eof and not d.unused_data else igzip.decompress(data)
 
 
 # Python's json module writes NaN / Infinity, which JSON does not have: read them as null
