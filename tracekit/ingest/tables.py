@@ -227,7 +227,7 @@ def skipped_events_by(con: duckdb.DuckDBPyConnection, part: str) -> dict:
 def _kind_case() -> str:
     whens = "\n".join(f"        WHEN '{c}' THEN '{k}'" for c, k in CAT_KIND.items())
     return f"""CASE
-        WHEN lower(cat) = 'user_annotation' AND starts_with(name, 'gloo:') THEN 'comm_thread'
+        WHEN lower(cat) = 'user_annotation' AND prefix(name, 'gloo:') THEN 'comm_thread'
         ELSE CASE lower(cat)
 {whens}
         ELSE 'other' END

@@ -85,9 +85,9 @@ WITH k AS (
            pg_ranks::VARCHAR AS pg_ranks, seq, input_dims, input_types, comm_rank
     FROM events
     WHERE kind IN ('cpu_op', 'user_annotation')
-      AND (name = 'record_param_comms' OR starts_with(name, 'c10d::')
-           OR starts_with(name, '_c10d_functional::') OR starts_with(name, 'nccl:')
-           OR starts_with(name, 'vllm::'))
+      AND (name = 'record_param_comms' OR prefix(name, 'c10d::')
+           OR prefix(name, '_c10d_functional::') OR prefix(name, 'nccl:')
+           OR prefix(name, 'vllm::'))
 ), kr AS (
     SELECT k.rank, k.kid, rt.rt_ts, rt.rt_tid
     FROM k JOIN rt ON rt.rank = k.rank AND rt.correlation = k.correlation
