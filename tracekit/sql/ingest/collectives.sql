@@ -131,14 +131,21 @@ SELECT rank, name::VARCHAR AS raw_name, ts_ns, dur_ns, tid, input_dims, input_ty
 FROM events WHERE kind = 'comm_thread' ORDER BY rank, ts_ns
 
 -- @query collectives_table
--- Table `_collectives` from the derived rows `_derived`: each row keyed by a 64-bit hash
--- of its group's ranks, so matching never carries a world-sized list per collective row.
+-- Table `_collectives` from the derived rows `_derived` and their groups `_groups` (each
+-- rank's distinct groups, numbered `gid`; a row names its group by that number): each
+-- row keyed by a 64-bit hash of its group's ranks, so matching never carries a
+-- world-sized list per collective row. The groups' hashes are computed once a group; the
+-- rows keep their order (a lookup by position, not a join).
+CREATE OR REPLACE TABLE _groups AS
+        SELECT *, hash(group_ranks) AS group_hash FROM _groups;
 CREATE OR REPLACE TABLE _collectives AS
-        SELECT *, CASE WHEN group_ranks IS NOT NULL THEN hash(group_ranks) END AS group_hash
-        FROM _derived
+        WITH g AS (SELECT list(group_ranks ORDER BY gid) AS ranks,
+                          list(group_hash ORDER BY gid) AS hashes FROM _groups)
+        SELECT d.* EXCLUDE (gid) REPLACE (g.ranks[d.gid + 1] AS group_ranks),
+               g.hashes[d.gid + 1] AS group_hash
+        FROM _derived d, g
 
 -- @query collective_groups_table
 -- Table `collective_groups` (base.tables): a group's ranks once per group and rank.
 CREATE OR REPLACE TABLE collective_groups AS
-        SELECT DISTINCT rank, group_hash, group_ranks FROM _collectives
-        WHERE group_hash IS NOT NULL
+        SELECT DISTINCT rank, group_hash, group_ranks FROM _groups
