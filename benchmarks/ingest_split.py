@@ -6,8 +6,10 @@ shared machine; DuckDB runs on 1 thread, as in an ingest worker beside others).
     python benchmarks/ingest_split.py [TRACE ...] [--repeat N] [--run-ranks N]
 
 Default: one rank of `../shared/traces/v100_ddp_rank1` (47 MB of JSON). Several traces
-are one batch (`ingest_batch`), as the small ranks of a run are. Each step is labelled by
-what it builds (`read_json → raw`, `table events`, `parquet events`, …); `python, rest`
+are one batch (`ingest_batch`), as the small ranks of a run are; `--run-ranks 1024` gives
+the batch the run it is part of (a 1,024-rank run's batches leave the step model's tables
+out). Each step is labelled by what it builds (`read_json → raw`, `table events`,
+`parquet events`, …) or the query it runs (`query issue_ops`); `python, rest`
 is what no timed step covers (writing the events' text for DuckDB, the Python of the
 collective rows and counted ops, building the small tables' rows). Best of `--repeat`
 per step is not taken: the figures are the median run's, by total.

@@ -331,6 +331,7 @@ def tables(con: duckdb.DuckDBPyConnection, rows: list[dict], tmp_dir: Path) -> N
     coltable.create(con, "_derived", (*COLUMNS, ("gid", "BIGINT")), rows, tmp_dir)
     # a group's ranks once per group (collective_groups), the rows a 64-bit key of them:
     # matching then never carries a world-sized list per collective row
+    con.execute(sql.query("ingest.collectives", "groups_table"))
     con.execute(sql.query("ingest.collectives", "collectives_table"))
     con.execute(sql.query("ingest.collectives", "collective_groups_table"))
     con.execute("DROP TABLE _derived")

@@ -130,14 +130,16 @@ FROM events WHERE kind = 'cpu_op' AND name LIKE 'c10d::%' ORDER BY rank, ts_ns
 SELECT rank, name::VARCHAR AS raw_name, ts_ns, dur_ns, tid, input_dims, input_types
 FROM events WHERE kind = 'comm_thread' ORDER BY rank, ts_ns
 
--- @query collectives_table
--- Table `_collectives` from the derived rows `_derived` and their groups `_groups` (each
--- rank's distinct groups, numbered `gid`; a row names its group by that number): each
--- row keyed by a 64-bit hash of its group's ranks, so matching never carries a
--- world-sized list per collective row. The groups' hashes are computed once a group; the
--- rows keep their order (a lookup by position, not a join).
+-- @query groups_table
+-- Table `_groups` (each rank's distinct groups, numbered `gid`, as the derived rows name
+-- them) with each group's 64-bit hash, computed once a group.
 CREATE OR REPLACE TABLE _groups AS
-        SELECT *, hash(group_ranks) AS group_hash FROM _groups;
+        SELECT *, hash(group_ranks) AS group_hash FROM _groups
+
+-- @query collectives_table
+-- Table `_collectives` from the derived rows `_derived` and their groups `_groups`: each
+-- row keyed by the hash of its group's ranks, so matching never carries a world-sized
+-- list per collective row. The rows keep their order (a lookup by position, not a join).
 CREATE OR REPLACE TABLE _collectives AS
         WITH g AS (SELECT list(group_ranks ORDER BY gid) AS ranks,
                           list(group_hash ORDER BY gid) AS hashes FROM _groups)
