@@ -3,11 +3,13 @@
 the Python steps timed in CPU seconds (user + system, `getrusage`: load-robust on a
 shared machine; DuckDB runs on 1 thread, as in an ingest worker beside others).
 
-    python benchmarks/ingest_split.py [TRACE ...] [--repeat N]
+    python benchmarks/ingest_split.py [TRACE ...] [--repeat N] [--run-ranks N]
 
 Default: one rank of `../shared/traces/v100_ddp_rank1` (47 MB of JSON). Several traces
-are one batch (`ingest_batch`), as the small ranks of a run are. Each step is labelled by
-what it builds (`read_json → raw`, `table events`, `parquet events`, …); `python, rest`
+are one batch (`ingest_batch`), as the small ranks of a run are; `--run-ranks 1024` gives
+the batch the run it is part of (a 1,024-rank run's batches leave the step model's tables
+out). Each step is labelled by what it builds (`read_json → raw`, `table events`,
+`parquet events`, …) or the query it runs (`query issue_ops`); `python, rest`
 is what no timed step covers (writing the events' text for DuckDB, the Python of the
 collective rows and counted ops, building the small tables' rows). Best of `--repeat`
 per step is not taken: the figures are the median run's, by total.
@@ -34,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT.parent / "shared" / "traces" / "v100_ddp_rank1"
 
 
+_QUERY = re.compile(r"^-- @query (\w+)", re.MULTILINE)
 _CREATE = re.compile(r"CREATE (?:OR REPLACE )?(?:TEMP )?(TABLE|VIEW) (\w+)", re.IGNORECASE)
 
 
@@ -55,7 +58,8 @@ def label(query: str) -> str:
         return "(views)" if m.group(1).upper() == "VIEW" else f"table {name}"
     if q.upper().startswith(("DROP", "ALTER", "SET", "BEGIN", "COMMIT", "INSERT")):
         return "(bookkeeping)"
-    return "queries (skipped events, rank stats, collective and op rows)"
+    m = _QUERY.search(query)
+    return f"query {m.group(1)}" if m else "queries (other)"
 
 
 class _Timed:
@@ -96,14 +100,14 @@ class _TimedRel:
             self._spent[self._what] += cpu_seconds() - t
 
 
-def one_run(traces: list[Path]) -> dict[str, float]:
+def one_run(traces: list[Path], run_ranks: int = 0) -> dict[str, float]:
     spent: dict[str, float] = defaultdict(float)
     real_connect, real_decode = duckdb.connect, tracefile.decode
 
-    def decode(path):
+    def decode(path, *args, **kwargs):
         t = cpu_seconds()
         try:
-            return real_decode(path)
+            return real_decode(path, *args, **kwargs)
         finally:
             spent["gunzip + split (isal, msgspec)"] += cpu_seconds() - t
 
@@ -113,7 +117,11 @@ def one_run(traces: list[Path]) -> dict[str, float]:
     try:
         t = cpu_seconds()
         out = runner.ingest_batch(
-            [(p, f"k{i}") for i, p in enumerate(traces)], work, "b", len(traces) == 1
+            [(p, f"k{i}") for i, p in enumerate(traces)],
+            work,
+            "b",
+            len(traces) == 1,
+            run_ranks=run_ranks,
         )
         total = cpu_seconds() - t
     finally:
@@ -131,10 +139,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("traces", nargs="*", type=Path)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--run-ranks",
+        type=int,
+        default=0,
+        help="the ranks of the whole run the batch is part of (default 0: unknown, so the "
+        "step model's tables are built; 1024 for a batch of the 1,024-small run skips them)",
+    )
     a = ap.parse_args()
     traces = a.traces or sorted(DEFAULT.glob("*.json*"))[:1]
-    one_run(traces)  # imports and first-use costs out of the figures
-    runs = sorted((one_run(traces) for _ in range(a.repeat)), key=lambda r: r["TOTAL"])
+    one_run(traces, a.run_ranks)  # imports and first-use costs out of the figures
+    runs = sorted((one_run(traces, a.run_ranks) for _ in range(a.repeat)), key=lambda r: r["TOTAL"])
     med = runs[len(runs) // 2]
     mb = sum(len(tracefile.read_bytes(p)) for p in traces) / 1e6
     print(f"{len(traces)} trace(s), {mb:.1f} MB of JSON; CPU seconds of the median of {a.repeat}")

@@ -77,3 +77,17 @@ def test_a_file_the_joint_read_cannot_take_is_read_alone(tmp_path):
         single=False,
     )
     assert [p["rank"] for r in res for p in r["parts"]] == [0, 1, 2]
+
+
+def test_python_built_rows_reach_duckdb_by_the_schema_alone(tmp_path):
+    """`coltable.create` encodes the rows as they are: a key outside the schema is left
+    out, a missing one is null, the columns are the schema's, in its order."""
+    from tracekit.ingest import coltable
+
+    con = duckdb.connect()
+    schema = (("b", "VARCHAR"), ("a", "BIGINT"), ("r", "BIGINT[]"))
+    rows = [{"a": 1, "extra": {"x": 1}, "b": "x"}, {"r": [3, 4]}]
+    coltable.create(con, "t", schema, rows, tmp_path)
+    assert con.execute("SELECT * FROM t").fetchall() == [("x", 1, None), (None, None, [3, 4])]
+    assert [c[0] for c in con.execute("DESCRIBE t").fetchall()] == ["b", "a", "r"]
+    assert not list(tmp_path.iterdir())

@@ -153,3 +153,58 @@ def test_report_is_the_same_with_or_without_materialized_views(name, shared_trac
     with tracekit.open(src, allow_mixed=True) as run:
         plain = full_report(run)
     assert fast == plain
+
+
+def _union(intervals: list[tuple[int, int]]) -> list[list[int]]:
+    """Maximal intervals of a set of them (touching ones merged), by start."""
+    out: list[list[int]] = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return out
+
+
+def _computing_oracle(compute, waits) -> list[tuple[int, int]]:
+    """Compute time less host waits, as maximal intervals of positive length."""
+    out: list[tuple[int, int]] = []
+    w = _union(waits)
+    for s, e in _union(compute):
+        cur = s
+        for ws, we in w:
+            if we <= cur or ws >= e:
+                continue
+            if ws > cur:
+                out.append((cur, ws))
+            cur = max(cur, we)
+        if cur < e:
+            out.append((cur, e))
+    merged: list[tuple[int, int]] = []
+    for s, e in out:
+        if merged and s == merged[-1][1]:
+            merged[-1] = (merged[-1][0], e)
+        else:
+            merged.append((s, e))
+    return merged
+
+
+@pytest.mark.parametrize(("kind", "name"), _cases())
+def test_computing_islands_are_compute_less_host_waits(kind, name, open_case):
+    """activity_islands' `computing` rows (a sweep on ranks with host waits, the compute
+    islands themselves elsewhere) against the interval arithmetic of device_activity."""
+    with open_case(kind, name) as run:
+        rows = run.sql(
+            "SELECT rank, category, ts_ns, end_ns FROM device_activity "
+            "WHERE category IN ('compute', 'host_wait')"
+        ).fetchall()
+        got = run.sql(
+            "SELECT rank, ts_ns, end_ns FROM activity_islands WHERE category = 'computing'"
+        ).fetchall()
+    by_rank: dict[int, tuple[list, list]] = {}
+    for rank, cat, s, e in rows:
+        by_rank.setdefault(rank, ([], []))[cat == "host_wait"].append((s, e))
+    want = sorted(
+        (rank, s, e) for rank, (c, w) in by_rank.items() for s, e in _computing_oracle(c, w)
+    )
+    assert sorted(got) == want

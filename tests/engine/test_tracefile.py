@@ -133,3 +133,21 @@ def test_record_param_comms_rank_is_kept_apart_from_a_merged_files_rank(tmp_path
     with tracekit.open(tmp_path) as run:
         rows = run.sql("SELECT name, comm_rank FROM events WHERE kind = 'cpu_op' ORDER BY ts_ns")
         assert rows.fetchall() == [("record_param_comms", 5), ('odd "Rank": name', None)]
+
+
+def test_ingest_keeps_rank_as_torch_writes_it_where_the_file_has_distributed_info(tmp_path):
+    """The ingest reads record_param_comms' "Rank" as is in a file with distributedInfo
+    (no rename, no copy of the text); a file without it (a merged one may carry per-event
+    "rank") still has it renamed "Comm rank"."""
+    from tracekit.ingest.tracefile import comm_rank_key
+
+    b = TraceBuilder(rank=0, world_size=8)
+    b.cpu_op("record_param_comms", 5.0, 3.0, **{"Collective name": "send", "Rank": 5})
+    header, events = decode(b.write(tmp_path / "rank-0.json"), rank_as_is=True)
+    assert comm_rank_key(header) == "Rank" and b'"Rank": 5' in bytes(events)
+    doc = json.loads((tmp_path / "rank-0.json").read_text())
+    del doc["distributedInfo"]
+    (tmp_path / "merged.json").write_text(json.dumps(doc))
+    header, events = decode(tmp_path / "merged.json", rank_as_is=True)
+    assert comm_rank_key(header) == "Comm rank"
+    assert b'"Comm rank": 5' in bytes(events) and b'"Rank":' not in bytes(events)

@@ -278,4 +278,5 @@ def test_ingest_split_names_every_step_of_a_real_ingest(tmp_path):
     assert spent["read_json → raw"] > 0 and spent["gunzip + split (isal, msgspec)"] > 0
     steps = sum(v for k, v in spent.items() if k != "TOTAL")
     assert abs(steps - spent["TOTAL"]) < 1e-9
-    assert split.label("SELECT 1") == "queries (skipped events, rank stats, collective and op rows)"
+    assert split.label("SELECT 1") == "queries (other)"
+    assert "query issue_ops" in spent and "table collectives" in spent

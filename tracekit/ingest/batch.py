@@ -3,6 +3,7 @@ derived tables built once over all its ranks, every table written to the cache."
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tracekit.errors import TracekitError
@@ -120,6 +121,18 @@ def _file_errors() -> tuple[type[BaseException], ...]:
     )
 
 
+_VIEW = re.compile(r"^CREATE OR REPLACE VIEW (\w+) AS", re.MULTILINE)
+
+
+def _as_table(module: str) -> str:
+    """A rank module's `CREATE OR REPLACE VIEW t AS …` as `CREATE TABLE t AS …`: the view,
+    its copy and the rename cost 2 ms of binding per module (0.02 s a batch)."""
+    text, n = _VIEW.subn(r"CREATE TABLE \1 AS", module)
+    if n != 1:
+        raise AssertionError(f"a rank module creates one view, not {n}")
+    return text
+
+
 def _derive_and_write(
     con, cdir: Path, batch: str, rows: _BatchRows, comm_kernels: tuple[str, ...], run_ranks: int
 ) -> None:
@@ -155,12 +168,7 @@ def _derive_and_write(
     # computed twice) and read back from Parquet
     skip = () if steptables.worth_building(con, run_ranks) else steptables.STEP_TABLES
     for module in sql.RANK_MODULES:
-        name = sql.table_name(module)
-        if name in skip:
-            continue
-        con.execute(sql.module(module))
-        con.execute(f"CREATE TABLE _m AS SELECT * FROM {name}")
-        con.execute(f"DROP VIEW {name}")
-        con.execute(f"ALTER TABLE _m RENAME TO {name}")
+        if sql.table_name(module) not in skip:
+            con.execute(_as_table(sql.module(module)))
     for table in (t for t in cache.TABLES if t not in skip):
         cache.write_table(con, cdir, batch, table, _INTERNAL.get(table, table))

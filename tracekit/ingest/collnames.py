@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 CANONICAL = (
@@ -69,6 +70,7 @@ def dtype_bytes(dtype: str | None) -> int | None:
     return DTYPE_BYTES.get(d)
 
 
+@functools.lru_cache(maxsize=4096)  # a run's few names, asked for per collective row
 def canonical_name(raw: str | None) -> str | None:
     """`c10d::_allgather_base_`, `allgather`, `ncclDevKernel_AllGather_RING_LL` → `all_gather`."""
     if not raw:
@@ -129,6 +131,7 @@ _KERNEL_DTYPE_NAMES = {
 }
 
 
+@functools.lru_cache(maxsize=4096)
 def kernel_dtype(name: str) -> str | None:
     m = _KERNEL_DTYPE.search(name.split("(")[0])
     if not m:

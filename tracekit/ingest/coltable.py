@@ -27,13 +27,14 @@ _ENCODE = msgspec.json.Encoder()
 def create(
     con: duckdb.DuckDBPyConnection, name: str, schema: Schema, rows: list[dict], tmp_dir: Path
 ) -> None:
-    """Table `name` of `con` with `schema`, from `rows` (dicts; a missing key is null).
+    """Table `name` of `con` with `schema`, from `rows` (dicts; a missing key is null, a
+    key not in `schema` is left out by the reader, so the rows are encoded as they are).
     The JSON goes through a temporary file in `tmp_dir`, removed before returning."""
     cols = ", ".join(f"{sql_str(c)}: {sql_str(t)}" for c, t in schema)
     fd, tmp = tempfile.mkstemp(dir=tmp_dir, prefix=f".{name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(_ENCODE.encode([{c: r.get(c) for c, _ in schema} for r in rows]))
+            fh.write(_ENCODE.encode(rows))
         names = ", ".join(f'"{c}"' for c, _ in schema)
         con.execute(
             f"CREATE OR REPLACE TABLE {name} AS SELECT {names} FROM read_json("

@@ -54,13 +54,16 @@ def _read_together(con, items, cdir: Path, batch: str, single: bool, rows: _Batc
     from tracekit.ingest import tables as ingest
     from tracekit.ingest.tracefile import decode, resolve_rank
 
+    # every file has distributedInfo (else None is returned): record_param_comms' "Rank"
+    # is read as torch writes it (`tracefile.comm_rank_key`)
+    key_of_rank = "Rank"
     results: list[dict | None] = [None] * len(items)
     read: list[tuple[int, Path, str, object, int, str]] = []
     tmps: list[Path] = []
     try:
         for i, (path, key) in enumerate(items):
             try:
-                header, text = decode(path)
+                header, text = decode(path, rank_as_is=True)
                 if not header.distributedInfo:
                     return None
                 rank, rank_source = resolve_rank(path, header, single)
@@ -77,7 +80,7 @@ def _read_together(con, items, cdir: Path, batch: str, single: bool, rows: _Batc
             return results
         listed = ", ".join(sql_str(str(t)) for t in tmps)
         try:
-            columns = ingest.raw_columns(True)
+            columns = ingest.raw_columns(True, key_of_rank)
             con.execute(sql.query("ingest.tables", "read_batch", paths=listed, columns=columns))
         except duckdb.Error:
             return None
@@ -90,7 +93,7 @@ def _read_together(con, items, cdir: Path, batch: str, single: bool, rows: _Batc
     rank = "([" + ", ".join(str(r[4]) for r in read) + "][_f + 1])"
     bases = ", ".join(str(r[3].baseTimeNanoseconds or 0) for r in read)
     base = f"(([{bases}]::BIGINT[])[_f + 1])"
-    con.execute(f"CREATE TABLE _batch_events AS {ingest.events_sql(rank, base, True)}")
+    con.execute(f"CREATE TABLE _batch_events AS {ingest.events_sql(rank, base, True, key_of_rank)}")
     con.execute(f"CREATE TABLE _batch_flows AS {ingest.flows_sql(rank, base)}")
     con.execute(f"CREATE TABLE _batch_memory AS {ingest.memory_sql(rank, base, True)}")
     con.execute(f"CREATE TABLE _batch_threads AS {ingest.threads_sql(rank, True)}")
@@ -114,9 +117,10 @@ def _ingest_file(con, path: Path, cdir: Path, key: str, single: bool, rows: _Bat
     import duckdb
 
     from tracekit.ingest import tables as ingest
-    from tracekit.ingest.tracefile import decode, resolve_rank
+    from tracekit.ingest.tracefile import comm_rank_key, decode, resolve_rank
 
-    header, text = decode(path)
+    header, text = decode(path, rank_as_is=True)
+    key_of_rank = comm_rank_key(header)  # the file's, not a merged file's rank's
     # beside the cache, named as the lock holder's leftovers are (removed after a kill)
     fd, tmp = tempfile.mkstemp(dir=cdir, prefix=f".{key}.events.", suffix=".tmp")
     typed = True
@@ -125,7 +129,7 @@ def _ingest_file(con, path: Path, cdir: Path, key: str, single: bool, rows: _Bat
             fh.write(text)
         del text
         try:
-            typed = ingest.load_raw(con, Path(tmp))
+            typed = ingest.load_raw(con, Path(tmp), key_of_rank)
         except duckdb.Error as exc:
             detail = str(exc).splitlines()[0][:200]
             raise TracekitError(
@@ -140,7 +144,7 @@ def _ingest_file(con, path: Path, cdir: Path, key: str, single: bool, rows: _Bat
     merged = ingest.merged_ranks(con, header, typed)
     if merged is None:
         rank, rank_source = resolve_rank(path, header, single)
-        _ingest_rank(con, path, header, rank, rank_source, typed, rows)
+        _ingest_rank(con, path, header, rank, rank_source, (typed, key_of_rank), rows)
         parts = [{"rank": rank, "rank_source": rank_source, "key": key}]
     else:
         con.execute("ALTER TABLE raw RENAME TO _raw_all")
@@ -148,7 +152,8 @@ def _ingest_file(con, path: Path, cdir: Path, key: str, single: bool, rows: _Bat
         for rank in merged:
             con.execute(f"CREATE OR REPLACE TABLE raw AS {ingest.merged_rank_sql(rank)}")
             source = f"merged file (RANK {rank})"
-            _ingest_rank(con, path, _rank_header(header, rank), rank, source, typed, rows)
+            rank_header = _rank_header(header, rank)
+            _ingest_rank(con, path, rank_header, rank, source, (typed, key_of_rank), rows)
             parts.append({"rank": rank, "rank_source": source, "key": f"{key}.r{rank}"})
         con.execute("DROP TABLE _raw_all")
         con.execute("DROP TABLE IF EXISTS _pid_rank")
@@ -165,15 +170,17 @@ def _rank_header(header, rank: int):
     return msgspec.structs.replace(header, distributedInfo=info if isinstance(info, dict) else None)
 
 
-def _ingest_rank(con, path, header, rank, rank_source, typed, rows: _BatchRows) -> None:
+def _ingest_rank(con, path, header, rank, rank_source, read, rows: _BatchRows) -> None:
     """The base tables of one rank from the `raw` table of `con`, appended to the
     batch's (`_batch_<table>`); the derived tables are built once per batch
-    (`_derive_and_write`)."""
+    (`_derive_and_write`). `read`: how `raw` was read (typed, the key of
+    record_param_comms' "Rank")."""
     from tracekit.ingest import tables as ingest
 
+    typed, key_of_rank = read
     base = header.baseTimeNanoseconds or 0
     built = {
-        "events": ingest.events_sql(rank, base, typed),
+        "events": ingest.events_sql(rank, base, typed, key_of_rank),
         "flows": ingest.flows_sql(rank, base),
         "memory": ingest.memory_sql(rank, base, typed),
         "threads": ingest.threads_sql(rank, typed),

@@ -98,7 +98,7 @@ ARG_TYPES = {
     "Concrete Inputs": "JSON",
     "wait_on_stream": "BIGINT",
     "wait_on_cuda_event_record_corr_id": "BIGINT",
-    "Comm rank": "BIGINT",  # record_param_comms' "Rank" (`tracefile.decode` renames it)
+    "Comm rank": "BIGINT",  # record_param_comms' "Rank" (`arg_types`, `tracefile.decode`)
     "Device Type": "BIGINT",
     "Device Id": "BIGINT",
     "Addr": "BIGINT",
@@ -111,8 +111,20 @@ ARG_TYPES = {
 }
 
 
-def raw_columns(typed: bool) -> str:
-    args = ", ".join(f'"{k}" {t if typed else "JSON"}' for k, t in ARG_TYPES.items())
+def arg_types(comm_rank_key: str = "Comm rank") -> dict[str, str]:
+    """`ARG_TYPES` for events whose record_param_comms' "Rank" is under `comm_rank_key`
+    (`tracefile.comm_rank_key`): "Rank" as torch writes it replaces "Comm rank" and
+    "rank" (a file with distributedInfo has no per-event rank, and a DuckDB struct
+    cannot hold names that differ only in case)."""
+    if comm_rank_key == "Comm rank":
+        return ARG_TYPES
+    kept = {k: t for k, t in ARG_TYPES.items() if k != "rank"}
+    return {(comm_rank_key if k == "Comm rank" else k): t for k, t in kept.items()}
+
+
+def raw_columns(typed: bool, comm_rank_key: str = "Comm rank") -> str:
+    types = arg_types(comm_rank_key)
+    args = ", ".join(f'"{k}" {t if typed else "JSON"}' for k, t in types.items())
     cols = {
         "ph": "VARCHAR",
         "cat": "VARCHAR",
@@ -127,9 +139,11 @@ def raw_columns(typed: bool) -> str:
     return "{" + ", ".join(f"{k}: '{v}'" for k, v in cols.items()) + "}"
 
 
-def load_raw(con: duckdb.DuckDBPyConnection, events_json: Path) -> bool:
+def load_raw(
+    con: duckdb.DuckDBPyConnection, events_json: Path, comm_rank_key: str = "Comm rank"
+) -> bool:
     """Parse the events array file into the `raw` table; True when its args are typed
-    (the fast path), False when every arg is JSON.
+    (the fast path), False when every arg is JSON. `comm_rank_key`: `arg_types`'.
 
     Fast path: args read with their usual types. A trace where some value has
     another type (a string stream id, a list where a count belongs) fails that
@@ -140,23 +154,25 @@ def load_raw(con: duckdb.DuckDBPyConnection, events_json: Path) -> bool:
     """
     for typed in (True, False):
         try:
-            path, columns = sql_str(str(events_json)), raw_columns(typed)
+            path, columns = sql_str(str(events_json)), raw_columns(typed, comm_rank_key)
             con.execute(sql.query(_M, "read", path=path, columns=columns))
             return typed
         except duckdb.ConversionException:
             if not typed:
-                load_raw_lenient(con, events_json)
+                load_raw_lenient(con, events_json, comm_rank_key)
                 return False
         except duckdb.InvalidInputException as exc:
             if "transform error" not in str(exc):
                 raise
             if not typed:
-                load_raw_lenient(con, events_json)
+                load_raw_lenient(con, events_json, comm_rank_key)
                 return False
     raise AssertionError("unreachable")
 
 
-def load_raw_lenient(con: duckdb.DuckDBPyConnection, events_json: Path) -> None:
+def load_raw_lenient(
+    con: duckdb.DuckDBPyConnection, events_json: Path, comm_rank_key: str = "Comm rank"
+) -> None:
     """`raw` from each event as JSON: any field of the wrong type becomes NULL.
 
     Same columns as the all-JSON read of `load_raw`; an element that is not an object
@@ -164,7 +180,8 @@ def load_raw_lenient(con: duckdb.DuckDBPyConnection, events_json: Path) -> None:
 
     obj = "json_type(j->'args') = 'OBJECT'"
     args = ", ".join(
-        f"\"{k}\" := CASE WHEN {obj} THEN j->'args'->{sql_str(k)} END" for k in ARG_TYPES
+        f"\"{k}\" := CASE WHEN {obj} THEN j->'args'->{sql_str(k)} END"
+        for k in arg_types(comm_rank_key)
     )
     con.execute(sql.query(_M, "read_lenient", args=args, path=sql_str(str(events_json))))
 
@@ -210,7 +227,7 @@ def skipped_events_by(con: duckdb.DuckDBPyConnection, part: str) -> dict:
 def _kind_case() -> str:
     whens = "\n".join(f"        WHEN '{c}' THEN '{k}'" for c, k in CAT_KIND.items())
     return f"""CASE
-        WHEN lower(cat) = 'user_annotation' AND starts_with(name, 'gloo:') THEN 'comm_thread'
+        WHEN lower(cat) = 'user_annotation' AND prefix(name, 'gloo:') THEN 'comm_thread'
         ELSE CASE lower(cat)
 {whens}
         ELSE 'other' END
@@ -296,13 +313,16 @@ def _located(rank: int | str, base_ns: int | str) -> dict[str, str]:
     return {"rank": str(rank), "pid": _id("pid"), "tid": _id("tid"), "ts_ns": _ns("ts", base_ns)}
 
 
-def events_sql(rank: int | str, base_ns: int | str, typed: bool) -> str:
+def events_sql(
+    rank: int | str, base_ns: int | str, typed: bool, comm_rank_key: str = "Comm rank"
+) -> str:
+    spec = {**EVENT_ARGS, "comm_rank": (comm_rank_key, "int")}
     return sql.query(
         _M,
         "events",
         kind=_kind_case(),
         **_located(rank, base_ns),
-        **_read_args(typed, EVENT_ARGS),
+        **_read_args(typed, spec),
         ts_ok=_ts_ok(),
         dur_ok=_dur_ok(),
     )

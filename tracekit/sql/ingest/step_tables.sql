@@ -13,6 +13,6 @@ SELECT count(DISTINCT rank) AS ranks,
            AS work,
        (SELECT max(n) FROM (SELECT count(*) AS n FROM events
                             WHERE kind IN ('user_annotation', 'cpu_op')
-                              AND starts_with(name::VARCHAR, 'ProfilerStep#')
+                              AND prefix(name::VARCHAR, 'ProfilerStep#')
                             GROUP BY rank) s) AS steps
 FROM events

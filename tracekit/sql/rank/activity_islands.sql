@@ -27,7 +27,10 @@ by_category AS (
     SELECT rank, category, min(ts_ns) AS ts_ns, max(end_ns) AS end_ns
     FROM g GROUP BY rank, category, island
 ),
--- computing: compute islands less host waits (one sweep over both)
+-- computing: compute islands less host waits (one sweep over both, on the ranks that have
+-- host waits: CPU runs); elsewhere the compute islands of non-zero length themselves, which
+-- the sweep returns for islands apart from each other (a GPU run's: 0.01 s a big rank)
+waits AS (SELECT DISTINCT rank FROM by_category WHERE category = 'host_wait'),
 edges AS (
     SELECT rank, t, sum(dc) AS dc, sum(dw) AS dw FROM (
         SELECT rank, ts_ns AS t, (category = 'compute')::INT AS dc,
@@ -36,6 +39,7 @@ edges AS (
         UNION ALL
         SELECT rank, end_ns, -(category = 'compute')::INT, -(category = 'host_wait')::INT
         FROM by_category WHERE category IN ('compute', 'host_wait'))
+    WHERE rank IN (SELECT rank FROM waits)
     GROUP BY rank, t
 ),
 seg AS (
@@ -58,6 +62,9 @@ islands AS (
     SELECT rank, category, ts_ns, end_ns FROM by_category
     UNION ALL
     SELECT rank, 'computing', min(t), max(t2) FROM computing WHERE comp GROUP BY rank, island
+    UNION ALL
+    SELECT rank, 'computing', ts_ns, end_ns FROM by_category
+    WHERE category = 'compute' AND end_ns > ts_ns AND rank NOT IN (SELECT rank FROM waits)
 )
 SELECT *, coalesce(sum(end_ns - ts_ns) OVER (PARTITION BY rank, category ORDER BY ts_ns
                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)::BIGINT AS before_ns

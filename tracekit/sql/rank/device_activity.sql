@@ -46,8 +46,8 @@ WHERE e.kind IN ('kernel', 'memcpy', 'memset')
 UNION ALL
 SELECT e.rank,
        CASE WHEN e.kind = 'comm_thread' THEN 'communication'
-            WHEN starts_with(e.name::VARCHAR, 'c10d::')
-              OR starts_with(e.name::VARCHAR, '_c10d_functional::')
+            WHEN prefix(e.name::VARCHAR, 'c10d::')
+              OR prefix(e.name::VARCHAR, '_c10d_functional::')
               OR e.name::VARCHAR = 'record_param_comms' THEN 'host_wait'
             ELSE 'compute' END,
        e.kind::VARCHAR, e.name::VARCHAR, e.tid, e.correlation, e.ts_ns, e.dur_ns,

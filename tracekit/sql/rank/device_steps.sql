@@ -1,5 +1,5 @@
--- @include base.tables
 -- @include rank.steps
+-- @include rank.device_activity
 -- @view device_steps
 -- One row per ProfilerStep per rank with the device work it launched and its window on
 -- the device. A device event (kernel, memcpy, memset) belongs to the step whose CPU span
@@ -38,15 +38,11 @@ CREATE OR REPLACE VIEW device_steps AS
 WITH s AS (
     SELECT rank, step, ts_ns, end_ns FROM steps
 ),
-rt AS (
-    SELECT rank, correlation, min(ts_ns) AS launch_ns FROM events
-    WHERE kind = 'runtime' AND correlation IS NOT NULL
-    GROUP BY rank, correlation
-),
-k AS (  -- device work with the start of the runtime call that launched it
-    SELECT k.rank, rt.launch_ns, k.ts_ns, k.ts_ns + k.dur_ns AS end_ns
-    FROM events k JOIN rt ON rt.rank = k.rank AND rt.correlation = k.correlation
-    WHERE k.kind IN ('kernel', 'memcpy', 'memset')
+-- device work with the start of the runtime call that launched it: device_activity has
+-- both (its own lookup of every launch, not a second one here)
+k AS (
+    SELECT rank, launch_ns, ts_ns, end_ns FROM device_activity
+    WHERE kind IN ('kernel', 'memcpy', 'memset') AND launch_ns IS NOT NULL
 ),
 d AS (  -- to the step whose CPU span holds its launch (steps do not nest)
     SELECT k.rank, s.ts_ns AS step_ts, count(*) AS launched, min(k.ts_ns) AS first_ns,
@@ -65,7 +61,7 @@ a AS (  -- the latest end of the work started up to each start, launched or not
     SELECT rank, ts_ns,
            max(end_ns) OVER (PARTITION BY rank ORDER BY ts_ns ROWS UNBOUNDED PRECEDING)
                AS run_end
-    FROM (SELECT rank, ts_ns, max(ts_ns + dur_ns) AS end_ns FROM events
+    FROM (SELECT rank, ts_ns, max(end_ns) AS end_ns FROM device_activity
           WHERE kind IN ('kernel', 'memcpy', 'memset') GROUP BY rank, ts_ns)
 ),
 b0 AS (

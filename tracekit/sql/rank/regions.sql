@@ -35,8 +35,8 @@ WITH RECURSIVE r AS (
                AS name,
            ts_ns, dur_ns, ts_ns + dur_ns AS end_ns
     FROM events
-    WHERE (kind = 'python' AND starts_with(name::VARCHAR, 'nn.Module: '))
-       OR (kind = 'user_annotation' AND NOT starts_with(name::VARCHAR, 'ProfilerStep#'))
+    WHERE (kind = 'python' AND prefix(name::VARCHAR, 'nn.Module: '))
+       OR (kind = 'user_annotation' AND NOT prefix(name::VARCHAR, 'ProfilerStep#'))
 ),
 -- what regions hold: device work by its runtime call, and counted ops
 work AS (

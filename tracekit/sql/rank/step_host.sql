@@ -34,14 +34,16 @@ WITH sc AS (  -- the calls Kineto's cuda_sync events name (recorded with sync ev
 ), h AS (
     SELECT e.rank, e.tid, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns, e.name::VARCHAR AS name,
            e.kind = 'runtime' AS is_runtime,
-           e.kind = 'runtime' AND (sc.correlation IS NOT NULL OR regexp_matches(e.name::VARCHAR,
-               'Synchronize$|^(cuda|hip|cu)Memcpy(2D|3D|Peer|DtoH|DtoD|HtoD)?(WithStream|_v2)?$'))
+           e.kind = 'runtime' AND (sc.correlation IS NOT NULL
+               OR suffix(e.name::VARCHAR, 'Synchronize')
+               OR (contains(e.name::VARCHAR, 'Memcpy') AND regexp_matches(e.name::VARCHAR,
+                   '^(cuda|hip|cu)Memcpy(2D|3D|Peer|DtoH|DtoD|HtoD)?(WithStream|_v2)?$')))
                AS is_sync,
            sc.stream AS sync_stream
     FROM events e
     LEFT JOIN sc ON sc.rank = e.rank AND sc.correlation = e.correlation AND e.kind = 'runtime'
     WHERE e.kind IN ('cpu_op', 'runtime')
-      AND NOT starts_with(e.name::VARCHAR, 'ProfilerStep#')
+      AND NOT prefix(e.name::VARCHAR, 'ProfilerStep#')
 ), o AS (  -- one sort per thread: its order, its cover so far, its last end
     SELECT rank, tid, ts_ns, end_ns, name, is_sync, sync_stream,
            row_number() OVER (t) AS k,

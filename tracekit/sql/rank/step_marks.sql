@@ -15,13 +15,14 @@
 -- @column end_ns BIGINT: end, ns since the epoch
 CREATE OR REPLACE VIEW step_marks AS
 SELECT rank,
-       CASE WHEN starts_with(name::VARCHAR, 'ProfilerStep#') THEN 'step'
-            WHEN starts_with(name::VARCHAR, 'enumerate(DataLoader)') THEN 'input'
+       CASE WHEN prefix(name::VARCHAR, 'ProfilerStep#') THEN 'step'
+            WHEN prefix(name::VARCHAR, 'enumerate(DataLoader)') THEN 'input'
             WHEN contains(name::VARCHAR, 'StreamWaitEvent') THEN 'wait'
             ELSE 'record' END AS what,
        tid, ts_ns, ts_ns + dur_ns AS end_ns
 FROM events
-WHERE starts_with(name::VARCHAR, 'ProfilerStep#')
-   OR starts_with(name::VARCHAR, 'enumerate(DataLoader)')
-   OR (kind = 'runtime' AND regexp_matches(name::VARCHAR,
+WHERE prefix(name::VARCHAR, 'ProfilerStep#')
+   OR prefix(name::VARCHAR, 'enumerate(DataLoader)')
+   OR (kind = 'runtime' AND contains(name::VARCHAR, 'Event')  -- cheap, before the regex
+       AND regexp_matches(name::VARCHAR,
        '^(cuda|hip)(EventRecord|EventRecordWithFlags|StreamWaitEvent)$'));

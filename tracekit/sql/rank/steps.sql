@@ -14,4 +14,4 @@ SELECT rank,
        ts_ns + dur_ns AS end_ns
 FROM events
 WHERE kind IN ('user_annotation', 'cpu_op')
-  AND starts_with(name::VARCHAR, 'ProfilerStep#');
+  AND prefix(name::VARCHAR, 'ProfilerStep#');
