@@ -184,7 +184,7 @@ class NoStraggler(Change):
             steps = {st for _r, st in host}
             for st in steps:
                 keys = sorted(k for k in host if k[1] == st)
-                seqs = [sorted(host[k], key=lambda i: g.ts[i]) for k in keys]
+                seqs = [sorted(host[k], key=g.ts.__getitem__) for k in keys]
                 if len(seqs) < 2 or len({len(q) for q in seqs}) != 1:
                     scale({k: host[k] for k in keys}, host_time, edit_host)
                     continue

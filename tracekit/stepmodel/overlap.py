@@ -43,13 +43,13 @@ class Overlap(Change):
             )
         one: dict[int, list[tuple[int, list[int]]]] = {}
         for key, members in comms.items():
-            producers = sorted(bwd.get(key, []), key=lambda i: g.end[i])
+            producers = sorted(bwd.get(key, []), key=g.end.__getitem__)
             if not producers:
                 continue
             # the collectives of the backward: those that start once it has begun (an
             # FSDP forward all-gather carries no gradient)
             first = min(g.ts[i] for i in producers)
-            members = sorted((i for i in members if g.ts[i] >= first), key=lambda i: g.ts[i])
+            members = sorted((i for i in members if g.ts[i] >= first), key=g.ts.__getitem__)
             if not members:
                 continue
             b, n = len(members), len(producers)
