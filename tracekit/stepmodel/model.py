@@ -141,6 +141,14 @@ class StepModel:
             # collective that needs it): those are dropped
             if not measured:
                 R.prune(g, order, e.starts, e.ends)
+        prefix = None
+        # the order is the base's, and the measured one (`self.measured` gives the
+        # positions): the vertices before the first the change touched keep the base's
+        # times (a remedy that changes late work replays its tail only)
+        measured_base = self.measured is not None and self.order is self.measured[0]
+        if not path and not e.shift and not e.start_at and order is self.order and measured_base:
+            k = R.first_changed(g, order, self.measured[1], e.dur, e.starts, e.ends)
+            prefix = (self.base.times, k)
         rp = R.run(
             g,
             order,
@@ -150,6 +158,7 @@ class StepModel:
             shift=e.shift,
             start_at=e.start_at,
             path=path,
+            prefix=prefix,
         )
         return Outcome(
             change=[c.spec for c in changes],
