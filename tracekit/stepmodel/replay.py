@@ -180,6 +180,8 @@ def _edited_arrays(g: G.Graph, arrays, starts, ends):
     changed = _replaced(g.n, (g.starts, starts), (g.ends, ends)).tolist()
     if not changed:
         return src, dst
+    if 2 * len(changed) > g.n:  # most nodes (no-host-gaps): built whole is cheaper
+        return edge_arrays(g)
     hit = np.zeros(2 * g.n, dtype=bool)
     hit[2 * np.asarray(changed)] = True
     hit[2 * np.asarray(changed) + 1] = True
