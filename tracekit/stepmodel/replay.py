@@ -438,8 +438,13 @@ def slack(g: G.Graph, vorder: list[int], rp: Replay) -> dict[int, float]:
     for sp in g.spans.values():
         for i, lag in sp.end_edges:
             late[2 * i + 1] = min(late[2 * i + 1], rp.end_ns - lag)
-    dur, g_starts, g_ends = g.dur, g.starts, g.ends
-    for v in reversed(vorder):
+    dur, g_starts, g_ends, kind, inst = g.dur, g.starts, g.ends, g.kind, G.INST
+    # the pass stops at the first instance's start: a vertex's latest time depends on
+    # those after it only, and what comes before that start sets no instance's slack
+    first = next((k for k, v in enumerate(vorder) if not v & 1 and kind[v >> 1] == inst), None)
+    if first is None:
+        return {}
+    for v in reversed(vorder[first:]):
         lv = late[v]
         if lv == inf:
             continue
@@ -458,7 +463,7 @@ def slack(g: G.Graph, vorder: list[int], rp: Replay) -> dict[int, float]:
                 x = lv - lag
                 if x < late[u]:
                     late[u] = x
-    times, kind, inst = rp.times, g.kind, G.INST
+    times = rp.times
     return {
         i: max(late[2 * i] - times[2 * i], 0.0)
         for i in range(g.n)
