@@ -195,7 +195,8 @@ class Graph:
         starts = self._step_starts.get(r)
         if starts is None:
             starts = self._step_starts[r] = [s for s, _ in self.spans[r].steps]
-        return max(bisect_right(starts, self.ts[i]) - 1, 0)
+        k = bisect_right(starts, self.ts[i]) - 1
+        return k if k > 0 else 0
 
 
 def build(run, windows: str) -> Graph:
