@@ -184,7 +184,7 @@ class NoStraggler(Change):
             steps = {st for _r, st in host}
             for st in steps:
                 keys = sorted(k for k in host if k[1] == st)
-                seqs = [sorted(host[k], key=lambda i: g.ts[i]) for k in keys]
+                seqs = [sorted(host[k], key=g.ts.__getitem__) for k in keys]
                 if len(seqs) < 2 or len({len(q) for q in seqs}) != 1:
                     scale({k: host[k] for k in keys}, host_time, edit_host)
                     continue
@@ -222,20 +222,22 @@ class NoHostGaps(Change):
                 "work on; its host time is the work"
             )
         host_gaps, dev_gaps = (G.E_CHAIN, G.E_HOSTWAIT), (G.E_STREAM, G.E_LAUNCH)
-        kinds, g_ends, starts = g.kind, g.ends, e.starts
-        for i in range(g.n):
-            k = kinds[i]
-            if k == G.HOST:
-                e.dur[i] = 0.0 if not g_ends[i] else e.dur[i]
+        kinds, g_ends, starts, dur = g.kind, g.ends, e.starts, e.dur
+        host, device = G.HOST, (G.COMPUTE, G.COMM)
+        for i, k in enumerate(kinds):  # names bound once: a loop over every node
+            if k == host:
+                if not g_ends[i]:
+                    dur[i] = 0.0
                 gaps = host_gaps
-            elif k in (G.COMPUTE, G.COMM):  # no later than the (instant) host gets there
+            elif k in device:  # no later than the (instant) host gets there
                 gaps = dev_gaps
             else:
                 continue
             st = starts[i]
             for _s, _se, lag, ek in st:
                 if lag and ek in gaps:
-                    starts[i] = [(s, se, 0 if ek in gaps else lag, ek) for s, se, lag, ek in st]
+                    # the gap edges at lag 0, the others kept as they are
+                    starts[i] = [(x[0], x[1], 0, x[3]) if x[3] in gaps else x for x in st]
                     break
         keep_device_order(g, e)
 

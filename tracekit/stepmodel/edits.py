@@ -25,6 +25,9 @@ class Edits:
     starts: list[list[tuple]]
     ends: list[list[tuple]]
     reorder: bool = False  # edges were added: the vertex order must be computed again
+    # (source vertex, target vertex) of edges added to lists whose other edges keep their
+    # ends (`keep_device_order`): only these are checked against the base's order
+    added: list[tuple[int, int]] = field(default_factory=list)
     extra_ms: float = 0.0
     # rank → ns its unexplained starts move (a late rank's window start brought forward)
     shift: dict[int, float] = field(default_factory=dict)
@@ -96,6 +99,6 @@ def keep_device_order(g: G.Graph, e: Edits) -> None:
                     else (last, False, ts[i] - ts[last], G.E_STREAM)
                 )
                 starts[i] = [*starts[i], edge]
-                e.reorder = True
+                e.added.append((2 * last + 1 if edge[1] else 2 * last, 2 * i))
             if last is None or end[i] > end[last]:
                 last = i

@@ -195,7 +195,8 @@ class Graph:
         starts = self._step_starts.get(r)
         if starts is None:
             starts = self._step_starts[r] = [s for s, _ in self.spans[r].steps]
-        return max(bisect_right(starts, self.ts[i]) - 1, 0)
+        k = bisect_right(starts, self.ts[i]) - 1
+        return k if k > 0 else 0
 
 
 def build(run, windows: str) -> Graph:
@@ -264,8 +265,8 @@ def build(run, windows: str) -> Graph:
     lat_bound: dict[int, list[int]] = {}
     launch_of: dict[int, tuple[int, int]] = {}  # device node → (host node, launch ts)
     by_instance: dict[str, list[int]] = {}
-    for v in host_nodes.values():
-        v.sort(key=lambda i: (g.ts[i], i))
+    for v in host_nodes.values():  # by (start, id): ids are appended in increasing order
+        v.sort(key=g.ts.__getitem__)
     blocking: dict[int, int] = {}  # host node → the device work its call waited for
     d_ts, d_end = dcols[2], dcols[3]
     ids = g.extend(
@@ -316,27 +317,30 @@ def build(run, windows: str) -> Graph:
         i for v in dev_nodes.values() for i in v
         if g.lane[i][:5] == "gloo " and edges.on_host_thread(g, i, host_lanes)
     }  # fmt: skip
+    g_lane, g_ts, g_end = g.lane, g.ts, g.end  # bound once for the per-node loops below
+    device_edges, get_launch, get_wait = edges.device_edges, launch_of.get, waited.get
     for rank, nodes in dev_nodes.items():
-        nodes.sort(key=lambda i: (g.lane[i], g.ts[i]))
+        # by (lane, start): two stable sorts with C-level keys (no lambda per node)
+        nodes.sort(key=g_ts.__getitem__)
+        nodes.sort(key=g_lane.__getitem__)
         prev: dict[str, int] = {}
+        preds: list[int] = []  # each node's stream predecessor (−2 for none), as `nodes`
         for i in nodes:
-            p = prev.get(g.lane[i])
-            prev[g.lane[i]] = i
+            lane = g_lane[i]
+            p = prev.get(lane)
+            prev[lane] = i
             if i in on_host:
                 p = None  # gloo send/recv on a host thread: posted in host order, not queued
-            if i in launch_of and (p is None or g.ts[i] - g.end[p] > STREAM_SLACK_NS):
-                lat_bound.setdefault(rank, []).append(g.ts[i] - launch_of[i][1])
-            g.inst[i] = -2 if p is None else p  # the stream predecessor, for now
+            if i in launch_of and (p is None or g_ts[i] - g_end[p] > STREAM_SLACK_NS):
+                lat_bound.setdefault(rank, []).append(g_ts[i] - launch_of[i][1])
+            preds.append(-2 if p is None else p)
         # the launch latency: the low end of what launch-bound work shows (its median
         # would count work that waited for something the trace does not show)
         lat = edges.launch_latency(lat_bound[rank]) if rank in lat_bound else DEFAULT_LAUNCH_NS
-        ends_sorted = sorted(nodes, key=lambda i: g.end[i])
-        end_times = [g.end[i] for i in ends_sorted]
-        for i in nodes:
-            p = g.inst[i]
-            g.inst[i] = -1
-            launch, w = launch_of.get(i), waited.get(i)
-            edges.device_edges(g, i, p, launch, lat, ends_sorted, end_times, w)
+        ends_sorted = sorted(nodes, key=g_end.__getitem__)
+        end_times = [g_end[i] for i in ends_sorted]
+        for i, p in zip(nodes, preds, strict=True):
+            device_edges(g, i, p, get_launch(i), lat, ends_sorted, end_times, get_wait(i))
     # ---- a collective's data: the compute its rank had launched before issuing it (what
     # the event a process group records on the current stream and waits for captures)
     for nodes in dev_nodes.values():
@@ -355,14 +359,14 @@ def build(run, windows: str) -> Graph:
     # ---- host order, blocking syncs, host waits
     all_ends: dict[int, tuple[list[int], list[int]]] = {}
     for rank in g.spans:
-        nodes = sorted(host_nodes.get(rank, []) + dev_nodes.get(rank, []), key=lambda i: g.end[i])
+        nodes = sorted(host_nodes.get(rank, []) + dev_nodes.get(rank, []), key=g.end.__getitem__)
         all_ends[rank] = (nodes, [g.end[i] for i in nodes])
     csrt = {
-        r: sorted((i for i in v if g.kind[i] == COMM), key=lambda i: g.end[i])
+        r: sorted((i for i in v if g.kind[i] == COMM), key=g.end.__getitem__)
         for r, v in dev_nodes.items()
     }
     ctimes = {r: [g.end[i] for i in v] for r, v in csrt.items()}
-    hsrt = {r: sorted(v, key=lambda i: g.end[i]) for r, v in host_nodes.items()}
+    hsrt = {r: sorted(v, key=g.end.__getitem__) for r, v in host_nodes.items()}
     htimes = {r: [g.end[i] for i in v] for r, v in hsrt.items()}
     # a send/recv span on a host thread lasts until the thread waits for it: its transfer
     # ended with its pair's first member (the span may end much later, at that wait)
@@ -374,7 +378,7 @@ def build(run, windows: str) -> Graph:
     }
     for rank, nodes in host_nodes.items():
         by_thread: dict[str, int] = {}
-        dev_sorted = sorted(dev_nodes.get(rank, []), key=lambda i: g.end[i])
+        dev_sorted = sorted(dev_nodes.get(rank, []), key=g.end.__getitem__)
         dev_ends = [g.end[i] for i in dev_sorted]
         for i in nodes:  # in start order
             p = by_thread.get(g.lane[i])

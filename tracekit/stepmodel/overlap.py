@@ -27,11 +27,13 @@ class Overlap(Change):
     def apply(self, g, e):
         comms: dict[tuple[int, int], list[int]] = {}
         bwd: dict[tuple[int, int], list[int]] = {}
-        for i in range(g.n):
-            if g.kind[i] == G.COMM and g.coll[i] == self.name:
-                comms.setdefault((g.rank[i], g.step_of(i)), []).append(i)
-            elif g.backward[i] and is_compute(g, i):
-                bwd.setdefault((g.rank[i], g.step_of(i)), []).append(i)
+        kind, coll, backward, rank, step_of = g.kind, g.coll, g.backward, g.rank, g.step_of
+        comm, name = G.COMM, self.name
+        for i in range(g.n):  # names bound once: a loop over every node
+            if kind[i] == comm and coll[i] == name:
+                comms.setdefault((rank[i], step_of(i)), []).append(i)
+            elif backward[i] and is_compute(g, i):
+                bwd.setdefault((rank[i], step_of(i)), []).append(i)
         if not comms:
             raise NotApplicable(
                 f"--change {self.spec}: no {self.name} collective in the analysed steps"
@@ -43,13 +45,13 @@ class Overlap(Change):
             )
         one: dict[int, list[tuple[int, list[int]]]] = {}
         for key, members in comms.items():
-            producers = sorted(bwd.get(key, []), key=lambda i: g.end[i])
+            producers = sorted(bwd.get(key, []), key=g.end.__getitem__)
             if not producers:
                 continue
             # the collectives of the backward: those that start once it has begun (an
             # FSDP forward all-gather carries no gradient)
             first = min(g.ts[i] for i in producers)
-            members = sorted((i for i in members if g.ts[i] >= first), key=lambda i: g.ts[i])
+            members = sorted((i for i in members if g.ts[i] >= first), key=g.ts.__getitem__)
             if not members:
                 continue
             b, n = len(members), len(producers)

@@ -32,7 +32,7 @@ def rank_path(g: G.Graph, t, pred, r: int, end_t: float, end_v, lag: float) -> l
         )
     segs = _backtrack(g, t, pred, end_v, r, start, min(t[end_v], end_t))
     if lag > 0:  # host time from the last work to the step's end
-        segs.append(Segment(r, "host", "to the step's end", t[end_v], lag))
+        segs.append((r, "host", "to the step's end", t[end_v], lag))
     return _merge(segs)
 
 
@@ -66,22 +66,33 @@ def _kind(g: G.Graph, i: int, ek: int) -> str:
     return "host"
 
 
-def _backtrack(g: G.Graph, t, pred, v, r: int, lo: float, hi: float) -> list[Segment]:
+def _backtrack(g: G.Graph, t, pred, v, r: int, lo: float, hi: float) -> list[tuple]:
     """The path from vertex v back along the edges that set each time, within [lo, hi]:
     each instant once (an edge with a negative lag — a member's tail, a lane's work past the
     window's end — would otherwise count its overlap twice), and the stretch before the
-    earliest node the trace explains as its "measured start"."""
-    segs: list[Segment] = []
+    earliest node the trace explains as its "measured start". As (rank, kind, name,
+    start, ns) tuples for `_merge` (a `Segment` a piece cost more than the walk)."""
+    segs: list[tuple] = []
     seen = set()
     cursor = hi  # the path covers [cursor, hi] so far
+    rank, names, named = g.rank, g.name, (G.E_DUR, G.E_TAIL)
     while v is not None and pred[v] is not None and v not in seen and cursor > lo:
         seen.add(v)
         u, ek = pred[v]
         i = v >> 1
+        kind = _kind(g, i, ek)
+        if kind != "sync":  # one piece (`_pieces`), the usual case
+            a, b = max(t[u], lo), min(t[v], cursor)
+            if b > a:
+                name = names[i] if ek in named else _GAP_NAMES.get(ek, "gap")
+                segs.append((rank[i], kind, name, a, b - a))
+                cursor = a
+            v = u
+            continue
         for kind, name, a, b in reversed(_pieces(g, i, ek, t[u], t[v], u >> 1)):
             a, b = max(a, lo), min(b, cursor)
             if b > a:
-                segs.append(Segment(g.rank[i], kind, name, a, b - a))
+                segs.append((rank[i], kind, name, a, b - a))
                 cursor = a
         v = u
     if v is not None and cursor > lo:  # a node the graph does not explain
@@ -89,9 +100,9 @@ def _backtrack(g: G.Graph, t, pred, v, r: int, lo: float, hi: float) -> list[Seg
         q = g.rank[i]
         at = min(max(float(g.spans[q].start_ns), lo), cursor)  # rank q's window start
         if cursor > at:
-            segs.append(Segment(q, "host", "measured start", at, cursor - at))
+            segs.append((q, "host", "measured start", at, cursor - at))
         if at > lo:  # the rank it leads to begins its window later: the path's rank waits
-            segs.append(Segment(r, "waiting", f"for rank {q} to start its window", lo, at - lo))
+            segs.append((r, "waiting", f"for rank {q} to start its window", lo, at - lo))
     segs.reverse()
     return segs
 
@@ -121,35 +132,40 @@ def _pieces(g: G.Graph, i: int, ek: int, t0: float, t1: float, src: int) -> list
     return [(kind, g.name[i] if ek in (G.E_DUR, G.E_TAIL) else _gap_name(ek), t0, t1)]
 
 
+_GAP_NAMES = {
+    G.E_LAUNCH: "launch",
+    G.E_STREAM: "stream gap",
+    G.E_WAIT: "wait on another stream",
+    G.E_CHAIN: "host gap",
+    G.E_ANCHOR: "window start",
+    G.E_SYNC: "sync",
+    G.E_HOSTWAIT: "host wait",
+    G.E_UNEXPLAINED: "unexplained wait",
+}
+
+
 def _gap_name(ek: int) -> str:
-    return {
-        G.E_LAUNCH: "launch",
-        G.E_STREAM: "stream gap",
-        G.E_WAIT: "wait on another stream",
-        G.E_CHAIN: "host gap",
-        G.E_ANCHOR: "window start",
-        G.E_SYNC: "sync",
-        G.E_HOSTWAIT: "host wait",
-        G.E_UNEXPLAINED: "unexplained wait",
-    }.get(ek, "gap")
+    return _GAP_NAMES.get(ek, "gap")
 
 
-def _merge(segs: list[Segment]) -> list[Segment]:
-    """Consecutive segments of one rank and kind as one, named by the name with the most
-    time in it (a host-bound backward is hundreds of autograd ops and gaps between them:
-    the longest single piece would name it by one gap), with how many pieces it holds."""
+def _merge(segs: list[tuple]) -> list[Segment]:
+    """Consecutive segments (`_backtrack`'s tuples) of one rank and kind as one, named by
+    the name with the most time in it (a host-bound backward is hundreds of autograd ops
+    and gaps between them: the longest single piece would name it by one gap), with how
+    many pieces it holds."""
     out: list[Segment] = []
     names: list[dict[str, list[float]]] = []  # per merged segment: name → [ns, pieces]
-    for s in segs:
-        if out and out[-1].rank == s.rank and out[-1].kind == s.kind:
-            o = out[-1]
-            o.ns = s.start_ns + s.ns - o.start_ns
+    o = None
+    for rank, kind, name, start_ns, ns in segs:
+        if o is not None and o.rank == rank and o.kind == kind:
+            o.ns = start_ns + ns - o.start_ns
             o.parts += 1
         else:
-            out.append(Segment(s.rank, s.kind, s.name, s.start_ns, s.ns))
+            o = Segment(rank, kind, name, start_ns, ns)
+            out.append(o)
             names.append({})
-        acc = names[-1].setdefault(s.name, [0.0, 0])
-        acc[0] += s.ns
+        acc = names[-1].setdefault(name, [0.0, 0])
+        acc[0] += ns
         acc[1] += 1
     for o, by_name in zip(out, names, strict=True):
         if o.parts > 1:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import chain
-from operator import itemgetter
+from operator import is_not, itemgetter
 
 from tracekit.stepmodel import graph as G
 from tracekit.stepmodel.path import Segment, rank_path
@@ -37,6 +37,7 @@ __all__ = [
     "Replay",
     "Segment",
     "edge_arrays",
+    "first_changed",
     "order",
     "ordered",
     "prune",
@@ -176,15 +177,42 @@ def _edited_arrays(g: G.Graph, arrays, starts, ends):
     import numpy as np
 
     src, dst = arrays
-    changed = [i for i in range(g.n) if g.starts[i] is not starts[i] or g.ends[i] is not ends[i]]
+    changed = _replaced(g.n, (g.starts, starts), (g.ends, ends)).tolist()
     if not changed:
         return src, dst
+    if 2 * len(changed) > g.n:  # most nodes (no-host-gaps): built whole is cheaper
+        return edge_arrays(g)
     hit = np.zeros(2 * g.n, dtype=bool)
     hit[2 * np.asarray(changed)] = True
     hit[2 * np.asarray(changed) + 1] = True
     keep = ~hit[dst]
     s2, d2 = edge_arrays(g, changed)
     return np.concatenate([src[keep], s2]), np.concatenate([dst[keep], d2])
+
+
+def _replaced(n: int, *pairs):
+    """The indices (ascending, an array) where a list of each pair holds another object
+    than the other (a what-if's copy: what a change replaced), by identity."""
+    import numpy as np
+
+    hit = np.zeros(n, dtype=bool)
+    for a, b in pairs:
+        hit |= np.fromiter(map(is_not, a, b), dtype=bool, count=n)
+    return np.flatnonzero(hit)
+
+
+def first_changed(g: G.Graph, vorder: list[int], pos, dur, starts, ends) -> int:
+    """The position in `vorder` (`pos`: each vertex's) of the first vertex of a node
+    whose duration or edges a what-if replaced (`dur`, `starts`, `ends`: its copies of
+    the graph's; by identity, so a value rewritten equal, or an int made a float, counts
+    as changed); the order's length when none. A node's start comes before its end."""
+    g_dur, g_starts, g_ends = g.dur, g.starts, g.ends
+    for k, v in enumerate(vorder[:2048]):  # most changes touch early work: looked at first
+        i = v >> 1
+        if dur[i] is not g_dur[i] or starts[i] is not g_starts[i] or ends[i] is not g_ends[i]:
+            return k
+    changed = _replaced(g.n, (g_dur, dur), (g_starts, starts), (g_ends, ends))
+    return int(pos[2 * changed].min()) if changed.size else 2 * g.n
 
 
 def toposort(g: G.Graph) -> list[int]:
@@ -272,24 +300,35 @@ def run(
     path: bool = True,
     shift: dict[int, float] | None = None,
     start_at: dict[int, float] | None = None,
+    prefix: tuple[list[float], int] | None = None,
 ) -> Replay:
-    """Replay `g` (with a change's durations / edges in place of its own)."""
+    """Replay `g` (with a change's durations / edges in place of its own). `prefix`:
+    (the times of a replay of `g` in this order, k) where the first k vertices of
+    `vorder` are those of nodes the change leaves as they were (a what-if's, without its
+    path: `first_changed`): their times are that replay's, and the sweep starts at k."""
     dur = dur if dur is not None else g.dur
     starts = starts if starts is not None else g.starts
     ends = ends if ends is not None else g.ends
     if not path:
-        t = _times(g, vorder, dur, starts, ends, shift, start_at)
+        t = _times(g, vorder, dur, starts, ends, shift, start_at, prefix)
         pred: list = []
     else:
         t, pred = _times_pred(g, vorder, dur, starts, ends, shift, start_at)
     return _finish(g, t, pred, path)
 
 
-def _times(g: G.Graph, vorder, dur, starts, ends, shift, start_at) -> list[float]:
+def _times(g: G.Graph, vorder, dur, starts, ends, shift, start_at, prefix=None) -> list[float]:
     """`_times_pred`'s times alone, without the edge that set each (a replay whose path
     is not asked for: each remedy's). The same sums and maxima in the same order, so
-    the same floats."""
-    t = [0.0] * (2 * g.n)
+    the same floats. (Names bound locally: the loop runs once a vertex, ~90,000 times
+    at 8 big ranks.) `prefix`: `run`'s."""
+    if prefix is not None:
+        # each vertex's time depends on those before it in the order only: the first k,
+        # of nodes the change left alone, are the same sums of the same numbers
+        t, k = list(prefix[0]), prefix[1]
+        vorder = vorder[k:] if k else vorder
+    else:
+        t = [0.0] * (2 * g.n)
     ts, rank = g.ts, g.rank
     for v in vorder:
         i = v >> 1
@@ -317,33 +356,36 @@ def _times(g: G.Graph, vorder, dur, starts, ends, shift, start_at) -> list[float
 
 
 def _times_pred(g: G.Graph, vorder, dur, starts, ends, shift, start_at):
-    """Each vertex's replayed time, and the (vertex, edge kind) that set it."""
+    """Each vertex's replayed time, and the (vertex, edge kind) that set it. (The
+    winning edge's tuple is made once a vertex, not at each better edge.)"""
     t = [0.0] * (2 * g.n)
     pred: list[tuple[int, int] | None] = [None] * (2 * g.n)  # (vertex, edge kind)
-    ts = g.ts
+    ts, rank, e_dur = g.ts, g.rank, G.E_DUR
     for v in vorder:
         i = v >> 1
         if v & 1 == 0:
-            best, arg = None, None
-            for src, src_end, lag, ek in starts[i]:
-                sv = 2 * src + (1 if src_end else 0)
-                x = t[sv] + lag
-                if best is None or x > best:
-                    best, arg = x, (sv, ek)
-            if best is None:  # nothing the trace shows explains it: its measured start
+            st = starts[i]
+            if st:
+                best = None
+                for src, src_end, lag, ek in st:
+                    sv = 2 * src + 1 if src_end else 2 * src
+                    x = t[sv] + lag
+                    if best is None or x > best:
+                        best, bv, bk = x, sv, ek
+                t[v], pred[v] = best, (bv, bk)
+            else:  # nothing the trace shows explains it: its measured start
                 if start_at and i in start_at:
-                    best = start_at[i]
+                    t[v] = start_at[i]
                 else:
-                    best = ts[i] + (shift.get(g.rank[i], 0) if shift else 0)
-                arg = None
-            t[v], pred[v] = best, arg
+                    t[v] = ts[i] + (shift.get(rank[i], 0) if shift else 0)
         else:
-            best, arg = t[v - 1] + dur[i], (v - 1, G.E_DUR)
+            bv = v - 1
+            best, bk = t[bv] + dur[i], e_dur
             for src, lag, ek in ends[i]:
                 x = t[2 * src + 1] + lag
                 if x > best:
-                    best, arg = x, (2 * src + 1, ek)
-            t[v], pred[v] = best, arg
+                    best, bv, bk = x, 2 * src + 1, ek
+            t[v], pred[v] = best, (bv, bk)
     return t, pred
 
 
@@ -388,27 +430,42 @@ def _finish(g: G.Graph, t: list[float], pred: list, path: bool) -> Replay:
 def slack(g: G.Graph, vorder: list[int], rp: Replay) -> dict[int, float]:
     """Slack of each collective instance, ns: how much later it could start without
     delaying the step's end (the latest rank's replayed window end) — the latest start a
-    backward pass over the edges allows, less its replayed start; 0 on the critical path."""
+    backward pass over the edges allows, less its replayed start; 0 on the critical path.
+    (A comparison in place of `min`: the same value kept at a tie, as `min` keeps its
+    first argument.)"""
     inf = float("inf")
     late = [inf] * (2 * g.n)
     for sp in g.spans.values():
         for i, lag in sp.end_edges:
             late[2 * i + 1] = min(late[2 * i + 1], rp.end_ns - lag)
-    for v in reversed(vorder):
+    dur, g_starts, g_ends, kind, inst = g.dur, g.starts, g.ends, g.kind, G.INST
+    # the pass stops at the first instance's start: a vertex's latest time depends on
+    # those after it only, and what comes before that start sets no instance's slack
+    first = next((k for k, v in enumerate(vorder) if not v & 1 and kind[v >> 1] == inst), None)
+    if first is None:
+        return {}
+    for v in reversed(vorder[first:]):
         lv = late[v]
         if lv == inf:
             continue
         i = v >> 1
         if v & 1:
-            late[v - 1] = min(late[v - 1], lv - g.dur[i])
-            for src, lag, _ek in g.ends[i]:
-                late[2 * src + 1] = min(late[2 * src + 1], lv - lag)
+            x = lv - dur[i]
+            if x < late[v - 1]:
+                late[v - 1] = x
+            for src, lag, _ek in g_ends[i]:
+                x = lv - lag
+                if x < late[2 * src + 1]:
+                    late[2 * src + 1] = x
         else:
-            for src, src_end, lag, _ek in g.starts[i]:
-                u = 2 * src + (1 if src_end else 0)
-                late[u] = min(late[u], lv - lag)
+            for src, src_end, lag, _ek in g_starts[i]:
+                u = 2 * src + 1 if src_end else 2 * src
+                x = lv - lag
+                if x < late[u]:
+                    late[u] = x
+    times = rp.times
     return {
-        i: max(late[2 * i] - rp.times[2 * i], 0.0)
+        i: max(late[2 * i] - times[2 * i], 0.0)
         for i in range(g.n)
-        if g.kind[i] == G.INST and late[2 * i] != inf
+        if kind[i] == inst and late[2 * i] != inf
     }
