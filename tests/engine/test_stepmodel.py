@@ -368,9 +368,7 @@ def test_one_step_of_all_ranks_past_the_ceiling_is_not_modeled_and_says_why(tmp_
 
 
 @pytest.mark.parametrize("cores", [None, 8.0, 1.0])
-def test_overlap_on_a_cpu_run_without_a_spare_core_takes_the_transfer_from_compute(
-    tmp_path, cores
-):
+def test_overlap_on_a_cpu_run_without_a_spare_core_takes_the_transfer_from_compute(tmp_path, cores):
     """job.json's `cpu_cores_per_rank` below 2 (this machine's reference jobs: 2 cores, 2
     ranks): gloo's threads share the cores compute runs on, so overlapping the all-reduce
     with backward cannot hide its transfer — the contended replay saves less than half of
@@ -576,3 +574,39 @@ def test_a_four_stage_cpu_pipelines_path_crosses_every_stage(tmp_path):
     path = sm.critical_path
     assert sum(1 for v in path.by_rank.values() if v > 0) >= 3
     assert path.by_kind["waiting"] < 0.05 * sm.measured_step_ms
+
+
+# ------------------------------------------------------------------ a remedy from its first change
+
+
+@pytest.mark.parametrize(
+    ("trace", "specs"),
+    [
+        ("v100_dlrm_8rank", ["overlap:all_to_all"]),
+        ("v100_dlrm_8rank", ["bandwidth:all_to_all=100"]),
+        ("v100_dlrm_8rank", ["compute-speed=2"]),
+        ("v100_ddp_rank1", ["overlap:all_reduce"]),
+    ],
+)
+def test_a_remedys_replay_from_its_first_change_is_the_whole_replays_step(
+    shared_trace, monkeypatch, trace, specs
+):
+    """A remedy is replayed without its path from the first vertex its change touched,
+    the times before it the base's (`replay.first_changed`: these traces replay in their
+    measured order, where it applies). Its step must be, to the bit, the step of a replay
+    of every vertex: with the path (`_times_pred`, no prefix) and with the prefix forced
+    empty."""
+    from tracekit.stepmodel import replay as R
+
+    seen: list[int] = []
+    first = R.first_changed
+    monkeypatch.setattr(R, "first_changed", lambda *a: seen.append(first(*a)) or seen[-1])
+    with tracekit.open(shared_trace(trace)) as run:
+        run.materialize()
+        ctx = Context(run, AnalysisOptions())
+        fast = what_if(ctx, specs, path=False).predicted_step_ms
+        whole = what_if(ctx, specs, path=True).predicted_step_ms
+        monkeypatch.setattr(R, "first_changed", lambda *a: 0)
+        from_zero = what_if(ctx, specs, path=False).predicted_step_ms
+    assert seen and seen[0] > 0  # the tail alone was replayed
+    assert fast == whole == from_zero
