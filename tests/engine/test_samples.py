@@ -257,6 +257,27 @@ def test_device_gaps_ordered_once_are_the_two_queries_apart(name, tmp_path):
                 assert W.pieces(run, report, step) is not None
 
 
+@pytest.mark.parametrize("name", ["ddp", "pp"])
+def test_work_ordered_by_numpy_is_the_sql_window(name, tmp_path):
+    """`work_table` (the items sorted in DuckDB, `prev_end` a running max in numpy) gives
+    the rows of the SQL window `work_sql` over the report's windows, the step windows and
+    the pieces; no windows: no rows."""
+    from tracekit import sql
+    from tracekit.metrics import windows as W
+    from tracekit.metrics.breakdown import per_rank, windows_of, work_sql, work_table
+
+    generate(SYNTH[name], tmp_path)
+    with tracekit.open(tmp_path) as run:
+        report = W.values(run, windows_of(per_rank(run, window="steps")))
+        step = W.step_windows(None)
+        pieces = W.table(run, W.pieces(run, report, step))
+        nothing = sql.query("metrics.windows", "no_windows")
+        for windows in (report, step, pieces, nothing):
+            want = sorted(run.sql(work_sql(windows)).fetchall(), key=repr)
+            assert want or windows is nothing
+            assert sorted(run.sql(work_table(run, windows)).fetchall(), key=repr) == want
+
+
 @pytest.mark.parametrize("name", ["exposed", "pp"])
 def test_the_sweep_over_the_pieces_is_the_two_sweeps_apart(name, tmp_path):
     """`per_rank`'s sweep over the pieces of the report's windows: each rank's figures

@@ -78,7 +78,66 @@ def host_bound_sql(windows: str, run: Run | None = None) -> str:
 def device_gaps_sql(windows: str) -> str:
     """Per (rank, wid) of `windows` the device work items with the end of the work before
     each (`metrics.host_bound:device_gaps` over its `work`)."""
-    return sql.query(_GAPS, "device_gaps", work=sql.query(_GAPS, "work", windows=windows))
+    return sql.query(_GAPS, "device_gaps", work=work_sql(windows))
+
+
+def work_sql(windows: str) -> str:
+    """`metrics.host_bound:work` over `windows`: each device item with `prev_end`."""
+    return sql.query(_GAPS, "work", items=sql.query(_GAPS, "work_items", windows=windows))
+
+
+def work_table(run: Run, windows: str) -> str:
+    """SQL reading the rows of `work_sql(windows)` from a table made once: the items
+    sorted by (rank, wid, ts_ns, end_ns) in DuckDB, `prev_end` (the running max of the
+    ends before each item in its window) by numpy over the sorted ends and joined back
+    by position. The same rows as the SQL window (its `max` over every earlier row is
+    twice DuckDB's sort: 0.08 s at 8 big ranks, 178,000 items, 0.04 s so). `work_sql`
+    where an end is null or the windows' offsets could overflow."""
+    import hashlib
+
+    import numpy as np
+
+    items = sql.query(_GAPS, "work_items", windows=windows)
+    name = "_q_" + hashlib.sha1(("work", items).__repr__().encode()).hexdigest()
+    if name in run.window_tables:
+        return f"SELECT * FROM {name}"
+    con = run.con
+    con.execute(f"CREATE OR REPLACE TABLE {name}_s AS {items} ORDER BY rank, wid, ts_ns, end_ns")
+    c = con.execute(f"SELECT rank, wid, end_ns FROM {name}_s").fetchnumpy()
+    end = c["end_ns"]
+    n = len(end)
+    if not n or np.ma.is_masked(end):
+        con.execute(f"DROP TABLE {name}_s")
+        return work_sql(windows)
+    end = np.asarray(end, dtype=np.int64)
+    rank, wid = np.asarray(c["rank"]), np.asarray(c["wid"])
+    first = np.ones(n, dtype=bool)  # an item that opens its window (no work before it)
+    first[1:] = (rank[1:] != rank[:-1]) | (wid[1:] != wid[:-1])
+    part = np.cumsum(first) - 1
+    lo = int(end.min())
+    span = int(end.max()) - lo + 1
+    if (int(part[-1]) + 1) * span >= 2**62:
+        con.execute(f"DROP TABLE {name}_s")
+        return work_sql(windows)
+    # one running max over every window: each window's ends lifted above all earlier
+    # windows' (window k by k × span) so no earlier window's max reaches into it
+    lift = part * span
+    upto = np.maximum.accumulate(end - lo + lift) - lift + lo
+    prev = np.empty(n, dtype=np.int64)
+    prev[0] = 0
+    prev[1:] = upto[:-1]
+    con.register(f"{name}_p", {"prev": prev, "first": first})
+    try:
+        con.execute(
+            f"CREATE TABLE IF NOT EXISTS {name} AS SELECT s.*, "
+            f"CASE WHEN p.first THEN NULL ELSE p.prev END AS prev_end "
+            f"FROM {name}_s s POSITIONAL JOIN {name}_p p"
+        )
+    finally:
+        con.unregister(f"{name}_p")
+        con.execute(f"DROP TABLE {name}_s")
+    run.window_tables.add(name)
+    return f"SELECT * FROM {name}"
 
 
 def device_gaps_with_steps(run: Run, windows: str, step_windows: str) -> str:
@@ -92,8 +151,9 @@ def device_gaps_with_steps(run: Run, windows: str, step_windows: str) -> str:
     pieces = W.pieces(run, windows, step_windows)
     if pieces is None:
         return W.rows_of(run, device_gaps_sql(windows))
-    work = sql.query(_GAPS, "work", windows=W.table(run, pieces))
-    work = W.rows_of(run, sql.query(_GAPS, "piece_work", work=work))
+    work = W.rows_of(
+        run, sql.query(_GAPS, "piece_work", work=work_table(run, W.table(run, pieces)))
+    )
     cols = "rank, wid, ts_ns, end_ns, launch_ns, gloo, prev_end"
     steps = f"SELECT {cols} FROM ({work}) WHERE wid >= 0"
     W.keep(run, (_GAPS, step_windows), sql.query(_GAPS, "device_gaps", work=steps))

@@ -51,7 +51,7 @@ def estimate(run: Run) -> list[Offset]:
     collectives with the reference rank (the reference itself is 0). None where no row
     can be matched by Seq (`any_seq`: the view's matching not computed for nothing)."""
     names = {"names": list(SYNCHRONIZING)}
-    if not run.sql(sql.query("store.clocks", "any_seq"), names).fetchone()[0]:
+    if not run.sql(sql.query("store.clocks", "any_seq"), names).fetchall()[0][0]:
         return []
     rows = run.sql(sql.query("store.clocks", "offsets"), names).fetchall()
     return [

@@ -1,10 +1,26 @@
 -- @include rank.device_activity
 -- @include rank.steps
--- @query work
+-- @query work_items
 -- Per window of {windows} (rank, wid, start_ns, end_ns) each device work item (kernel,
 -- memcpy, memset) starting in it, and each gloo span (a GPU run's gloo collective:
--- `gloo`), with the end of the work before it in its window on any stream (`prev_end`):
--- one sort of the items, which `device_gaps` and `piece_work` read.
+-- `gloo`): the items `work` orders.
+-- @column rank INTEGER: global rank
+-- @column wid INTEGER: the window's id
+-- @column ts_ns BIGINT: the work's start
+-- @column end_ns BIGINT: the work's end
+-- @column launch_ns BIGINT: its launch call's start
+-- @column gloo BOOLEAN: a gloo span, not device work
+WITH sw AS ({windows})
+SELECT a.rank, sw.wid, a.ts_ns, a.end_ns, a.launch_ns, a.kind = 'comm_thread' AS gloo
+FROM device_activity a JOIN sw ON a.rank = sw.rank
+WHERE a.kind IN ('kernel', 'memcpy', 'memset', 'comm_thread')
+  AND a.ts_ns >= sw.start_ns AND a.ts_ns < sw.end_ns
+
+-- @query work
+-- The rows of `work_items` ({items}) each with the end of the work before it in its
+-- window on any stream (`prev_end`): one sort of the items, which `device_gaps` and
+-- `piece_work` read. `metrics.breakdown.work_table` computes the same rows with numpy
+-- (this running max is twice DuckDB's sort of the items).
 -- @column rank INTEGER: global rank
 -- @column wid INTEGER: the window's id
 -- @column ts_ns BIGINT: the work's start
@@ -12,16 +28,9 @@
 -- @column launch_ns BIGINT: its launch call's start
 -- @column gloo BOOLEAN: a gloo span, not device work
 -- @column prev_end BIGINT: the end of the work before it, null for the first
-WITH sw AS ({windows}),
-d AS (
-    SELECT a.rank, sw.wid, a.ts_ns, a.end_ns, a.launch_ns, a.kind = 'comm_thread' AS gloo
-    FROM device_activity a JOIN sw ON a.rank = sw.rank
-    WHERE a.kind IN ('kernel', 'memcpy', 'memset', 'comm_thread')
-      AND a.ts_ns >= sw.start_ns AND a.ts_ns < sw.end_ns
-)
 SELECT *, max(end_ns) OVER (PARTITION BY rank, wid ORDER BY ts_ns, end_ns
           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-FROM d
+FROM ({items})
 
 -- @query device_gaps
 -- Per window each device work item (kernel, memcpy, memset) with the end of the work
