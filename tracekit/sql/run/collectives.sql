@@ -72,7 +72,7 @@ WITH s AS (
                             CASE WHEN match_by = 'seq' THEN 'seq' || seq ELSE _size_key END
                ORDER BY ts_ns) AS occurrence
     FROM s
-), k AS (
+), k AS MATERIALIZED (
     SELECT * EXCLUDE (_size_key),
            CASE WHEN match_by = 'seq'
                     THEN concat_ws('/', pg_name, name, 'seq' || seq, occurrence::VARCHAR)
@@ -81,13 +81,15 @@ WITH s AS (
                                    occurrence::VARCHAR)
            END AS instance_key
     FROM c
+), i AS (
+    -- per instance grouped, joined back (not windows over every column of every row)
+    SELECT instance_key, count(*) AS n, max(ts_ns) AS last_start, min(end_ns) AS first_end
+    FROM k WHERE instance_key IS NOT NULL GROUP BY instance_key
 ), m AS (
     SELECT k.*,
-           CASE WHEN instance_key IS NULL THEN 1
-                ELSE count(*) OVER (PARTITION BY instance_key) END AS ranks_matched,
-           max(ts_ns) OVER (PARTITION BY instance_key) AS _last_start,
-           min(end_ns) OVER (PARTITION BY instance_key) AS _first_end
-    FROM k
+           CASE WHEN k.instance_key IS NULL THEN 1 ELSE i.n END AS ranks_matched,
+           i.last_start AS _last_start, i.first_end AS _first_end
+    FROM k LEFT JOIN i ON i.instance_key = k.instance_key
 ), present AS (
     -- once per distinct group, from the groups table, not per row: a per-row check is
     -- ranks × group size per row, cubic in the world size
