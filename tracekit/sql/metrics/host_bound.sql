@@ -19,8 +19,8 @@ WHERE a.kind IN ('kernel', 'memcpy', 'memset', 'comm_thread')
 -- @query work
 -- The rows of `work_items` ({items}) each with the end of the work before it in its
 -- window on any stream (`prev_end`): one sort of the items, which `device_gaps` and
--- `piece_work` read. `metrics.breakdown.work_table` computes the same rows with numpy
--- (this running max is twice DuckDB's sort of the items).
+-- `piece_work` read (`metrics.breakdown.piece_work_table`: the same rows with numpy,
+-- this running max is twice DuckDB's sort of the items).
 -- @column rank INTEGER: global rank
 -- @column wid INTEGER: the window's id
 -- @column ts_ns BIGINT: the work's start
@@ -97,3 +97,14 @@ pm AS (
 SELECT l0.rank, l0.wid, l0.ts_ns, l0.end_ns, l0.launch_ns, l0.gloo, l0.prev_end,
        pm.before_end
 FROM l0 JOIN pm USING (rank, wid)
+
+-- @query piece_work_joined
+-- Table {name}: the rows of `piece_work` from the items sorted by (rank, ts_ns, end_ns)
+-- ({sorted}) and, by position, their running maxima computed in numpy ({numbers}: prev,
+-- before, p0 the item opens its piece, r0 its piece opens the rank's), as
+-- `metrics.breakdown.piece_work_table` makes them.
+CREATE TABLE IF NOT EXISTS {name} AS
+SELECT s.rank, s.wid, s.ts_ns, s.end_ns, s.launch_ns, s.gloo,
+       CASE WHEN n.p0 THEN NULL ELSE n.prev END AS prev_end,
+       CASE WHEN n.r0 THEN NULL ELSE n.before END AS before_end
+FROM {sorted} s POSITIONAL JOIN {numbers} n
