@@ -257,6 +257,27 @@ def test_device_gaps_ordered_once_are_the_two_queries_apart(name, tmp_path):
                 assert W.pieces(run, report, step) is not None
 
 
+@pytest.mark.parametrize("name", ["ddp", "pp"])
+def test_piece_work_by_numpy_is_the_sql_windows(name, tmp_path):
+    """`piece_work_table` (the items sorted in DuckDB, `prev_end` and `before_end` running
+    maxima in numpy) gives the rows of the SQL (`piece_work` over `work`'s window) over
+    the pieces of the report's windows, and of a selection of steps."""
+    from tracekit import sql
+    from tracekit.metrics import windows as W
+    from tracekit.metrics.breakdown import per_rank, piece_work_table, windows_of, work_sql
+
+    generate(SYNTH[name], tmp_path)
+    with tracekit.open(tmp_path) as run:
+        first = run.sql("SELECT min(step) FROM device_steps WHERE analysed").fetchall()[0][0]
+        for steps in (None, f"{first + 1}-{first + 2}"):
+            report = W.values(run, windows_of(per_rank(run, window="steps", steps=steps)))
+            pieces = W.table(run, W.pieces(run, report, W.step_windows(steps)))
+            apart = sql.query("metrics.host_bound", "piece_work", work=work_sql(pieces))
+            want = sorted(run.sql(apart).fetchall(), key=repr)
+            assert any(r[-1] is not None for r in want) and any(r[-1] is None for r in want)
+            assert sorted(run.sql(piece_work_table(run, pieces)).fetchall(), key=repr) == want
+
+
 @pytest.mark.parametrize("name", ["exposed", "pp"])
 def test_the_sweep_over_the_pieces_is_the_two_sweeps_apart(name, tmp_path):
     """`per_rank`'s sweep over the pieces of the report's windows: each rank's figures

@@ -131,6 +131,7 @@ def _examples() -> dict[tuple[str, str], dict[str, str]]:
     from tracekit.metrics import windows as W
 
     w = sql.query("metrics.windows", "no_windows")
+    items = sql.query("metrics.host_bound", "work_items", windows=w)
     return {
         ("metrics.step_windows", "step_windows"): {"selection": "TRUE"},
         ("metrics.step_windows", "window_breakdown"): {
@@ -143,15 +144,16 @@ def _examples() -> dict[tuple[str, str], dict[str, str]]:
         ("metrics.kernel_time", "kernel_time"): {
             "clipped": W.overlapping(sql.query("metrics.kernel_time", "compute_activity"), w)
         },
-        ("metrics.host_bound", "work"): {"windows": w},
+        ("metrics.host_bound", "work_items"): {"windows": w},
+        ("metrics.host_bound", "work"): {"items": items},
         ("metrics.host_bound", "device_gaps"): {
-            "work": sql.query("metrics.host_bound", "work", windows=w)
+            "work": sql.query("metrics.host_bound", "work", items=items)
         },
         ("metrics.host_bound", "host_bound"): {
             "gaps": sql.query(
                 "metrics.host_bound",
                 "device_gaps",
-                work=sql.query("metrics.host_bound", "work", windows=w),
+                work=sql.query("metrics.host_bound", "work", items=items),
             )
         },
         ("metrics.regions", "region_time"): {

@@ -48,9 +48,12 @@ class Offset:
 
 def estimate(run: Run) -> list[Offset]:
     """One offset per rank that shares at least `MIN_INSTANCES` synchronizing
-    collectives with the reference rank (the reference itself is 0)."""
-    query = sql.query("store.clocks", "offsets")
-    rows = run.sql(query, {"names": list(SYNCHRONIZING)}).fetchall()
+    collectives with the reference rank (the reference itself is 0). None where no row
+    can be matched by Seq (`any_seq`: the view's matching not computed for nothing)."""
+    names = {"names": list(SYNCHRONIZING)}
+    if not run.sql(sql.query("store.clocks", "any_seq"), names).fetchall()[0][0]:
+        return []
+    rows = run.sql(sql.query("store.clocks", "offsets"), names).fetchall()
     return [
         Offset(rank, round(med), round(mad), n) for rank, med, mad, n in rows if n >= MIN_INSTANCES
     ]

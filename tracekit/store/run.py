@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 # an ASOF join on a CTE has no cardinality estimate (0): below this threshold DuckDB runs
 # it as a nested loop over every pair (5 s instead of 10 ms)
 SETTINGS = ("SET enable_progress_bar = false", "SET asof_loop_join_threshold = 0")
-MATERIALIZED = ("collectives",)  # cross-rank views a report reads many times
+MATERIALIZED = ("collective_groups", "_collectives_matched")  # views a report reads many times
 # base tables exposed under another name (the public one is a derived view)
 _INTERNAL_NAME = {"collectives": "_collectives"}
 

@@ -1,10 +1,26 @@
 -- @include rank.device_activity
 -- @include rank.steps
--- @query work
+-- @query work_items
 -- Per window of {windows} (rank, wid, start_ns, end_ns) each device work item (kernel,
 -- memcpy, memset) starting in it, and each gloo span (a GPU run's gloo collective:
--- `gloo`), with the end of the work before it in its window on any stream (`prev_end`):
--- one sort of the items, which `device_gaps` and `piece_work` read.
+-- `gloo`): the items `work` orders.
+-- @column rank INTEGER: global rank
+-- @column wid INTEGER: the window's id
+-- @column ts_ns BIGINT: the work's start
+-- @column end_ns BIGINT: the work's end
+-- @column launch_ns BIGINT: its launch call's start
+-- @column gloo BOOLEAN: a gloo span, not device work
+WITH sw AS ({windows})
+SELECT a.rank, sw.wid, a.ts_ns, a.end_ns, a.launch_ns, a.kind = 'comm_thread' AS gloo
+FROM device_activity a JOIN sw ON a.rank = sw.rank
+WHERE a.kind IN ('kernel', 'memcpy', 'memset', 'comm_thread')
+  AND a.ts_ns >= sw.start_ns AND a.ts_ns < sw.end_ns
+
+-- @query work
+-- The rows of `work_items` ({items}) each with the end of the work before it in its
+-- window on any stream (`prev_end`): one sort of the items, which `device_gaps` and
+-- `piece_work` read (`metrics.breakdown.piece_work_table`: the same rows with numpy,
+-- this running max is twice DuckDB's sort of the items).
 -- @column rank INTEGER: global rank
 -- @column wid INTEGER: the window's id
 -- @column ts_ns BIGINT: the work's start
@@ -12,16 +28,9 @@
 -- @column launch_ns BIGINT: its launch call's start
 -- @column gloo BOOLEAN: a gloo span, not device work
 -- @column prev_end BIGINT: the end of the work before it, null for the first
-WITH sw AS ({windows}),
-d AS (
-    SELECT a.rank, sw.wid, a.ts_ns, a.end_ns, a.launch_ns, a.kind = 'comm_thread' AS gloo
-    FROM device_activity a JOIN sw ON a.rank = sw.rank
-    WHERE a.kind IN ('kernel', 'memcpy', 'memset', 'comm_thread')
-      AND a.ts_ns >= sw.start_ns AND a.ts_ns < sw.end_ns
-)
 SELECT *, max(end_ns) OVER (PARTITION BY rank, wid ORDER BY ts_ns, end_ns
           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-FROM d
+FROM ({items})
 
 -- @query device_gaps
 -- Per window each device work item (kernel, memcpy, memset) with the end of the work
@@ -88,3 +97,14 @@ pm AS (
 SELECT l0.rank, l0.wid, l0.ts_ns, l0.end_ns, l0.launch_ns, l0.gloo, l0.prev_end,
        pm.before_end
 FROM l0 JOIN pm USING (rank, wid)
+
+-- @query piece_work_joined
+-- Table {name}: the rows of `piece_work` from the items sorted by (rank, ts_ns, end_ns)
+-- ({sorted}) and, by position, their running maxima computed in numpy ({numbers}: prev,
+-- before, p0 the item opens its piece, r0 its piece opens the rank's), as
+-- `metrics.breakdown.piece_work_table` makes them.
+CREATE TABLE IF NOT EXISTS {name} AS
+SELECT s.rank, s.wid, s.ts_ns, s.end_ns, s.launch_ns, s.gloo,
+       CASE WHEN n.p0 THEN NULL ELSE n.prev END AS prev_end,
+       CASE WHEN n.r0 THEN NULL ELSE n.before END AS before_end
+FROM {sorted} s POSITIONAL JOIN {numbers} n

@@ -53,7 +53,7 @@
 -- @column matched BOOLEAN: every rank of the group is in the run and has this instance (and, for a synchronizing collective matched by occurrence, their spans overlap)
 -- @column last_arrival_ns BIGINT: latest transfer start among the group's ranks; null unless matched
 -- @column wait_ns BIGINT: last_arrival_ns − ts_ns: time this rank waited for the last peer; null unless matched
-CREATE OR REPLACE VIEW collectives AS
+CREATE OR REPLACE VIEW _collectives_matched AS
 -- group_ranks (a list of the group's ranks per row: 8 KB a row at 1,024 ranks) is left out
 -- of the window functions below and joined back at the end from collective_groups
 -- (group_hash is its hash, per rank)
@@ -72,7 +72,7 @@ WITH s AS (
                             CASE WHEN match_by = 'seq' THEN 'seq' || seq ELSE _size_key END
                ORDER BY ts_ns) AS occurrence
     FROM s
-), k AS (
+), k AS MATERIALIZED (
     SELECT * EXCLUDE (_size_key),
            CASE WHEN match_by = 'seq'
                     THEN concat_ws('/', pg_name, name, 'seq' || seq, occurrence::VARCHAR)
@@ -81,13 +81,15 @@ WITH s AS (
                                    occurrence::VARCHAR)
            END AS instance_key
     FROM c
+), i AS (
+    -- per instance grouped, joined back (not windows over every column of every row)
+    SELECT instance_key, count(*) AS n, max(ts_ns) AS last_start, min(end_ns) AS first_end
+    FROM k WHERE instance_key IS NOT NULL GROUP BY instance_key
 ), m AS (
     SELECT k.*,
-           CASE WHEN instance_key IS NULL THEN 1
-                ELSE count(*) OVER (PARTITION BY instance_key) END AS ranks_matched,
-           max(ts_ns) OVER (PARTITION BY instance_key) AS _last_start,
-           min(end_ns) OVER (PARTITION BY instance_key) AS _first_end
-    FROM k
+           CASE WHEN k.instance_key IS NULL THEN 1 ELSE i.n END AS ranks_matched,
+           i.last_start AS _last_start, i.first_end AS _first_end
+    FROM k LEFT JOIN i ON i.instance_key = k.instance_key
 ), present AS (
     -- once per distinct group, from the groups table, not per row: a per-row check is
     -- ranks × group size per row, cubic in the world size
@@ -107,10 +109,17 @@ WITH s AS (
                AS matched
     FROM m LEFT JOIN present p ON p.group_hash = m.group_hash
 )
-SELECT g.* EXCLUDE (_last_start, group_hash) REPLACE (r.group_ranks AS group_ranks),
+SELECT g.* EXCLUDE (_last_start),
        CASE WHEN matched THEN _last_start END AS last_arrival_ns,
        CASE WHEN matched THEN _last_start - ts_ns END AS wait_ns
-FROM g LEFT JOIN collective_groups r ON r.rank = g.rank AND r.group_hash = g.group_hash;
+FROM g;
+
+-- the rows above with their group's ranks: `Run.materialize` copies `_collectives_matched`
+-- (its group_ranks null) into a table, not these lists (1,024 of them a row at 1,024 ranks)
+CREATE OR REPLACE VIEW collectives AS
+SELECT c.* EXCLUDE (group_hash) REPLACE (r.group_ranks AS group_ranks)
+FROM _collectives_matched c
+LEFT JOIN collective_groups r ON r.rank = c.rank AND r.group_hash = c.group_hash;
 
 -- @view collective_instances
 -- One row per collective instance matched across every rank of its group (see
