@@ -12,15 +12,7 @@ import json
 import shutil
 from pathlib import Path
 
-
-def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[list[float]] = []
-    for s, e in sorted(intervals):
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return [(s, e) for s, e in out]
+from tests.synth import merge_intervals
 
 
 def stretch_trace(doc: dict, name: str, factor: float) -> int:
@@ -32,7 +24,7 @@ def stretch_trace(doc: dict, name: str, factor: float) -> int:
             by_pid.setdefault(e["pid"], []).append((e["ts"], e["ts"] + e["dur"]))
     warps = {}
     for pid, iv in by_pid.items():
-        u = _union(iv)
+        u = merge_intervals(iv)
         starts = [s for s, _ in u]
         cum = [0.0]
         for s, e in u:

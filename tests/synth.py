@@ -85,7 +85,8 @@ class Truth:
     layer_device_ms: dict[int, dict[int, float]] = field(default_factory=dict)
 
 
-def _merge(iv):
+def merge_intervals(iv):
+    """Maximal intervals of a set of them (touching ones merged), by start: [[s, e], …]."""
     out = []
     for s, e in sorted(iv):
         if out and s <= out[-1][1]:
@@ -96,7 +97,7 @@ def _merge(iv):
 
 
 def _length(iv) -> float:
-    return sum(e - s for s, e in _merge(iv))
+    return sum(e - s for s, e in merge_intervals(iv))
 
 
 def _clip(iv, a, b):

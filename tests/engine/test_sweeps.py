@@ -21,6 +21,7 @@ import pytest
 
 import tracekit
 from tests.conftest import shared_trace_names
+from tests.synth import merge_intervals
 from tracekit.metrics.breakdown import full_sweep_sql, hidden_by_compute_sql, sweep_sql
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
@@ -155,22 +156,11 @@ def test_report_is_the_same_with_or_without_materialized_views(name, shared_trac
     assert fast == plain
 
 
-def _union(intervals: list[tuple[int, int]]) -> list[list[int]]:
-    """Maximal intervals of a set of them (touching ones merged), by start."""
-    out: list[list[int]] = []
-    for s, e in sorted(intervals):
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return out
-
-
 def _computing_oracle(compute, waits) -> list[tuple[int, int]]:
     """Compute time less host waits, as maximal intervals of positive length."""
     out: list[tuple[int, int]] = []
-    w = _union(waits)
-    for s, e in _union(compute):
+    w = merge_intervals(waits)
+    for s, e in merge_intervals(compute):
         cur = s
         for ws, we in w:
             if we <= cur or ws >= e:

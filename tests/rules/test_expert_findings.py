@@ -16,7 +16,7 @@ import pytest
 import tracekit
 from tests.helpers import full_report
 from tests.rules.given import Given, rank_row
-from tests.synth import Scenario, _merge, generate
+from tests.synth import Scenario, generate, merge_intervals
 from tests.tracegen import TraceBuilder
 from tracekit.analysis.communication import CollectiveFacts
 from tracekit.analysis.scaling import projection
@@ -82,7 +82,7 @@ def _issued_by(ev, kernel_pred, op_names) -> list[dict]:
 def _bare_per_step(ev, instances, compute) -> tuple[float, float]:
     """Per step: instances meeting a step, and those ≥ 90% outside compute (in the step)."""
     steps = _steps(ev)
-    comp = _merge((e["ts"], e["ts"] + e["dur"]) for e in compute)
+    comp = merge_intervals((e["ts"], e["ts"] + e["dur"]) for e in compute)
     total = bare = 0
     for ws, we in steps:
         for i in instances:
@@ -104,7 +104,7 @@ def _bare_by_launch(ev, instances, compute) -> tuple[float, float]:
     """Per step: instances launched inside a step's CPU span (their runtime call, by
     correlation), and those ≥ 90% outside compute."""
     steps = _steps(ev)
-    comp = _merge((e["ts"], e["ts"] + e["dur"]) for e in compute)
+    comp = merge_intervals((e["ts"], e["ts"] + e["dur"]) for e in compute)
     rt = {
         e["args"]["correlation"]: e["ts"]
         for e in _x(ev, lambda e: e.get("cat") == "cuda_runtime")
@@ -282,14 +282,14 @@ def _loader_idle_ms(ev) -> float:
         (e["ts"], e["ts"] + e["dur"])
         for e in _x(ev, lambda e: e.get("name", "").startswith("enumerate(DataLoader)#"))
     ]
-    busy = _merge(
+    busy = merge_intervals(
         (e["ts"], e["ts"] + e["dur"])
         for e in _x(ev, lambda e: e.get("cat") in ("Kernel", "Memcpy", "Memset", "kernel",
                                                       "gpu_memcpy", "gpu_memset"))
     )  # fmt: skip
     idle = 0.0
     for ws, we in steps:
-        for a, b in _merge(loader):
+        for a, b in merge_intervals(loader):
             s, e = max(a, ws), min(b, we)
             if e > s:
                 idle += (e - s) - _covered(s, e, busy)
