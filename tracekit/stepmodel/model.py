@@ -80,6 +80,8 @@ class StepModel:
         replayed step is the mean of the ranks' — so the kinds add to the replayed step
         and so do the ranks (G1, G2 of issue 29); the segments are those of the rank whose
         replayed window is longest (`Replay.path`)."""
+        if rp is None and self._path is not None:  # the base's, `prepare`d
+            return self._path
         rp = rp or self.base
         by_kind = {k: 0.0 for k in R.KINDS}
         by_rank: dict[str, float] = {}
@@ -118,11 +120,17 @@ class StepModel:
             by.setdefault(self.graph.coll[i] or self.graph.name[i], []).append(ns / 1e6)
         return {k: median(v) for k, v in sorted(by.items())}
 
+    @property
+    def _in_measured_order(self) -> bool:
+        """Whether the base replays in the measured order (`self.measured[1]`: each
+        vertex's position in it)."""
+        return self.measured is not None and self.order is self.measured[0]
+
     def _holds(self, added: list[tuple[int, int]]) -> bool:
         """Whether the base's order is the measured one and holds each of `added` (edges
         a what-if added, the rest of its edges ending where the base's do): then it holds
         every edge of the what-if, as `R.ordered` would find checking them all."""
-        if self.measured is None or self.order is not self.measured[0]:
+        if not self._in_measured_order:
             return False
         pos = self.measured[1].tolist()  # a list: indexed per edge, faster than the array
         return all(pos[s] < pos[d] for s, d in added)
@@ -154,8 +162,13 @@ class StepModel:
         # the order is the base's, and the measured one (`self.measured` gives the
         # positions): the vertices before the first the change touched keep the base's
         # times (a remedy that changes late work replays its tail only)
-        measured_base = self.measured is not None and self.order is self.measured[0]
-        if not path and not e.shift and not e.start_at and order is self.order and measured_base:
+        if (
+            not path
+            and not e.shift
+            and not e.start_at
+            and order is self.order
+            and self._in_measured_order
+        ):
             k = R.first_changed(g, order, self.measured[1], e.dur, e.starts, e.ends)
             prefix = (self.base.times, k)
         rp = R.run(
