@@ -75,21 +75,17 @@ def _backtrack(g: G.Graph, t, pred, v, r: int, lo: float, hi: float) -> list[tup
     segs: list[tuple] = []
     seen = set()
     cursor = hi  # the path covers [cursor, hi] so far
-    rank, names, named = g.rank, g.name, (G.E_DUR, G.E_TAIL)
+    rank = g.rank
     while v is not None and pred[v] is not None and v not in seen and cursor > lo:
         seen.add(v)
         u, ek = pred[v]
         i = v >> 1
         kind = _kind(g, i, ek)
-        if kind != "sync":  # one piece (`_pieces`), the usual case
-            a, b = max(t[u], lo), min(t[v], cursor)
-            if b > a:
-                name = names[i] if ek in named else _GAP_NAMES.get(ek, "gap")
-                segs.append((rank[i], kind, name, a, b - a))
-                cursor = a
-            v = u
-            continue
-        for kind, name, a, b in reversed(_pieces(g, i, ek, t[u], t[v], u >> 1)):
+        if kind == "sync":
+            pieces = reversed(_sync_pieces(g, i, ek, t[u], t[v], u >> 1))
+        else:  # one piece, the usual case
+            pieces = ((kind, _name(g, i, ek), t[u], t[v]),)
+        for kind, name, a, b in pieces:
             a, b = max(a, lo), min(b, cursor)
             if b > a:
                 segs.append((rank[i], kind, name, a, b - a))
@@ -107,29 +103,28 @@ def _backtrack(g: G.Graph, t, pred, v, r: int, lo: float, hi: float) -> list[tup
     return segs
 
 
-def _pieces(g: G.Graph, i: int, ek: int, t0: float, t1: float, src: int) -> list[tuple]:
-    """The stretch [t0, t1] an edge from node `src` into node i sets, as (kind, name,
-    start, end) pieces in time order: one, except where a blocking call sits inside a
-    top-level op with host work around it: the tail after the device work the call waited
-    for is the host's up to the call, the call's wait ("sync"), and the host's after it;
-    a blocking copy's wait to start is the host's up to the call, then the call's."""
-    kind = _kind(g, i, ek)
-    if kind == "sync":
-        d = g.awaited[i]
-        api = g.sync_api[i] or g.name[i]
-        name = f"{api} (waits for {g.name[d]})" if d >= 0 and d != i else api
-        if ek == G.E_SYNC and i in g.sync_span and d >= 0:
-            cs, ce = g.sync_span[i]
-            pre = max(cs - g.end[d], 0)
-            wait = max(ce - max(g.end[d], cs), 0)
-            a, b = min(t0 + pre, t1), min(t0 + pre + wait, t1)
-            return [("host", "host work before " + api, t0, a), (kind, name, a, b),
-                    ("host", "host work after " + api, b, t1)]  # fmt: skip
-        if ek in (G.E_LAUNCH, G.E_UNEXPLAINED) and i in g.sync_span:
-            a = min(t0 + max(g.sync_span[i][0] - g.ts[src], 0), t1)
-            return [("host", "host work before " + api, t0, a), (kind, name, a, t1)]
-        return [(kind, name, t0, t1)]
-    return [(kind, g.name[i] if ek in (G.E_DUR, G.E_TAIL) else _gap_name(ek), t0, t1)]
+def _sync_pieces(g: G.Graph, i: int, ek: int, t0: float, t1: float, src: int) -> list[tuple]:
+    """The stretch [t0, t1] an edge from node `src` into node i sets where it is a
+    blocking call's ("sync", `_kind`), as (kind, name, start, end) pieces in time order:
+    one, except where the call sits inside a top-level op with host work around it: the
+    tail after the device work the call waited for is the host's up to the call, the
+    call's wait ("sync"), and the host's after it; a blocking copy's wait to start is the
+    host's up to the call, then the call's. (Any other edge is one piece: its kind and
+    `_name`.)"""
+    d = g.awaited[i]
+    api = g.sync_api[i] or g.name[i]
+    name = f"{api} (waits for {g.name[d]})" if d >= 0 and d != i else api
+    if ek == G.E_SYNC and i in g.sync_span and d >= 0:
+        cs, ce = g.sync_span[i]
+        pre = max(cs - g.end[d], 0)
+        wait = max(ce - max(g.end[d], cs), 0)
+        a, b = min(t0 + pre, t1), min(t0 + pre + wait, t1)
+        return [("host", "host work before " + api, t0, a), ("sync", name, a, b),
+                ("host", "host work after " + api, b, t1)]  # fmt: skip
+    if ek in (G.E_LAUNCH, G.E_UNEXPLAINED) and i in g.sync_span:
+        a = min(t0 + max(g.sync_span[i][0] - g.ts[src], 0), t1)
+        return [("host", "host work before " + api, t0, a), ("sync", name, a, t1)]
+    return [("sync", name, t0, t1)]
 
 
 _GAP_NAMES = {
@@ -144,8 +139,10 @@ _GAP_NAMES = {
 }
 
 
-def _gap_name(ek: int) -> str:
-    return _GAP_NAMES.get(ek, "gap")
+def _name(g: G.Graph, i: int, ek: int) -> str:
+    """A piece's name outside a sync: the node's own for its duration or tail, else the
+    gap the edge kind stands for."""
+    return g.name[i] if ek == G.E_DUR or ek == G.E_TAIL else _GAP_NAMES.get(ek, "gap")
 
 
 def _merge(segs: list[tuple]) -> list[Segment]:
