@@ -52,11 +52,8 @@ def _read_together(con, items, cdir: Path, batch: str, single: bool, rows: _Batc
 
     from tracekit import sql
     from tracekit.ingest import tables as ingest
-    from tracekit.ingest.tracefile import decode, resolve_rank
+    from tracekit.ingest.tracefile import comm_rank_key, decode, resolve_rank
 
-    # every file has distributedInfo (else None is returned): record_param_comms' "Rank"
-    # is read as torch writes it (`tracefile.comm_rank_key`)
-    key_of_rank = "Rank"
     results: list[dict | None] = [None] * len(items)
     read: list[tuple[int, Path, str, object, int, str]] = []
     tmps: list[Path] = []
@@ -78,6 +75,9 @@ def _read_together(con, items, cdir: Path, batch: str, single: bool, rows: _Batc
             read.append((i, path, key, header, rank, rank_source))
         if not read:
             return results
+        # every file has distributedInfo (else None was returned): one key of
+        # record_param_comms' "Rank" for the whole batch
+        key_of_rank = comm_rank_key(read[0][3])
         listed = ", ".join(sql_str(str(t)) for t in tmps)
         try:
             columns = ingest.raw_columns(True, key_of_rank)
