@@ -186,11 +186,20 @@ def rows_of(run: Run, query: str) -> str:
     query text (not TEMP: cursors of other threads read it too): for rows that several
     figures read over the same windows (`device_gaps`: the host-bound gaps and the data
     loader's share of them), computed once."""
+    return made_once(
+        run, query, lambda name: run.con.execute(f"CREATE TABLE IF NOT EXISTS {name} AS {query}")
+    )
+
+
+def made_once(run: Run, key: str, make) -> str:
+    """SQL reading a table of the run's database named after `key`, which `make(name)`
+    creates the first time the key is asked for (`rows_of`'s tables; rows computed
+    another way than by one query, `breakdown.piece_work_table`)."""
     import hashlib
 
-    name = "_q_" + hashlib.sha1(query.encode()).hexdigest()
+    name = "_q_" + hashlib.sha1(key.encode()).hexdigest()
     if name not in run.window_tables:
-        run.con.execute(f"CREATE TABLE IF NOT EXISTS {name} AS {query}")
+        make(name)
         run.window_tables.add(name)
     return f"SELECT * FROM {name}"
 
