@@ -1,5 +1,6 @@
 """What several test modules share: the full report of an open run, as JSON values, each
-one checked against the report's JSON Schema (`tracekit schema`) on the way."""
+one checked against the report's JSON Schema (`tracekit schema`) on the way; the CLI
+invoked in-process."""
 
 from __future__ import annotations
 
@@ -34,3 +35,13 @@ def full_report(run, overrides: Overrides | None = None, **options) -> dict:
     plain JSON values, validated against the schema."""
     opts = AnalysisOptions(overrides=overrides or Overrides(), **options)
     return validate(to_dict(assemble.analyze(run, opts)))
+
+
+def invoke(*args, env=None):
+    """`tracekit ARGS…` in-process (click's runner; exceptions not caught: a traceback
+    fails the test)."""
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False, env=env)

@@ -19,18 +19,13 @@ from itertools import permutations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from tracekit.cli import main
+from tests.helpers import invoke
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gate_noise"
 BASE = [FIXTURES / f"base-{i}.json.gz" for i in range(1, 7)]
 VARIANT = [FIXTURES / f"variant-{i}.json.gz" for i in range(1, 4)]
 CONFIG = FIXTURES / "pyproject.toml"
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 def compare(base, new, *extra) -> tuple[int, dict]:

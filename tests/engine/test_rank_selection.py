@@ -12,12 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 import tracekit
 from tests.conftest import ROOT
+from tests.helpers import invoke
 from tests.tracegen import ddp_like_rank
-from tracekit.cli import main
 from tracekit.ingest import cache, ranksel
 from tracekit.options import OpenOptions
 
@@ -32,10 +31,6 @@ RANK_LOCAL = (  # per-rank figures that depend on that rank's trace alone
     "comm_overlap_fraction",
     "exposed_comm_fraction",
 )
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 def shift(rank: int) -> float:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import click
 import pytest
-from click.testing import CliRunner
 
+from tests.helpers import invoke
 from tests.synth import Scenario, generate
 from tracekit.cli import main
 
@@ -41,10 +41,6 @@ RUNS = {
     "pp_base": Scenario(seed=0, steps=STEPS, pipeline=(4, 8), tokens=2048),
     "bigger_bubble": Scenario(seed=1, steps=STEPS, pipeline=(4, 4), tokens=4096),
 }
-
-
-def invoke(*args, env=None):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False, env=env)
 
 
 class _Runs(dict):

@@ -18,9 +18,8 @@ from itertools import permutations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from tracekit.cli import main
+from tests.helpers import invoke
 from tracekit.gate import metrics as M
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -33,10 +32,6 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "ci-gate.md"
 
 def runs(job: str, twin: bool = False) -> list[Path]:
     return [FIX / f"{job}-{i}{'-mm' if twin else ''}.json.gz" for i in range(1, 7)]
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 def compare(base, new, *extra, more_base=(), more_new=(), config=LOADED) -> tuple[int, dict]:

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import shared_trace_names
+from tests.helpers import invoke
 from tests.tracegen import ddp_like_rank
 from tracekit.cli import main
 
@@ -26,10 +27,6 @@ REPORT_RANK_KEYS = {
     "comm_overlap_fraction",
     "exposed_comm_fraction",
 }
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 @pytest.fixture
