@@ -103,12 +103,19 @@ async def settle(pilot) -> None:
 
 
 async def still(pilot) -> None:
-    """Settled, then a moment for the tables' deferred layout: a DataTable sizes its
-    columns on idle after rows are (re)added (the collectives page refills when the skew
-    worker returns), and a loaded CI runner once took the snapshot before that."""
-    await settle(pilot)
-    await pilot.pause(0.1)
-    await settle(pilot)
+    """Settled, and the screen drawn the same twice in a row. A DataTable sizes its columns
+    on idle after rows are (re)added, and the collectives page refills when its skew worker
+    returns; a loaded CI runner took the snapshot between the two more than once, whatever
+    fixed pause came before it. So wait for the drawing itself to stop changing."""
+    before = None
+    for _ in range(50):  # 50 x >= 0.05 s: a screen still moving after that is a bug
+        await settle(pilot)
+        await pilot.pause(0.05)
+        now = pilot.app.export_screenshot()
+        if now == before:
+            return
+        before = now
+    raise AssertionError("the screen kept changing for 50 draws")
 
 
 async def press(pilot, *keys: str) -> None:
