@@ -78,14 +78,6 @@ def analyze(run: Run, options: AnalysisOptions | None = None, debug: bool = Fals
             ctx.raised.append(error_finding(f"the {name} level", exc, name))
             levels.append(level)
     findings = run_rules(ctx, [r for r in rules if r.level not in failed], debug=debug)
-    # each finding's impact: the step its remedy saves in the step model's replay
-    report.step_model = step_model(ctx, findings, debug)
-    for level in levels:
-        sev = {f.severity for f in findings if f.verdict_level == level.level}
-        level.verdict = "critical" if "critical" in sev else "warning" if "warning" in sev else "ok"
-    # the largest win first (a replayed finding's is its best remedy's saving, so one
-    # none of whose remedies wins sorts after those that win); ties: severity, rule order
-    findings.sort(key=lambda f: (-(f.impact_ms or 0), SEVERITY_ORDER[f.severity]))
     by = {lv.level: lv for lv in levels}
     _rank_figures(ctx, report, failed)
     report.levels = levels
@@ -99,10 +91,8 @@ def analyze(run: Run, options: AnalysisOptions | None = None, debug: bool = Fals
     unc = ctx.compute.uncounted if "compute" not in failed else None
     report.top_uncounted_ops = list(unc.top_ops) if unc else []
     report.top_uncounted_kernels = list(unc.top_kernels) if unc else []
-    report.findings = [_row(f) for f in findings]
     report.regions = _regions(ctx, debug)
     report.summary = _summary(ctx, report, by, failed)
-    L.unknown_verdicts(ctx, levels, report.summary, failed)  # ok needs a measured figure
     report.samples = per_step(
         run,
         steps=options.steps,
@@ -115,6 +105,17 @@ def analyze(run: Run, options: AnalysisOptions | None = None, debug: bool = Fals
         regions=[(g.kind, g.path) for g in report.regions[:10]],
         cpu=ctx.cpu,
     )
+    # each finding's impact: the step its remedy saves in the step model's replay (the
+    # model built on its thread while the figures above were computed)
+    report.step_model = step_model(ctx, findings, debug)
+    for level in levels:
+        sev = {f.severity for f in findings if f.verdict_level == level.level}
+        level.verdict = "critical" if "critical" in sev else "warning" if "warning" in sev else "ok"
+    L.unknown_verdicts(ctx, levels, report.summary, failed)  # ok needs a measured figure
+    # the largest win first (a replayed finding's is its best remedy's saving, so one
+    # none of whose remedies wins sorts after those that win); ties: severity, rule order
+    findings.sort(key=lambda f: (-(f.impact_ms or 0), SEVERITY_ORDER[f.severity]))
+    report.findings = [_row(f) for f in findings]
     return report
 
 

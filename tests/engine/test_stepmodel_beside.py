@@ -152,3 +152,38 @@ def test_the_collector_pause_restores_what_it_found():
     with pytest.raises(ValueError), paused():
         raise ValueError
     assert gc.isenabled()
+
+
+def test_the_plan_is_made_once_on_the_thread(synth_run, monkeypatch):
+    """The plan's queries (a count of the windows' events) run on the thread; the caller
+    reads the thread's plan, and makes none of its own."""
+    seen: list[str] = []
+    plan = whatif_plan._plan
+
+    def spy(*args):
+        seen.append(threading.current_thread().name)
+        return plan(*args)
+
+    monkeypatch.setattr(whatif_plan, "_plan", spy)
+    threaded = _json(synth_run, monkeypatch, thread=True)
+    assert seen == ["tracekit-beside"]
+    assert threaded == _json(synth_run, monkeypatch, thread=False)
+
+
+def test_a_model_the_plan_does_not_build_says_why_once(synth_run, monkeypatch):
+    """Past the model's reach the thread plans and builds nothing; the report's note is
+    the plan's, made once."""
+    seen = _spy_build(monkeypatch)
+    plans: list[str] = []
+    plan = whatif_plan._plan
+
+    def spy(*args):
+        plans.append(threading.current_thread().name)
+        return plan(*args)
+
+    monkeypatch.setattr(whatif_plan, "_plan", spy)
+    monkeypatch.setattr(whatif_plan, "MAX_STEP_NODES", 1)
+    threaded = _json(synth_run, monkeypatch, thread=True)
+    assert seen == [] and plans == ["tracekit-beside"]
+    assert any("the step model is not built" in n for n in threaded["step_model"]["notes"])
+    assert threaded == _json(synth_run, monkeypatch, thread=False)

@@ -171,3 +171,29 @@ def test_debug_shows_traceback(tmp_path):
 def test_usage_error_exit_2():
     res = CliRunner().invoke(main, ["analyze"])
     assert res.exit_code == 2
+
+
+def test_analyze_pauses_the_collector_and_restores_it(run_dir, monkeypatch):
+    """`analyze` runs with the cyclic collector off (`tracekit.cli.oneshot`) and leaves it
+    as it found it for an in-process caller; the process's last collection is skipped
+    (gc.freeze at exit)."""
+    import atexit
+    import gc
+
+    from tracekit import commands
+    from tracekit.cli import oneshot
+
+    seen, registered = [], []
+
+    analyze = commands.analyze
+
+    def spy(*a, **k):
+        seen.append(gc.isenabled())
+        return analyze(*a, **k)
+
+    monkeypatch.setattr(commands, "analyze", spy)
+    monkeypatch.setattr(oneshot, "_frozen_at_exit", False)
+    monkeypatch.setattr(atexit, "register", registered.append)
+    assert gc.isenabled()
+    assert invoke("analyze", run_dir, "--format", "json").exit_code == 0
+    assert seen == [False] and gc.isenabled() and gc.freeze in registered

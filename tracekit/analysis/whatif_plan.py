@@ -46,7 +46,9 @@ def model(ctx: Facts) -> StepModel | None:
     is raised here, as building it here would)."""
     job = _BESIDE.pop(ctx, None)
     if job is not None:
-        return job.result()
+        made, sm = job.result()
+        vars(ctx).setdefault("step_model_plan", made)  # the thread's plan: not made again
+        return sm
     windows, note = ctx.step_model_plan
     if windows is None:
         return None
@@ -54,19 +56,31 @@ def model(ctx: Facts) -> StepModel | None:
 
 
 def start(ctx: Facts) -> None:
-    """Start building `ctx`'s step model on a thread (`Run.beside`), for `model(ctx)` to
-    take. The plan is made here, on the caller's thread: the thread reads nothing of
-    `ctx` (a cached property computed on two threads at once would be computed twice, or
-    wait on a lock the waiting thread holds). A plan that raises starts nothing: it
-    raises again where the model is asked for."""
+    """Start planning and building `ctx`'s step model on a thread (`Run.beside`), for
+    `model(ctx)` to take. The plan's inputs are read here, on the caller's thread: the
+    thread reads nothing of `ctx` (a cached property computed on two threads at once
+    would be computed twice, or wait on a lock the waiting thread holds); its queries
+    (a count of the windows' events, 30 ms at 8 big ranks) run on the thread. What the
+    thread raises is raised where the model is asked for."""
     if os.environ.get(THREAD_ENV, "1") == "0" or ctx in _BESIDE or "step_model" in vars(ctx):
         return
-    try:
+    if "step_model_plan" in vars(ctx):
         windows, note = ctx.step_model_plan
+        if windows is not None:
+            _BESIDE[ctx] = ctx.run.beside(_planned, ctx.run, (windows, note))
+        return
+    try:
+        given = _given(ctx)
     except Exception:
         return
-    if windows is not None:
-        _BESIDE[ctx] = ctx.run.beside(_build, ctx.run, windows, note)
+    _BESIDE[ctx] = ctx.run.beside(_planned, ctx.run, None, given)
+
+
+def _planned(run: Run, made: tuple | None, given: tuple = ()) -> tuple:
+    """(the plan, the model of its windows or None): the plan `made`, else made from
+    `given` (`_given`)."""
+    windows, note = made = made or _plan(run, *given)
+    return made, None if windows is None else _build(run, windows, note)
 
 
 def _build(run: Run, windows: str, note: str | None, prepare: bool = True) -> StepModel | None:
@@ -84,12 +98,23 @@ def _build(run: Run, windows: str, note: str | None, prepare: bool = True) -> St
 def plan(ctx: Facts) -> tuple[str | None, str | None]:
     """(the windows the step model covers as SQL rows, a note on them); windows None
     when the model is not built, the note saying why."""
-    wins = [w for w in windows_of(ctx.ranks) if w.start_ns is not None]
+    return _plan(ctx.run, *_given(ctx))
+
+
+def _given(ctx: Facts) -> tuple:
+    """What the plan reads of `ctx`: the analysed windows (as `Window`s and as SQL rows),
+    the window's kind."""
+    return windows_of(ctx.ranks), ctx.windows, ctx.window
+
+
+def _plan(run: Run, ranks_windows: list, windows: str, window: str) -> tuple:
+    """`plan` of the windows `_given` read."""
+    wins = [w for w in ranks_windows if w.start_ns is not None]
     if not wins:
         return None, "no rank has an analysed window to replay"
     steps = max((w.n_steps for w in wins), default=0)
-    (n,) = ctx.run.sql(
-        f"""WITH w AS {ctx.window_sql()}
+    (n,) = run.sql(
+        f"""WITH w AS ({windows})
         SELECT count(*) FROM events e JOIN w ON e.rank = w.rank
         WHERE e.kind IN ('kernel', 'memcpy', 'memset', 'comm_thread', 'runtime')
           AND e.ts_ns >= w.start_ns AND e.ts_ns < w.end_ns"""
@@ -103,14 +128,14 @@ def plan(ctx: Facts) -> tuple[str | None, str | None]:
             "impact"
         )
     if steps <= 1:
-        return ctx.windows, None
+        return windows, None
     keep = max(int(NODE_BUDGET // max(per_step, 1)), 1)
     if keep >= steps:
-        return ctx.windows, None
+        return windows, None
     # the steps as the window has them: on the device for `steps` (`device_steps`)
-    steps_of = "(SELECT * FROM device_steps WHERE analysed)" if ctx.window == "steps" else "steps"
-    rows = ctx.run.sql(
-        f"""WITH w AS {ctx.window_sql()},
+    steps_of = "(SELECT * FROM device_steps WHERE analysed)" if window == "steps" else "steps"
+    rows = run.sql(
+        f"""WITH w AS ({windows}),
         s AS (SELECT st.rank, st.ts_ns, w.end_ns,
                      row_number() OVER (PARTITION BY st.rank ORDER BY st.ts_ns DESC) AS k
               FROM {steps_of} st JOIN w ON st.rank = w.rank
@@ -118,7 +143,7 @@ def plan(ctx: Facts) -> tuple[str | None, str | None]:
         SELECT rank, min(ts_ns), any_value(end_ns), count(*) FROM s WHERE k <= {keep}
         GROUP BY rank ORDER BY rank"""
     ).fetchall()
-    sql_rows = W.table(ctx.run, [(int(r), 0, int(a), int(b), int(c)) for r, a, b, c in rows])
+    sql_rows = W.table(run, [(int(r), 0, int(a), int(b), int(c)) for r, a, b, c in rows])
     return sql_rows, (
         f"the step model covers each rank's last {keep} of {steps} analysed steps "
         f"(≈ {per_step:,.0f} nodes a step; at most {NODE_BUDGET:,} are replayed)"

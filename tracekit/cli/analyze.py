@@ -6,6 +6,7 @@ import click
 
 from tracekit import commands
 from tracekit.cli import params as P
+from tracekit.cli.oneshot import collector_off
 from tracekit.cli.output import check_output, emit, warn
 
 
@@ -36,6 +37,7 @@ def analyze(ctx, run, fmt, output, breakdown_only, **values):
     check_output(output)
     debug = bool(ctx.obj and ctx.obj.get("debug"))
     values["levels"] = not breakdown_only
-    text, warnings = commands.analyze(run, values, fmt, debug)
+    with collector_off():  # one recompute, then exit
+        text, warnings = commands.analyze(run, values, fmt, debug)
     emit(text, output)
     warn(warnings)
