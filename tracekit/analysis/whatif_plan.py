@@ -22,13 +22,13 @@ from weakref import WeakKeyDictionary
 from tracekit.ingest.steptables import MAX_STEP_NODES  # the ingest's test too
 from tracekit.metrics import windows as W
 from tracekit.metrics.breakdown import windows_of
-from tracekit.stepmodel import changes as C
-from tracekit.stepmodel.model import Outcome, StepModel
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
     from tracekit.analysis.facts import Facts
+    from tracekit.stepmodel import changes as C
+    from tracekit.stepmodel.model import Outcome, StepModel
     from tracekit.store.run import Run
 
 
@@ -86,6 +86,10 @@ def _planned(run: Run, made: tuple | None, given: tuple = ()) -> tuple:
 def _build(run: Run, windows: str, note: str | None, prepare: bool = True) -> StepModel | None:
     """The model of `windows` (None when empty); `prepare`: with its base path and the
     collectives' slack computed now (`StepModel.prepare`)."""
+    # imported here, on the thread that builds it: the step model's modules and numpy
+    # (≈ 0.1 s) load while the caller's levels run
+    from tracekit.stepmodel.model import StepModel
+
     sm = StepModel(run, windows)
     if sm.empty:
         return None
@@ -162,6 +166,7 @@ def pipeline_shape(ctx: Facts) -> C.PipelineShape | None:
     work beyond their dispatch, `_cpu_work`) and the per-operation rest (host work,
     launches), with the measured hop (`tracekit.stepmodel.pipeline`)."""
     from tracekit.analysis.pipeline import measure
+    from tracekit.stepmodel import changes as C
 
     pipe = ctx.pipeline
     if pipe is None or not pipe.microbatches or pipe.virtual != 1:
@@ -250,6 +255,8 @@ def _cpu_work(ctx: Facts, meas) -> dict[tuple[str, int], float]:
 def what_if(ctx: Facts, specs: list[str], path: bool = True) -> Outcome:
     """The replay with the changes `specs` (TracekitError / NotApplicable: exit 2);
     `path=False`: without the critical path of the replay."""
+    from tracekit.stepmodel import changes as C
+
     changes = [C.parse(s) for s in specs]
     if {type(c) for c in changes} >= {C.Microbatches, C.Interleave}:
         raise C.NotApplicable("--change microbatches=M and interleave=V do not combine (yet)")
