@@ -41,6 +41,7 @@ DOORS = (
     "tracekit.cli.group",
     "tracekit.cli.params",
     "tracekit.cli.output",
+    "tracekit.cli.oneshot",
     "tracekit.cli.analyze",
     "tracekit.cli.explain",
     "tracekit.cli.export",
