@@ -137,3 +137,21 @@ def test_the_answer_key_stamps_every_file_outside_the_cache(run):
     assert answer_key(run, {}) not in (None, first, second)
     os.symlink(run / "sub" / "notes.txt", run / "sub" / "deeper" / "link.txt")
     assert answer_key(run, {}) is None
+
+
+def test_the_code_stamp_lists_the_sources_as_sorted_paths_would(tmp_path):
+    """`_code_stamp`'s files (`_sources`): every .py and .sql file below the package,
+    __pycache__ left out, in the order of their sorted Paths (the stamp an rglob gave)."""
+    from tracekit.report.cache import _sources
+
+    for rel in ("a.py", "b/c.sql", "b/__pycache__/c.cpython-311.pyc", "b/d.txt", "b-x/e.py",
+                "b/__pycache__/f.py", "ba/g.py", "z.sql"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    want = [
+        p.relative_to(tmp_path).parts
+        for p in sorted(tmp_path.rglob("*"))
+        if p.suffix in (".py", ".sql") and "__pycache__" not in p.parts
+    ]
+    assert sorted(_sources(str(tmp_path))) == want
+    assert ("b", "c.sql") in want and len(want) == 5

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -45,15 +46,27 @@ def _code_stamp() -> str:
         spec = find_spec(name)
         if spec is None or not spec.origin:
             continue
-        root = Path(spec.origin).parent
-        for p in sorted(root.rglob("*")):
-            if p.suffix in (".py", ".sql") and "__pycache__" not in p.parts:
-                st = p.stat()
-                h.update(f"{name}/{p.relative_to(root)}:{st.st_size}:{st.st_mtime_ns};".encode())
+        root = os.path.dirname(spec.origin)
+        # the files in the order of their paths' parts (as sorted Paths), __pycache__ not
+        # walked (an os.walk: a third of rglob's time, which lists the bytecode too)
+        for parts in sorted(_sources(root)):
+            st = os.stat(os.path.join(root, *parts))
+            h.update(f"{name}/{'/'.join(parts)}:{st.st_size}:{st.st_mtime_ns};".encode())
     for ep in sorted(entry_points(group="tracekit.rules"), key=lambda e: e.name):
         version = ep.dist.version if ep.dist else ""
         h.update(f"rule:{ep.name}={ep.value}@{version};".encode())
     return h.hexdigest()
+
+
+def _sources(root: str) -> list[tuple[str, ...]]:
+    """The path parts (below `root`) of every .py and .sql file under it."""
+    out = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        rel = os.path.relpath(folder, root)
+        parts = () if rel == "." else tuple(rel.split(os.sep))
+        out += [(*parts, n) for n in names if os.path.splitext(n)[1] in (".py", ".sql")]
+    return out
 
 
 def key(run: Run, options: dict[str, Any]) -> str:
