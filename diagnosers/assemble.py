@@ -53,6 +53,10 @@ def analyze(run: Run, options: AnalysisOptions | None = None, debug: bool = Fals
     if options.levels:
         run.materialize()
     ctx = Context(run, options)
+    if options.levels:
+        from tracekit.analysis.whatif_plan import start
+
+        start(ctx)  # the step model, built on a thread while the report is made
     report = S.Report(
         tracekit_version=__version__,
         run=run_info(run),
@@ -61,9 +65,6 @@ def analyze(run: Run, options: AnalysisOptions | None = None, debug: bool = Fals
     )
     if not options.levels:
         return report
-    from tracekit.analysis.whatif_plan import start
-
-    start(ctx)  # the step model, built on a thread while the levels run
     levels: list[S.Level] = []
     failed: dict[str, str] = {}  # level → why its figures are missing
     for name, build in L.BUILDERS.items():
