@@ -92,26 +92,27 @@ def device_edges(
         st[-1] = (p, True, gap_s, E_STREAM)  # nothing else explains it
 
 
-def launchers(g: Graph, host_nodes: dict[int, list[int]], rank: list, lts: list) -> list[int]:
-    """For each device row (its rank; `lts`: its launch call's start, None without one)
-    the top-level host node (any thread of its rank) whose span holds the launch, −1 for
-    none: of the 8 nodes that start last at or before it, the latest-starting one that
-    holds it, else the last to start before it (a launch on a thread whose op has ended).
-    All rows of a rank at once: one `searchsorted` over its host nodes (`host_nodes`, by
-    start), then the look back."""
+def launchers(g: Graph, host_nodes: dict[int, list[int]], rank, lts) -> list[int]:
+    """For each device row (its rank; `lts`: its launch call's start, masked without one;
+    numpy arrays) the top-level host node (any thread of its rank) whose span holds the
+    launch, −1 for none: of the 8 nodes that start last at or before it, the
+    latest-starting one that holds it, else the last to start before it (a launch on a
+    thread whose op has ended). All rows of a rank at once: one `searchsorted` over its
+    host nodes (`host_nodes`, by start), then the look back."""
     out = np.full(len(rank), -1, np.int64)
-    has = np.fromiter((t is not None for t in lts), bool, len(lts))
+    has = ~np.ma.getmaskarray(lts)
     if not has.any():
         return out.tolist()
     r = np.asarray(rank, np.int64)
-    t_all = np.fromiter((0 if t is None else t for t in lts), np.int64, len(lts))
+    t_all = np.ma.filled(lts.astype(np.int64), 0)
+    g_ts = np.fromiter(g.ts, np.int64, g.n)
+    g_end = np.fromiter(g.end, np.int64, g.n)
     for rk, nodes in host_nodes.items():
         sel = np.flatnonzero(has & (r == rk))
         if not len(sel) or not nodes:
             continue
         nd = np.asarray(nodes, np.int64)
-        st = np.fromiter((g.ts[i] for i in nodes), np.int64, len(nodes))
-        en = np.fromiter((g.end[i] for i in nodes), np.int64, len(nodes))
+        st, en = g_ts[nd], g_end[nd]
         t = t_all[sel]
         k = np.searchsorted(st, t, side="right") - 1
         res = np.where(k >= 0, nd[np.maximum(k, 0)], -1)

@@ -286,7 +286,7 @@ def build(run, windows: str) -> Graph:
     a, b = ids.start, ids.stop
     g.kind[a:b] = [COMM if comm else COMPUTE for comm in dcols[6]]
     g.coll[a:b], g.nbytes[a:b], g.group[a:b] = dcols[10], dcols[12], dcols[13]
-    launcher = edges.launchers(g, host_nodes, dcols[0], dcols[8])
+    launcher = edges.launchers(g, host_nodes, dcols.arrays[0], dcols.arrays[8])
     for i, rank, lts, lend, key, lname, h in zip(
         ids, dcols[0], dcols[8], dcols[9], dcols[11], dcols[14], launcher, strict=True
     ):
