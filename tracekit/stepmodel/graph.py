@@ -214,7 +214,7 @@ def build(run, windows: str) -> Graph:
     # transposition cost more than the query's numpy result), times made relative there
     hcols = rows.host(con, windows, o)
     dcols = rows.device(con, windows, o)
-    g = Graph(cpu=not any(k in ("kernel", "memcpy", "memset") for k in dcols[4]))
+    g = Graph(cpu=bool(np.all(dcols.arrays[4])))  # every device row a gloo span
     g.origin = o
 
     def rel(x):
@@ -275,8 +275,7 @@ def build(run, windows: str) -> Graph:
     end_a = np.ma.getdata(da[3]).astype(np.int64)
     # a gloo span is a lane of its own even where it sits on the main thread (send and
     # recv): the thread's next op waits for it, it is not its predecessor
-    gloo = (np.ma.getdata(da[4]) == "comm_thread").tolist()
-    lane_keys = list(zip(dcols[1], gloo, strict=True))
+    lane_keys = list(zip(dcols[1], dcols[4], strict=True))
     lane_of = {k: f"gloo {k[0]}" if k[1] else f"stream {k[0]}" for k in dict.fromkeys(lane_keys)}
     lanes = list(map(lane_of.__getitem__, lane_keys))
     ids = g.extend(

@@ -47,11 +47,9 @@ def from_calls(con, windows: str, g: Graph, dcols, ids: range, o: int) -> dict[i
         return {}
     # each thread's launches (start, node), sorted: the device rows launched from it (a
     # kept row is on a stream: its lane's number names it, as "stream N" does)
-    d_rank, d_lane, d_kind, d_tid, d_lts = (dcols.arrays[k] for k in (0, 1, 4, 7, 8))
+    d_rank, d_lane, d_gloo, d_tid, d_lts = (dcols.arrays[k] for k in (0, 1, 4, 7, 8))
     keep = np.flatnonzero(
-        ~np.ma.getmaskarray(d_tid)
-        & ~np.ma.getmaskarray(d_lts)
-        & (np.ma.getdata(d_kind) != "comm_thread")
+        ~np.ma.getmaskarray(d_tid) & ~np.ma.getmaskarray(d_lts) & ~np.asarray(d_gloo, bool)
     )
     if not len(keep):
         return {}
