@@ -346,20 +346,20 @@ def build(run, windows: str) -> Graph:
             g, loc, a, ts_a, end_a, lane_code, on_host_a, launcher, lts_a, waited.get
         )
     # ---- a collective's data: the compute its rank had launched before issuing it (what
-    # the event a process group records on the current stream and waits for captures)
-    for nodes in dev_nodes.values():
-        comp = sorted(
-            (launch_of[i][1], i) for i in nodes if i in launch_of and g.kind[i] == COMPUTE
-        )
-        lts_sorted = [x for x, _ in comp]
-        for i in nodes:
-            if g.kind[i] != COMM or i not in launch_of:
-                continue
-            k = bisect_right(lts_sorted, launch_of[i][1]) - 1
-            if k >= 0:
-                d = comp[k][1]
-                if g.end[d] <= g.ts[i] + ROUND_NS and not any(s == d for s, *_ in g.starts[i]):
-                    g.starts[i].append((d, True, min(g.ts[i] - g.end[d], 0), E_WAIT))
+    # the event a process group records on the current stream and waits for captures):
+    # of each rank's launched compute by (launch, node), the last launched at or before it
+    for x, y in zip(cut[:-1].tolist(), cut[1:].tolist(), strict=True):
+        rows_ = np.arange(x, y)
+        rows_ = rows_[launcher[x:y] >= 0]
+        comp = rows_[~comm[rows_]]
+        comp = comp[np.lexsort((comp, lts_a[comp]))]
+        coll_rows = rows_[comm[rows_]]
+        k = np.searchsorted(lts_a[comp], lts_a[coll_rows], side="right") - 1
+        coll_rows, d_rows = coll_rows[k >= 0], comp[k[k >= 0]]
+        near = end_a[d_rows] <= ts_a[coll_rows] + ROUND_NS
+        for i, d in zip((coll_rows[near] + a).tolist(), (d_rows[near] + a).tolist(), strict=True):
+            if not any(s == d for s, *_ in g.starts[i]):
+                g.starts[i].append((d, True, min(g.ts[i] - g.end[d], 0), E_WAIT))
     # ---- host order, blocking syncs, host waits
     all_ends: dict[int, tuple[list[int], list[int]]] = {}
     for rank in g.spans:
