@@ -76,9 +76,12 @@ def _backtrack(g: G.Graph, t, pred, v, r: int, lo: float, hi: float) -> list[tup
     seen = set()
     cursor = hi  # the path covers [cursor, hi] so far
     rank = g.rank
-    while v is not None and pred[v] is not None and v not in seen and cursor > lo:
+    while v is not None and v not in seen and cursor > lo:
+        p = pred[v]  # asked once: a replay's `_Pred` finds it when asked
+        if p is None:
+            break
         seen.add(v)
-        u, ek = pred[v]
+        u, ek = p
         i = v >> 1
         kind = _kind(g, i, ek)
         if kind == "sync":
