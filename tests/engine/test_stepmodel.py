@@ -594,7 +594,7 @@ def test_a_remedys_replay_from_its_first_change_is_the_whole_replays_step(
     """A remedy is replayed without its path from the first vertex its change touched,
     the times before it the base's (`replay.first_changed`: these traces replay in their
     measured order, where it applies). Its step must be, to the bit, the step of a replay
-    of every vertex: with the path (`_times_pred`, no prefix) and with the prefix forced
+    of every vertex: with the path (no prefix) and with the prefix forced
     empty."""
     from tracekit.stepmodel import replay as R
 

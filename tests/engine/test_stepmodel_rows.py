@@ -224,3 +224,38 @@ def test_twins_are_named_after_the_cpu_op_whatever_the_rows_order():
         con.execute(sql.module("rank.step_host"))  # CREATE VIEW step_host
         got = con.execute("SELECT ts_ns, name FROM step_host ORDER BY ts_ns").fetchall()
         assert got == [(100, "aten::add_"), (200, "a_op")]
+
+
+def test_device_query_names_only_calls_that_outlast_their_work(shared_trace):
+    """`stepmodel.graph:device` names a kernel's, copy's or memset's launching call only
+    where the call (the runtime event with its correlation in the raw JSON) ended at or
+    after the work did — the one case the graph reads the name (a blocking copy); `gloo`
+    is false for every device row of a GPU trace."""
+    from collections import Counter
+
+    path = shared_trace("v100_ddp_rank1")
+    (f,) = path.glob("*.json.gz")
+    with gzip.open(f) as fh:
+        trace = json.load(fh)
+    events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    runtime = {}
+    for e in events:
+        if e.get("cat") in ("cuda_runtime", "Runtime", "cuda_driver"):
+            c = e.get("args", {}).get("correlation")
+            if c is not None:
+                runtime.setdefault(c, e)
+    cats = ("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset")
+    want, close = Counter(), 0
+    for k in (e for e in events if e.get("cat") in cats):
+        r = runtime.get(k.get("args", {}).get("correlation"))
+        margin = (r["ts"] + r["dur"] - k["ts"] - k["dur"]) * 1000 if r else -1.0e9
+        close += abs(margin) <= 2  # µs with 3 decimals: a tie within ns rounding
+        want[(k["name"], r["name"] if r and margin >= 0 else None)] += 1
+    assert sum(n for (_k, call), n in want.items() if call is not None) > 0  # 30 in this trace
+    with tracekit.open(path) as run:
+        q = sql.query("stepmodel.graph", "device", windows=TRACE_WINDOW)
+        got = run.sql(f"SELECT name, launch_name, gloo FROM ({q})").fetchall()
+    assert got and not any(g for *_, g in got)
+    have = Counter((name, call) for name, call, _g in got)
+    assert sum(have.values()) == sum(want.values())
+    assert sum(((have - want) + (want - have)).values()) <= 2 * close

@@ -38,80 +38,104 @@ def last_ending(g: Graph, srt, times, start: int, end: int, lane: str | None = N
     return None
 
 
-def device_edges(
-    g: Graph, i: int, p: int, launch, lat: float, srt, times, recorded: int | None = None
-) -> None:
-    """Start edges of device work `i` (stream predecessor `p`, −2 for none; `launch`:
-    (host node, launch call start) or None; `recorded`: the work a CUDA sync event says it
-    waited for). What set its start, first that explains it: its stream (it was queued:
-    started within STREAM_SLACK_NS of the stream freeing), its launch (within the launch
-    latency of its call), the recorded wait (however long after that work ended), work on
-    another lane that ended within WAIT_NS before it (an event wait), its stream after a
-    longer gap; else its launch with the measured delay. Edges that did not bind keep the
-    smallest lag the trace allows."""
-    gts, gend = g.ts, g.end  # bound once: called once a device node (~36,000 at 8 big ranks)
-    ts = gts[i]
-    end_p = gend[p] if p >= 0 else 0
-    gap_s = None
-    if p >= 0:
-        # overlapping on one stream (ns rounding, or a trace quirk): from the
-        # predecessor's start, at the measured distance
-        gap_s = ts - end_p if end_p <= ts + STREAM_SLACK_NS else None
-    r = ts - launch[1] if launch is not None else None
-    w = None
-    bound_s = gap_s is not None and gap_s <= STREAM_SLACK_NS
-    bound_l = r is not None and not bound_s and r <= lat + STREAM_SLACK_NS
-    if not bound_s and not bound_l:
-        after = max(launch[1] if launch else 0, end_p)
-        if recorded is not None and after <= gend[recorded] <= ts + ROUND_NS:
-            w = recorded
-        else:
-            w = waited_for(g, srt, times, i, after)
-    stream_lag = 0
-    if gap_s is not None and (bound_s or (w is None and not bound_l and gap_s <= WAIT_NS)):
-        stream_lag = gap_s
-        bound_s = True
-    st = g.starts[i]
-    if p >= 0:
-        if gap_s is not None:
-            st.append((p, True, stream_lag, E_STREAM))
-        else:
-            st.append((p, False, ts - gts[p], E_STREAM))
-            bound_s = True
-    if w is not None:
-        st.append((w, True, ts - gend[w], E_WAIT))
-    if launch is not None:
-        h, lts = launch
-        explained = bound_s or w is not None or bound_l
-        lag = r if not (bound_s or w is not None) else min(r, lat)
-        # started long after its launch with nothing in the trace to say why: an
-        # unexplained wait, kept as measured (not host time)
-        ek = E_LAUNCH if explained else E_UNEXPLAINED
-        st.append((h, False, lts - gts[h] + lag, ek))
-    elif p >= 0 and not bound_s and w is None and gap_s is not None:
-        st[-1] = (p, True, gap_s, E_STREAM)  # nothing else explains it
+def device_edges(g: Graph, loc, a: int, ts_a, end_a, lane_code, on_host, launcher, lts_a,
+                 recorded_of) -> None:  # fmt: skip
+    """Start edges of one rank's device work: `loc`, its rows (node − `a`) by (lane,
+    start, node); `ts_a`, `end_a`, `lane_code`, `on_host` (a gloo span on a host thread),
+    `launcher` (the host node of its launch, −1 for none), `lts_a` (that launch call's
+    start): arrays over every device row; `recorded_of(node)`: the work a CUDA sync event
+    says it waited for, or None.
+
+    Each node's stream predecessor is the work before it on its lane (none for a span on
+    a host thread: posted in host order, not queued). What set its start, first that
+    explains it: its stream (it was queued: started within STREAM_SLACK_NS of the stream
+    freeing), its launch (within the launch latency of its call), the recorded wait
+    (however long after that work ended), work on another lane that ended within WAIT_NS
+    before it (an event wait), its stream after a longer gap; else its launch with the
+    measured delay. Edges that did not bind keep the smallest lag the trace allows. The
+    tests of each rule as arrays over the rank, the edges built per node."""
+    n = len(loc)
+    nodes = loc + a
+    ts, en, lc = ts_a[loc], end_a[loc], lane_code[loc]
+    p = np.full(n, -2, np.int64)
+    same = lc[1:] == lc[:-1]
+    p[1:][same] = nodes[:-1][same]
+    p[on_host[loc]] = -2
+    has_p = p >= 0
+    end_p = np.where(has_p, np.r_[0, en[:-1]], 0)
+    h = launcher[loc]
+    lts = lts_a[loc]
+    # the launch latency: the low end of what launch-bound work shows (its median would
+    # count work that waited for something the trace does not show)
+    bound = (h >= 0) & (~has_p | (ts - end_p > STREAM_SLACK_NS))
+    lat = launch_latency((ts - lts)[bound].tolist()) if bound.any() else DEFAULT_LAUNCH_NS
+    by_end = np.lexsort((np.arange(n), en))  # by end, then as `loc`
+    srt, times = nodes[by_end].tolist(), en[by_end].tolist()
+    gap = ts - end_p
+    # overlapping on one stream (ns rounding, or a trace quirk): from the predecessor's
+    # start, at the measured distance (no gap)
+    gap_ok = has_p & (end_p <= ts + STREAM_SLACK_NS)
+    bound_s = gap_ok & (gap <= STREAM_SLACK_NS)
+    bound_l = (h >= 0) & ~bound_s & (ts - lts <= lat + STREAM_SLACK_NS)
+    gts, gend, gstarts = g.ts, g.end, g.starts
+    for i, pk, gok, gp, bs, bl, hk, lk, tk, ep in zip(
+        nodes.tolist(), p.tolist(), gap_ok.tolist(), gap.tolist(), bound_s.tolist(),
+        bound_l.tolist(), h.tolist(), lts.tolist(), ts.tolist(), end_p.tolist(), strict=True,
+    ):  # fmt: skip
+        w = None
+        if not bs and not bl:
+            after = max(lk if hk >= 0 else 0, ep)
+            rec = recorded_of(i)
+            if rec is not None and after <= gend[rec] <= tk + ROUND_NS:
+                w = rec
+            else:
+                w = waited_for(g, srt, times, i, after)
+        stream_lag = 0
+        if gok and (bs or (w is None and not bl and gp <= WAIT_NS)):
+            stream_lag = gp
+            bs = True
+        st = gstarts[i]
+        if pk >= 0:
+            if gok:
+                st.append((pk, True, stream_lag, E_STREAM))
+            else:
+                st.append((pk, False, tk - gts[pk], E_STREAM))
+                bs = True
+        if w is not None:
+            st.append((w, True, tk - gend[w], E_WAIT))
+        if hk >= 0:
+            r = tk - lk
+            explained = bs or w is not None or bl
+            lag = r if not (bs or w is not None) else min(r, lat)
+            # started long after its launch with nothing in the trace to say why: an
+            # unexplained wait, kept as measured (not host time)
+            ek = E_LAUNCH if explained else E_UNEXPLAINED
+            st.append((hk, False, lk - gts[hk] + lag, ek))
+        elif pk >= 0 and not bs and w is None and gok:
+            st[-1] = (pk, True, gp, E_STREAM)  # nothing else explains it
 
 
-def launchers(g: Graph, host_nodes: dict[int, list[int]], rank: list, lts: list) -> list[int]:
-    """For each device row (its rank; `lts`: its launch call's start, None without one)
-    the top-level host node (any thread of its rank) whose span holds the launch, −1 for
-    none: of the 8 nodes that start last at or before it, the latest-starting one that
-    holds it, else the last to start before it (a launch on a thread whose op has ended).
-    All rows of a rank at once: one `searchsorted` over its host nodes (`host_nodes`, by
-    start), then the look back."""
+def launchers(g: Graph, host_nodes: dict[int, list[int]], rank, lts) -> list[int]:
+    """For each device row (its rank; `lts`: its launch call's start, masked without one;
+    numpy arrays) the top-level host node (any thread of its rank) whose span holds the
+    launch, −1 for none: of the 8 nodes that start last at or before it, the
+    latest-starting one that holds it, else the last to start before it (a launch on a
+    thread whose op has ended). All rows of a rank at once: one `searchsorted` over its
+    host nodes (`host_nodes`, by start), then the look back."""
     out = np.full(len(rank), -1, np.int64)
-    has = np.fromiter((t is not None for t in lts), bool, len(lts))
+    has = ~np.ma.getmaskarray(lts)
     if not has.any():
         return out.tolist()
     r = np.asarray(rank, np.int64)
-    t_all = np.fromiter((0 if t is None else t for t in lts), np.int64, len(lts))
+    t_all = np.ma.filled(lts.astype(np.int64), 0)
+    g_ts = np.fromiter(g.ts, np.int64, g.n)
+    g_end = np.fromiter(g.end, np.int64, g.n)
     for rk, nodes in host_nodes.items():
         sel = np.flatnonzero(has & (r == rk))
         if not len(sel) or not nodes:
             continue
         nd = np.asarray(nodes, np.int64)
-        st = np.fromiter((g.ts[i] for i in nodes), np.int64, len(nodes))
-        en = np.fromiter((g.end[i] for i in nodes), np.int64, len(nodes))
+        st, en = g_ts[nd], g_end[nd]
         t = t_all[sel]
         k = np.searchsorted(st, t, side="right") - 1
         res = np.where(k >= 0, nd[np.maximum(k, 0)], -1)

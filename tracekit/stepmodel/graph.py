@@ -45,6 +45,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from tracekit import sql
 from tracekit.stepmodel import edges, instances, rows, waits
 from tracekit.stepmodel.kinds import (
@@ -212,7 +214,7 @@ def build(run, windows: str) -> Graph:
     # transposition cost more than the query's numpy result), times made relative there
     hcols = rows.host(con, windows, o)
     dcols = rows.device(con, windows, o)
-    g = Graph(cpu=not any(k in ("kernel", "memcpy", "memset") for k in dcols[4]))
+    g = Graph(cpu=bool(np.all(dcols.arrays[4])))  # every device row a gloo span
     g.origin = o
 
     def rel(x):
@@ -260,51 +262,63 @@ def build(run, windows: str) -> Graph:
     host_nodes: dict[int, list[int]] = {}  # rank → host nodes (any thread), by start
     for i, rank in zip(ids, h_rank, strict=True):
         host_nodes.setdefault(rank, []).append(i)
-    # ---- device work and gloo spans
+    # ---- device work and gloo spans (the rows' arrays: `dcols.arrays`)
     dev_nodes: dict[int, list[int]] = {}
-    lat_bound: dict[int, list[int]] = {}
     launch_of: dict[int, tuple[int, int]] = {}  # device node → (host node, launch ts)
     by_instance: dict[str, list[int]] = {}
     for v in host_nodes.values():  # by (start, id): ids are appended in increasing order
         v.sort(key=g.ts.__getitem__)
     blocking: dict[int, int] = {}  # host node → the device work its call waited for
     d_ts, d_end = dcols[2], dcols[3]
+    da = dcols.arrays
+    ts_a = np.ma.getdata(da[2]).astype(np.int64)
+    end_a = np.ma.getdata(da[3]).astype(np.int64)
+    # a gloo span is a lane of its own even where it sits on the main thread (send and
+    # recv): the thread's next op waits for it, it is not its predecessor
+    lane_keys = list(zip(dcols[1], dcols[4], strict=True))
+    lane_of = {k: f"gloo {k[0]}" if k[1] else f"stream {k[0]}" for k in dict.fromkeys(lane_keys)}
+    lanes = list(map(lane_of.__getitem__, lane_keys))
     ids = g.extend(
-        dcols[0],
-        [
-            # a gloo span is a lane of its own even where it sits on the main thread (send
-            # and recv): the thread's next op waits for it, it is not its predecessor
-            f"stream {lane}" if kind != "comm_thread" else f"gloo {lane}"
-            for lane, kind in zip(dcols[1], dcols[4], strict=True)
-        ],
-        COMPUTE,
-        dcols[5],
-        d_ts,
-        d_end,
-        [float(e - t) for t, e in zip(d_ts, d_end, strict=True)],
+        dcols[0], lanes, COMPUTE, dcols[5], d_ts, d_end, (end_a - ts_a).astype(float).tolist()
     )
-    a, b = ids.start, ids.stop
-    g.kind[a:b] = [COMM if comm else COMPUTE for comm in dcols[6]]
+    a, b, m = ids.start, ids.stop, len(lanes)
+    comm = np.ma.filled(da[6], False).astype(bool)
+    g.kind[a:b] = np.where(comm, COMM, COMPUTE).tolist()
     g.coll[a:b], g.nbytes[a:b], g.group[a:b] = dcols[10], dcols[12], dcols[13]
-    launcher = edges.launchers(g, host_nodes, dcols[0], dcols[8])
-    for i, rank, lts, lend, key, lname, h in zip(
-        ids, dcols[0], dcols[8], dcols[9], dcols[11], dcols[14], launcher, strict=True
-    ):
-        dev_nodes.setdefault(rank, []).append(i)
-        if key is not None:
-            by_instance.setdefault(key, []).append(i)
-        if h >= 0:
-            launch_of[i] = (h, lts)
-            end = g.end[i]
-            # a call that returns only once its own work is done (a blocking copy) waited
-            if lend is not None and lts <= end <= lend >= end >= g.end[blocking.get(h, i)]:
-                blocking[h] = i
-                if lname is not None and SYNC_API.search(lname):
-                    # a blocking copy: the host waits in its call for this device work
-                    g.sync_api[i] = g.sync_api[h] = lname
-                    g.awaited[i] = i
-                    g.sync_span[i] = g.sync_span[h] = (lts, lend)
-            g.backward[i] = g.backward[h] and g.kind[i] == COMPUTE
+    launcher = np.asarray(edges.launchers(g, host_nodes, da[0], da[8]), np.int64)
+    rank_a = np.asarray(da[0], np.int64)
+    # each rank's rows (the query's rows come by rank): its nodes, in that order for now
+    cut = np.flatnonzero(np.r_[True, rank_a[1:] != rank_a[:-1], True])
+    for x, y in zip(cut[:-1].tolist(), cut[1:].tolist(), strict=True):
+        dev_nodes[int(rank_a[x])] = list(range(a + x, a + y))
+    for k in np.flatnonzero(~np.ma.getmaskarray(da[11])).tolist():
+        by_instance.setdefault(dcols[11][k], []).append(a + k)
+    launched = np.flatnonzero(launcher >= 0)
+    lts_l, lend_l, lname_l = dcols[8], dcols[9], dcols[14]
+    h_l = launcher.tolist()
+    launch_of = {a + k: (h_l[k], lts_l[k]) for k in launched.tolist()}
+    # a call that returns only once its own work is done (a blocking copy) waited for it
+    lend_a = np.ma.filled(da[9].astype(np.int64), np.iinfo(np.int64).min)
+    lts_a = np.ma.filled(da[8].astype(np.int64), 0)
+    held = launched[
+        ~np.ma.getmaskarray(da[9])[launched]
+        & (lts_a[launched] <= end_a[launched])
+        & (end_a[launched] <= lend_a[launched])
+    ]
+    for k in held.tolist():
+        i, h = a + k, h_l[k]
+        if g.end[i] >= g.end[blocking.get(h, i)]:
+            blocking[h] = i
+            lname = lname_l[k]
+            if lname is not None and SYNC_API.search(lname):
+                # a blocking copy: the host waits in its call for this device work
+                g.sync_api[i] = g.sync_api[h] = lname
+                g.awaited[i] = i
+                g.sync_span[i] = g.sync_span[h] = (lts_l[k], lend_l[k])
+    host_bwd = np.fromiter(g.backward, bool, g.n)
+    bwd = np.zeros(m, bool)
+    bwd[launched] = host_bwd[launcher[launched]] & ~comm[launched]
+    g.backward[a:b] = bwd.tolist()
     # ---- cross-stream waits the trace records (CUDA sync events): consumer → producer
     waited = waits.recorded(con, windows, g, dev_nodes, o)
     # ... and those the runtime calls imply where no sync event records them
@@ -312,50 +326,40 @@ def build(run, windows: str) -> Graph:
         waited.setdefault(consumer, producer)
     # ---- stream order and launch edges
     host_lanes = {(g.rank[i], g.lane[i]) for v in host_nodes.values() for i in v}
-    # the device nodes `_on_host_thread`, found once (asked per node twice below)
+    # the device nodes `_on_host_thread` (gloo send/recv on a host thread: posted in host
+    # order, not queued behind the span before them)
     on_host = {
         i for v in dev_nodes.values() for i in v
         if g.lane[i][:5] == "gloo " and edges.on_host_thread(g, i, host_lanes)
     }  # fmt: skip
-    g_lane, g_ts, g_end = g.lane, g.ts, g.end  # bound once for the per-node loops below
-    device_edges, get_launch, get_wait = edges.device_edges, launch_of.get, waited.get
-    for rank, nodes in dev_nodes.items():
-        # by (lane, start): two stable sorts with C-level keys (no lambda per node)
-        nodes.sort(key=g_ts.__getitem__)
-        nodes.sort(key=g_lane.__getitem__)
-        prev: dict[str, int] = {}
-        preds: list[int] = []  # each node's stream predecessor (−2 for none), as `nodes`
-        for i in nodes:
-            lane = g_lane[i]
-            p = prev.get(lane)
-            prev[lane] = i
-            if i in on_host:
-                p = None  # gloo send/recv on a host thread: posted in host order, not queued
-            if i in launch_of and (p is None or g_ts[i] - g_end[p] > STREAM_SLACK_NS):
-                lat_bound.setdefault(rank, []).append(g_ts[i] - launch_of[i][1])
-            preds.append(-2 if p is None else p)
-        # the launch latency: the low end of what launch-bound work shows (its median
-        # would count work that waited for something the trace does not show)
-        lat = edges.launch_latency(lat_bound[rank]) if rank in lat_bound else DEFAULT_LAUNCH_NS
-        ends_sorted = sorted(nodes, key=g_end.__getitem__)
-        end_times = [g_end[i] for i in ends_sorted]
-        for i, p in zip(nodes, preds, strict=True):
-            device_edges(g, i, p, get_launch(i), lat, ends_sorted, end_times, get_wait(i))
-    # ---- a collective's data: the compute its rank had launched before issuing it (what
-    # the event a process group records on the current stream and waits for captures)
-    for nodes in dev_nodes.values():
-        comp = sorted(
-            (launch_of[i][1], i) for i in nodes if i in launch_of and g.kind[i] == COMPUTE
+    on_host_a = np.zeros(m, bool)
+    on_host_a[np.asarray(sorted(on_host), np.int64) - a] = True
+    # each rank's nodes by (lane, start, node): the lanes' names in sorted order as codes
+    names = sorted(set(lanes))
+    code_of = {k: names.index(v) for k, v in lane_of.items()}
+    lane_code = np.fromiter(map(code_of.__getitem__, lane_keys), np.int64, m)
+    srt = np.lexsort((np.arange(m), ts_a, lane_code, rank_a))
+    for x, y in zip(cut[:-1].tolist(), cut[1:].tolist(), strict=True):
+        loc = srt[x:y]
+        dev_nodes[int(rank_a[x])] = (loc + a).tolist()
+        edges.device_edges(
+            g, loc, a, ts_a, end_a, lane_code, on_host_a, launcher, lts_a, waited.get
         )
-        lts_sorted = [x for x, _ in comp]
-        for i in nodes:
-            if g.kind[i] != COMM or i not in launch_of:
-                continue
-            k = bisect_right(lts_sorted, launch_of[i][1]) - 1
-            if k >= 0:
-                d = comp[k][1]
-                if g.end[d] <= g.ts[i] + ROUND_NS and not any(s == d for s, *_ in g.starts[i]):
-                    g.starts[i].append((d, True, min(g.ts[i] - g.end[d], 0), E_WAIT))
+    # ---- a collective's data: the compute its rank had launched before issuing it (what
+    # the event a process group records on the current stream and waits for captures):
+    # of each rank's launched compute by (launch, node), the last launched at or before it
+    for x, y in zip(cut[:-1].tolist(), cut[1:].tolist(), strict=True):
+        rows_ = np.arange(x, y)
+        rows_ = rows_[launcher[x:y] >= 0]
+        comp = rows_[~comm[rows_]]
+        comp = comp[np.lexsort((comp, lts_a[comp]))]
+        coll_rows = rows_[comm[rows_]]
+        k = np.searchsorted(lts_a[comp], lts_a[coll_rows], side="right") - 1
+        coll_rows, d_rows = coll_rows[k >= 0], comp[k[k >= 0]]
+        near = end_a[d_rows] <= ts_a[coll_rows] + ROUND_NS
+        for i, d in zip((coll_rows[near] + a).tolist(), (d_rows[near] + a).tolist(), strict=True):
+            if not any(s == d for s, *_ in g.starts[i]):
+                g.starts[i].append((d, True, min(g.ts[i] - g.end[d], 0), E_WAIT))
     # ---- host order, blocking syncs, host waits
     all_ends: dict[int, tuple[list[int], list[int]]] = {}
     for rank in g.spans:

@@ -75,18 +75,28 @@ def _backtrack(g: G.Graph, t, pred, v, r: int, lo: float, hi: float) -> list[tup
     segs: list[tuple] = []
     seen = set()
     cursor = hi  # the path covers [cursor, hi] so far
-    rank = g.rank
-    while v is not None and pred[v] is not None and v not in seen and cursor > lo:
+    rank, sync_api, e_dur, e_tail = g.rank, g.sync_api, G.E_DUR, G.E_TAIL
+    while v is not None and v not in seen and cursor > lo:
+        p = pred[v]  # asked once: a replay's `_Pred` finds it when asked
+        if p is None:
+            break
         seen.add(v)
-        u, ek = pred[v]
+        u, ek = p
         i = v >> 1
-        kind = _kind(g, i, ek)
-        if kind == "sync":
-            pieces = reversed(_sync_pieces(g, i, ek, t[u], t[v], u >> 1))
-        else:  # one piece, the usual case
-            pieces = ((kind, _name(g, i, ek), t[u], t[v]),)
+        if sync_api[i] is None and ek != e_dur and ek != e_tail:
+            # a gap edge outside a sync, the usual case: its kind and name by edge kind
+            pieces = ((_GAP_KINDS.get(ek, "host"), _GAP_NAMES.get(ek, "gap"), t[u], t[v]),)
+        else:
+            kind = _kind(g, i, ek)
+            if kind == "sync":
+                pieces = reversed(_sync_pieces(g, i, ek, t[u], t[v], u >> 1))
+            else:  # one piece
+                pieces = ((kind, _name(g, i, ek), t[u], t[v]),)
         for kind, name, a, b in pieces:
-            a, b = max(a, lo), min(b, cursor)
+            if a < lo:  # as max(a, lo) and min(b, cursor): a tie keeps the piece's own
+                a = lo
+            if cursor < b:
+                b = cursor
             if b > a:
                 segs.append((rank[i], kind, name, a, b - a))
                 cursor = a
@@ -137,6 +147,11 @@ _GAP_NAMES = {
     G.E_HOSTWAIT: "host wait",
     G.E_UNEXPLAINED: "unexplained wait",
 }
+
+
+# `_kind` of an edge that is neither a duration nor a tail, into a node that is no host
+# wait: by the edge's kind alone
+_GAP_KINDS = {G.E_STREAM: "idle", G.E_WAIT: "idle", G.E_UNEXPLAINED: "idle"}
 
 
 def _name(g: G.Graph, i: int, ek: int) -> str:

@@ -309,18 +309,13 @@ def run(
     dur = dur if dur is not None else g.dur
     starts = starts if starts is not None else g.starts
     ends = ends if ends is not None else g.ends
-    if not path:
-        t = _times(g, vorder, dur, starts, ends, shift, start_at, prefix)
-        pred: list = []
-    else:
-        t, pred = _times_pred(g, vorder, dur, starts, ends, shift, start_at)
-    return _finish(g, t, pred, path)
+    t = _times(g, vorder, dur, starts, ends, shift, start_at, None if path else prefix)
+    return _finish(g, t, _Pred(t, dur, starts, ends) if path else [], path)
 
 
 def _times(g: G.Graph, vorder, dur, starts, ends, shift, start_at, prefix=None) -> list[float]:
-    """`_times_pred`'s times alone, without the edge that set each (a replay whose path
-    is not asked for: each remedy's). The same sums and maxima in the same order, so
-    the same floats. (Names bound locally: the loop runs once a vertex, ~90,000 times
+    """Each vertex's replayed time (the edge that set it: `_Pred`, where the path is
+    asked for). (Names bound locally: the loop runs once a vertex, ~90,000 times
     at 8 big ranks.) `prefix`: `run`'s."""
     if prefix is not None:
         # each vertex's time depends on those before it in the order only: the first k,
@@ -355,38 +350,35 @@ def _times(g: G.Graph, vorder, dur, starts, ends, shift, start_at, prefix=None) 
     return t
 
 
-def _times_pred(g: G.Graph, vorder, dur, starts, ends, shift, start_at):
-    """Each vertex's replayed time, and the (vertex, edge kind) that set it. (The
-    winning edge's tuple is made once a vertex, not at each better edge.)"""
-    t = [0.0] * (2 * g.n)
-    pred: list[tuple[int, int] | None] = [None] * (2 * g.n)  # (vertex, edge kind)
-    ts, rank, e_dur = g.ts, g.rank, G.E_DUR
-    for v in vorder:
-        i = v >> 1
-        if v & 1 == 0:
-            st = starts[i]
-            if st:
-                best = None
-                for src, src_end, lag, ek in st:
-                    sv = 2 * src + 1 if src_end else 2 * src
-                    x = t[sv] + lag
-                    if best is None or x > best:
-                        best, bv, bk = x, sv, ek
-                t[v], pred[v] = best, (bv, bk)
-            else:  # nothing the trace shows explains it: its measured start
-                if start_at and i in start_at:
-                    t[v] = start_at[i]
-                else:
-                    t[v] = ts[i] + (shift.get(rank[i], 0) if shift else 0)
-        else:
+class _Pred:
+    """The (vertex, edge kind) that set each vertex's replayed time, found when asked
+    (`pred[v]`; None for a start no edge explains): the first of its edges whose sum is
+    the latest, the duration edge first for an end — as the sweep's `>` kept the first of
+    a tie. The backtrack asks for the vertices of the critical paths only (≈ 20,000 of
+    92,000 at 8 big ranks): a tuple per vertex made during the sweep cost more."""
+
+    __slots__ = ("dur", "ends", "starts", "t")
+
+    def __init__(self, t, dur, starts, ends):
+        self.t, self.dur, self.starts, self.ends = t, dur, starts, ends
+
+    def __getitem__(self, v: int) -> tuple[int, int] | None:
+        t, i = self.t, v >> 1
+        if v & 1:
             bv = v - 1
-            best, bk = t[bv] + dur[i], e_dur
-            for src, lag, ek in ends[i]:
+            best, bk = t[bv] + self.dur[i], G.E_DUR
+            for src, lag, ek in self.ends[i]:
                 x = t[2 * src + 1] + lag
                 if x > best:
                     best, bv, bk = x, 2 * src + 1, ek
-            t[v], pred[v] = best, (bv, bk)
-    return t, pred
+            return bv, bk
+        best = None
+        for src, src_end, lag, ek in self.starts[i]:
+            sv = 2 * src + 1 if src_end else 2 * src
+            x = t[sv] + lag
+            if best is None or x > best:
+                best, bv, bk = x, sv, ek
+        return None if best is None else (bv, bk)
 
 
 def _finish(g: G.Graph, t: list[float], pred: list, path: bool) -> Replay:

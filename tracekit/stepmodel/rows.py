@@ -18,19 +18,29 @@ DEV_TIMES = (2, 3, 8, 9)  # the device query's columns in ns since the epoch
 HOST_TIMES = (2, 3, 6, 7)  # the host query's
 
 
-def columns(con, query: str, origin: int, times: tuple[int, ...]) -> list[list]:
+class Columns(list):
+    """A query's columns as Python lists (`columns`), with the numpy arrays they came from
+    in `arrays` (masked where a column holds NULLs): the build's vectorised steps read
+    those, its per-node loops the lists."""
+
+    arrays: list[np.ndarray]
+
+
+def columns(con, query: str, origin: int, times: tuple[int, ...]) -> Columns:
     """The query's result as one Python list per column (NULL: None), the columns
     `times` (ns since the epoch) less `origin`: as `fetchall` would give them, transposed,
     built from DuckDB's numpy result."""
-    cols = []
+    cols, arrays = Columns(), []
     for k, v in enumerate(con.sql(query).fetchnumpy().values()):
         if k in times:
             v = v - origin
+        arrays.append(v)
         cols.append(v.tolist())
+    cols.arrays = arrays
     return cols
 
 
-def device(con, windows: str, origin: int) -> list[list]:
+def device(con, windows: str, origin: int) -> Columns:
     """`stepmodel.graph:device`'s columns (times less `origin`)."""
     return columns(con, sql.query("stepmodel.graph", "device", windows=windows), origin, DEV_TIMES)
 

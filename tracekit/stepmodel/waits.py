@@ -45,19 +45,19 @@ def from_calls(con, windows: str, g: Graph, dcols, ids: range, o: int) -> dict[i
     c = con.sql(sql.query("stepmodel.graph", "event_calls", windows=windows)).fetchnumpy()
     if not len(c["ts_ns"]):
         return {}
-    # each thread's launches (start, node), sorted: the device rows launched from it
-    keep = [
-        k for k, (tid, lts, kind) in enumerate(zip(dcols[7], dcols[8], dcols[4], strict=True))
-        if tid is not None and lts is not None and kind != "comm_thread"
-    ]  # fmt: skip
-    if not keep:
+    # each thread's launches (start, node), sorted: the device rows launched from it (a
+    # kept row is on a stream: its lane's number names it, as "stream N" does)
+    d_rank, d_lane, d_gloo, d_tid, d_lts = (dcols.arrays[k] for k in (0, 1, 4, 7, 8))
+    keep = np.flatnonzero(
+        ~np.ma.getmaskarray(d_tid) & ~np.ma.getmaskarray(d_lts) & ~np.asarray(d_gloo, bool)
+    )
+    if not len(keep):
         return {}
-    l_rank = np.array([dcols[0][k] for k in keep], np.int64)
-    l_tid = np.array([dcols[7][k] for k in keep], np.int64)
-    l_ts = np.array([dcols[8][k] for k in keep], np.int64)
-    l_node = np.array([ids[k] for k in keep], np.int64)
-    codes: dict[str, int] = {}
-    l_lane = np.array([codes.setdefault(g.lane[i], len(codes)) for i in l_node.tolist()])
+    l_rank = np.asarray(d_rank, np.int64)[keep]
+    l_tid = np.ma.getdata(d_tid).astype(np.int64)[keep]
+    l_ts = np.ma.getdata(d_lts).astype(np.int64)[keep]
+    l_node = keep + ids.start
+    l_lane = np.ma.filled(d_lane.astype(np.int64), np.iinfo(np.int64).min)[keep]  # NULL: its own
     srt = np.lexsort((l_node, l_ts, l_tid, l_rank))  # by thread, then (start, node)
     l_rank, l_tid, l_ts, l_node, l_lane = (x[srt] for x in (l_rank, l_tid, l_ts, l_node, l_lane))
     # the calls (in the query's time order), by thread, that order kept

@@ -101,7 +101,7 @@ ORDER BY m.rank, m.ts_ns
 -- @column lane: stream (device) or worker thread (gloo)
 -- @column ts_ns: start, ns since the epoch
 -- @column end_ns: end, ns since the epoch
--- @column kind: kernel, memcpy, memset or comm_thread
+-- @column gloo: a gloo worker-thread span (else a kernel, copy or memset)
 -- @column name: event name
 -- @column comm: communication (a communication kernel or a gloo span)
 -- @column launch_tid: thread of the launching runtime call (null when none)
@@ -111,7 +111,7 @@ ORDER BY m.rank, m.ts_ns
 -- @column instance_key: cross-rank instance of a matched collective, or of a send and its recv (`p2p:SRC>DST:K`, the K-th of that pair of ranks in each trace, same bytes; where the peer is known: `collectives.peer`, or the other rank of a 2-rank group); null otherwise
 -- @column bytes: nccl-tests size S of a collective, bytes
 -- @column group_size: ranks in its group
--- @column launch_name: the launching runtime call (`cudaLaunchKernel`, `cudaGraphLaunch` — a graph's kernels carry its launch's correlation —, `hipMemcpyWithStream` …; null for gloo)
+-- @column launch_name: the launching runtime call where it ended at or after its work (a call that may have waited for it: a blocking copy's `cudaMemcpy` …); null otherwise and for gloo (the graph reads no other: most rows are `cudaLaunchKernel`, and a string per row costs its fetch)
 WITH w AS ({windows}),
 d AS (
     SELECT s.* FROM step_device s JOIN w ON s.rank = w.rank
@@ -134,13 +134,14 @@ d AS (
                AS same_bytes
     FROM p
 )
-SELECT d.rank, d.lane, d.ts_ns, d.end_ns, d.kind, d.name, d.comm,
+SELECT d.rank, d.lane, d.ts_ns, d.end_ns, d.kind = 'comm_thread' AS gloo, d.name, d.comm,
        d.launch_tid, coalesce(d.launch_ts_ns, c.issue_ts_ns) AS launch_ts_ns,
        d.launch_end_ns,
        c.name AS coll,
        CASE WHEN c.matched THEN c.instance_key
             WHEN pk.n = 2 AND pk.same_bytes THEN pk.key END AS instance_key,
-       c.bytes, c.group_size, d.launch_name
+       c.bytes, c.group_size,
+       CASE WHEN d.end_ns <= d.launch_end_ns THEN d.launch_name END AS launch_name
 FROM d
 LEFT JOIN collectives c ON c.rank = d.rank AND c.ts_ns = d.ts_ns AND c.lane = d.lane
 LEFT JOIN pk ON pk.rank = c.rank AND pk.ts_ns = c.ts_ns AND pk.lane = c.lane
