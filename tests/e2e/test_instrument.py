@@ -16,7 +16,8 @@ pytestmark = pytest.mark.slow
 
 EXPECTED = {
     # job, extra options → collectives that must appear on every rank
-    ("ddp", ()): {"all_reduce"},
+    # with overlap and small buckets: the placement check below reads the same job
+    ("ddp", ("--ddp-overlap", "--bucket-cap-mb", "0.5")): {"all_reduce"},
     ("fsdp", ("--fsdp-prefetch",)): {"all_gather", "reduce_scatter"},
     ("tp", ()): {"all_reduce"},
     ("pp", ("--schedule", "1f1b")): {"send", "recv"},
@@ -27,7 +28,7 @@ EXPECTED = {
 }
 
 
-def _run(tmp_path, job, extra, world):
+def _run(tmp_path, job, extra, world, calibrate=False):
     pytest.importorskip("torch")
     out = tmp_path / job
     cmd = [
@@ -42,7 +43,7 @@ def _run(tmp_path, job, extra, world):
         str(out),
         "--steps",
         "1",
-        "--no-calibrate",
+        *(() if calibrate else ("--no-calibrate",)),
         *extra,
     ]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -86,16 +87,15 @@ def test_job_yields_traces_collectives_and_manifest(tmp_path, job, extra):
             assert {"mesh_dp", "mesh_tp"} <= descs
         if job == "moe":
             assert man.model.experts == 4 and man.model.active_params < man.model.params
+    if job == "ddp":
+        _assert_gradient_all_reduce_placed(out, overlap=True)
 
 
-@pytest.mark.parametrize("overlap", [False, True])
-def test_ddp_overlap_option_places_the_gradient_all_reduce(tmp_path, overlap):
+def _assert_gradient_all_reduce_placed(out, overlap: bool) -> None:
     """`--no-ddp-overlap`: one all-reduce of every gradient (the model's parameters ×
     4 bytes, fp32) per step, issued once backward is done; with overlap and small buckets,
     DDP's all-reduces start while backward still runs (the twin issue 18's what-if
     `overlap:all_reduce` is checked against, benchmarks/stepmodel_reruns.py)."""
-    extra = ("--ddp-overlap", "--bucket-cap-mb", "0.5") if overlap else ("--no-ddp-overlap",)
-    out = _run(tmp_path, "ddp", extra, 2)
     man = manifest.load(out)
     with tracekit.open(out) as run:
         for rank in (0, 1):
@@ -119,28 +119,11 @@ def test_ddp_overlap_option_places_the_gradient_all_reduce(tmp_path, overlap):
                 assert rows[0][0] < rows[0][2]  # the first bucket goes while backward runs
 
 
-def test_calibration_is_measured(tmp_path):
-    pytest.importorskip("torch")
-    out = tmp_path / "ddp"
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tracekit.cli",
-            "run",
-            "ddp",
-            "-n",
-            "2",
-            "--out",
-            str(out),
-            "--steps",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
+def test_ddp_without_overlap_and_its_calibration(tmp_path):
+    """One job for two checks (each job is ~8 s of two cores): the gradient all-reduce
+    of `--no-ddp-overlap` after backward, and the calibration the job measures first."""
+    out = _run(tmp_path, "ddp", ("--no-ddp-overlap",), 2, calibrate=True)
+    _assert_gradient_all_reduce_placed(out, overlap=False)
     cal = manifest.load(out).calibration
     assert cal.peak_flops > 1e8 and cal.dtype == "float32"
     assert {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv"} <= set(
