@@ -29,18 +29,15 @@ def kernel_classes(
     communication (a `commkernels` entry or a user pattern matches) or compute; the
     collective its name tells. (`tmp_dir`: where `coltable` may write.) Each name is
     classified, and handed to DuckDB, once however many ranks ran it (128 small ranks:
-    9,400 rows of names of ~380 characters were built and written as JSON in Python: 0.042
-    → 0.030 s)."""
-    con.execute(sql.query("ingest.collectives", "rank_kernels"))
+    9,700 rows of names of ~380 characters were built and written as JSON in Python)."""
     coltable.create(con, "_name_classes", KERNEL_CLASSES[1:], name_class_rows(con, user), tmp_dir)
     con.execute(sql.query("ingest.collectives", "kernel_classes_table"))
     con.execute("DROP TABLE _name_classes")
-    con.execute("DROP TABLE _rank_kernels")
 
 
 def name_class_rows(con: duckdb.DuckDBPyConnection, user: tuple[str, ...] = ()) -> list[dict]:
-    """The class of every kernel name of `_rank_kernels` (query `rank_kernels`): the
-    `kernel_classes` columns but the rank, by name."""
+    """The class of every distinct kernel name in `events`: the `kernel_classes` columns
+    but the rank, by name."""
     rx = commkernels.compile_patterns(user, "--comm-kernel")
     rows = []
     for (name,) in con.execute(sql.query("ingest.collectives", "kernel_names")).fetchall():

@@ -4,25 +4,21 @@
 -- issue ops and worker-thread spans — each query over every rank of the batch, its rows
 -- turned into collective rows by Python — then the tables those rows become.
 
--- @query rank_kernels
--- Table `_rank_kernels`: each rank's distinct kernel names, to classify (`kernel_classes`).
-CREATE OR REPLACE TABLE _rank_kernels AS
-SELECT DISTINCT rank, name::VARCHAR AS name FROM events WHERE kind = 'kernel'
-AND name IS NOT NULL
-
 -- @query kernel_names
--- The distinct names of `_rank_kernels` (a table of ingest only: the column is left
--- untyped, as no opened run can describe it).
--- @column name: kernel name as traced
-SELECT DISTINCT name FROM _rank_kernels ORDER BY 1
+-- The distinct kernel names of the batch's ranks, to classify (`kernel_classes`).
+-- @column name VARCHAR: kernel name as traced
+SELECT DISTINCT name::VARCHAR AS name FROM events WHERE kind = 'kernel'
+AND name IS NOT NULL ORDER BY 1
 
 -- @query kernel_classes_table
--- Table `kernel_classes`: each rank's distinct kernel names (`_rank_kernels`) with their
--- class, by rank and name, from the classes of the names (`_name_classes`, one row a name:
--- a name of hundreds of characters goes through Python once, not once a rank).
+-- Table `kernel_classes`: each rank's distinct kernel names with their class, by rank and
+-- name, from the classes of the names (`_name_classes`, one row a name: a name of
+-- hundreds of characters goes through Python once, not once a rank).
 CREATE OR REPLACE TABLE kernel_classes AS
 SELECT k.rank, k.name, c.category, c.family, c.coll_name, c.pattern
-FROM _rank_kernels k JOIN _name_classes c USING (name)
+FROM (SELECT DISTINCT rank, name::VARCHAR AS name FROM events WHERE kind = 'kernel'
+      AND name IS NOT NULL) k
+JOIN _name_classes c USING (name)
 ORDER BY k.rank, k.name
 
 -- @query comm_kernels
