@@ -27,31 +27,30 @@ def kernel_classes(
 ) -> None:
     """Table `kernel_classes` of `con`: one row per rank and distinct kernel name:
     communication (a `commkernels` entry or a user pattern matches) or compute; the
-    collective its name tells. (`tmp_dir`: where `coltable` may write.) Each name is
-    classified, and handed to DuckDB, once however many ranks ran it (128 small ranks:
-    9,700 rows of names of ~380 characters were built and written as JSON in Python)."""
-    coltable.create(con, "_name_classes", KERNEL_CLASSES[1:], name_class_rows(con, user), tmp_dir)
-    con.execute(sql.query("ingest.collectives", "kernel_classes_table"))
-    con.execute("DROP TABLE _name_classes")
+    collective its name tells. (`tmp_dir`: where `coltable` may write.)"""
+    coltable.create(con, "kernel_classes", KERNEL_CLASSES, kernel_class_rows(con, user), tmp_dir)
 
 
-def name_class_rows(con: duckdb.DuckDBPyConnection, user: tuple[str, ...] = ()) -> list[dict]:
-    """The class of every distinct kernel name in `events`: the `kernel_classes` columns
-    but the rank, by name."""
+def kernel_class_rows(con: duckdb.DuckDBPyConnection, user: tuple[str, ...] = ()) -> list[dict]:
+    """The `kernel_classes` rows of every rank in `events`, by rank and name (a name is
+    classified once, however many ranks ran it)."""
     rx = commkernels.compile_patterns(user, "--comm-kernel")
+    pairs = con.execute(sql.query("ingest.collectives", "kernel_names")).fetchall()
+    known: dict[str, dict] = {}
     rows = []
-    for (name,) in con.execute(sql.query("ingest.collectives", "kernel_names")).fetchall():
-        c = commkernels.classify(name, rx)
-        kind = None
-        if c is not None:
-            kind = c.kind or (canonical_name(name) if c.family == "nccl" else None)
-        rows.append(
-            {
+    for rank, name in pairs:
+        row = known.get(name)
+        if row is None:
+            c = commkernels.classify(name, rx)
+            kind = None
+            if c is not None:
+                kind = c.kind or (canonical_name(name) if c.family == "nccl" else None)
+            row = known[name] = {
                 "name": name,
                 "category": "communication" if c else "compute",
                 "family": c.family if c else None,
                 "coll_name": kind,
                 "pattern": c.pattern if c else None,
             }
-        )
+        rows.append({"rank": rank, **row})
     return rows

@@ -5,21 +5,11 @@
 -- turned into collective rows by Python — then the tables those rows become.
 
 -- @query kernel_names
--- The distinct kernel names of the batch's ranks, to classify (`kernel_classes`).
+-- Each rank's distinct kernel names, to classify (`kernel_classes`).
+-- @column rank INTEGER: global rank
 -- @column name VARCHAR: kernel name as traced
-SELECT DISTINCT name::VARCHAR AS name FROM events WHERE kind = 'kernel'
-AND name IS NOT NULL ORDER BY 1
-
--- @query kernel_classes_table
--- Table `kernel_classes`: each rank's distinct kernel names with their class, by rank and
--- name, from the classes of the names (`_name_classes`, one row a name: a name of
--- hundreds of characters goes through Python once, not once a rank).
-CREATE OR REPLACE TABLE kernel_classes AS
-SELECT k.rank, k.name, c.category, c.family, c.coll_name, c.pattern
-FROM (SELECT DISTINCT rank, name::VARCHAR AS name FROM events WHERE kind = 'kernel'
-      AND name IS NOT NULL) k
-JOIN _name_classes c USING (name)
-ORDER BY k.rank, k.name
+SELECT DISTINCT rank, name::VARCHAR AS name FROM events WHERE kind = 'kernel'
+AND name IS NOT NULL ORDER BY 1, 2
 
 -- @query comm_kernels
 -- Communication kernels (kernel_classes says so), numbered per rank in time order (`kid`),
