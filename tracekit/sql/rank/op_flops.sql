@@ -47,25 +47,36 @@ o AS (
         WHERE c.rank = x.rank AND c.tid = x.tid AND x.ts_ns BETWEEN c.start_ns AND c.end_ns
     )
 ),
+-- the compute kernels, their names tested once per name (not once per launch: a name
+-- is hundreds of characters, and launches are tens of thousands)
+kn AS (
+    SELECT kc.rank, kc.name, t.tf32, t.winograd
+    FROM kernel_classes kc
+    JOIN (SELECT name, regexp_matches(name, 'tf32|s1688', 'i') AS tf32,
+                 regexp_matches(name, 'winograd', 'i') AS winograd
+          FROM (SELECT DISTINCT name FROM kernel_classes WHERE category = 'compute')) t
+      USING (name)
+    WHERE kc.category = 'compute'
+),
 launches AS (
     SELECT r.rank, r.tid, r.ts_ns AS launch_ns, k.ts_ns AS k_ts, k.dur_ns AS k_dur,
-           k.name::VARCHAR AS k_name
+           kn.tf32, kn.winograd
     FROM events r JOIN events k ON k.rank = r.rank AND k.correlation = r.correlation
-    JOIN kernel_classes kc ON kc.rank = k.rank AND kc.name = k.name::VARCHAR
-    WHERE r.kind = 'runtime' AND k.kind = 'kernel' AND kc.category = 'compute'
+    JOIN kn ON kn.rank = k.rank AND kn.name = k.name::VARCHAR
+    WHERE r.kind = 'runtime' AND k.kind = 'kernel'
 ),
 -- each launch to the op it ran inside: innermost ops on a thread never overlap (an op
 -- inside another is not innermost), so that op is the last one starting at or before the
 -- launch, when it has not ended (one ASOF lookup per launch, not a range join)
 inside AS (
-    SELECT a.op_id, l.k_ts, l.k_dur, l.k_name
+    SELECT a.op_id, l.k_ts, l.k_dur, l.tf32, l.winograd
     FROM launches l ASOF JOIN o a ON a.rank = l.rank AND a.tid = l.tid AND l.launch_ns >= a.ts_ns
     WHERE l.launch_ns <= a.end_ns
 ),
 k AS (
     SELECT o.op_id, count(l.k_dur) AS kernels, sum(l.k_dur) AS kernel_ns, min(l.k_ts) AS k_first,
-           coalesce(bool_or(regexp_matches(l.k_name, 'tf32|s1688', 'i')), false) AS tf32_kernel,
-           coalesce(bool_or(regexp_matches(l.k_name, 'winograd', 'i')), false) AS winograd
+           coalesce(bool_or(l.tf32), false) AS tf32_kernel,
+           coalesce(bool_or(l.winograd), false) AS winograd
     FROM o LEFT JOIN inside l USING (op_id)
     GROUP BY o.op_id
 )
