@@ -16,6 +16,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from tracekit.errors import TracekitError
+from tracekit.store.run import load_before_threads
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 MAX_RESULT_BYTES = 4_000_000  # a tool's JSON result; over it, the tool says how to narrow
@@ -53,6 +54,7 @@ async def work(ctx: Context | None, steps: list[str], fn):
     try:
         for i, what in enumerate(steps):
             await _progress(ctx, i, total, what)
+        load_before_threads()  # calls may run on several threads at once
         out = await anyio.to_thread.run_sync(fn)
         await _progress(ctx, total, total, "done")
         return out

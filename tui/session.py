@@ -102,6 +102,7 @@ class Session:
         the SQL console."""
         from tracekit.report.runinfo import run_info
         from tracekit.store.open import open_run
+        from tracekit.store.run import load_before_threads
 
         if self.run is not None:  # opened already (the tests share one session)
             return
@@ -112,6 +113,7 @@ class Session:
         os.environ["TRACEKIT_NO_PROGRESS"] = "1"
         progress(f"ingesting {self.display_path} …")
         self.run = open_run(*self.inputs, options=self.open_options)
+        load_before_threads()  # the screens' workers and the diagnosis query on threads
         # the screens' queries get their own connection to the same database, so they
         # run while the diagnosers hold the run's (one lock per connection)
         self.cur = self.run.con.cursor()

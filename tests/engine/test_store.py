@@ -248,3 +248,31 @@ def test_nccl_kernel_without_metadata(tmp_path):
         assert run.sql(
             "SELECT name, dtype, elem_bytes, bytes, group_size FROM collectives"
         ).fetchall() == [("all_reduce", "half", 2, None, 2)]
+
+
+BESIDE_SEES = """
+import sys, tracekit
+run = tracekit.open(sys.argv[1])
+before = "numpy.ma" in sys.modules
+seen = run.beside(lambda: "numpy.ma" in sys.modules).result()
+run.close()
+print(before, seen)
+"""
+
+
+def test_numpy_ma_is_loaded_before_a_thread_beside_queries(tmp_path):
+    """`Run.beside` imports numpy.ma on the caller's thread before its thread starts: two
+    threads loading numpy's lazy `ma` at once can recurse until RecursionError (CPython
+    issue 149728; a compute level once failed so under load). In a fresh process, where
+    opening a cached run has not loaded numpy."""
+    import subprocess
+    import sys
+
+    for r in range(2):
+        ddp_like_rank(r).write(tmp_path / f"rank-{r}.json.gz")
+    tracekit.open(tmp_path).close()  # the ingest, in this process
+    out = subprocess.run(
+        [sys.executable, "-c", BESIDE_SEES, str(tmp_path)], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["False", "True"]

@@ -38,6 +38,17 @@ MATERIALIZED = ("collective_groups", "_collectives_matched")  # views a report r
 _INTERNAL_NAME = {"collectives": "_collectives"}
 
 
+def load_before_threads() -> None:
+    """Import numpy and its lazily loaded `numpy.ma` now, on the caller's thread, before a
+    second thread may need them. DuckDB's `fetchnumpy`, the step model and the metrics all
+    read `np.ma`. Two threads loading a lazy submodule at once can recurse until
+    RecursionError: `importlib` marks the submodule loaded before it sets the parent's
+    attribute, and in that window numpy's `__getattr__("ma")` imports it again (CPython
+    issue 149728). It happened once under load: a compute level failed with
+    RecursionError while the step model was being built on its thread."""
+    import numpy.ma  # noqa: F401
+
+
 def _configured(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     for setting in SETTINGS:
         con.execute(setting)
@@ -161,6 +172,7 @@ class Run:
         """`fn(*args)` on a thread of its own while the caller goes on; its queries
         (`sql`, `con`) go through a cursor of that thread. The future's `result()` is
         its return value or raises what it raised. `close` waits for it."""
+        load_before_threads()
         cur = _configured(self._con.cursor())  # made here: the caller owns `_con`
         fut: Future = Future()
 
