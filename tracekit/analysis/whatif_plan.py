@@ -10,7 +10,9 @@ judged in `diagnosers.impact`.
 `start(ctx)` builds the model on a thread beside the analysis (`Run.beside`): its graph
 and replays are Python holding the GIL, the levels mostly DuckDB queries that release
 it; `model(ctx)` then takes the thread's result. TRACEKIT_STEP_MODEL_THREAD=0 builds it
-where it is first asked for instead (the same model).
+where it is first asked for instead (the same model). `replay_beside` replays the
+findings' remedies on a thread too, once the model is built, with their changes
+`prepared` on the caller's thread.
 """
 
 from __future__ import annotations
@@ -257,18 +259,82 @@ def what_if(ctx: Facts, specs: list[str], path: bool = True) -> Outcome:
     `path=False`: without the critical path of the replay."""
     from tracekit.stepmodel import changes as C
 
-    changes = [C.parse(s) for s in specs]
-    if {type(c) for c in changes} >= {C.Microbatches, C.Interleave}:
-        raise C.NotApplicable("--change microbatches=M and interleave=V do not combine (yet)")
+    changes = _parsed(specs)
     sm = ctx.step_model
     if sm is None:
         raise C.NotApplicable(not_built(ctx, "the run has no analysed window to replay"))
+    return sm.what_if(_filled(ctx, changes), path=path)
+
+
+def prepared(ctx: Facts, specs: list[str]) -> list[C.Change]:
+    """The changes `specs` name, with what they read of the run filled in, for
+    `replay_beside` (what `what_if` raises for them, it raises)."""
+    return _filled(ctx, _parsed(specs))
+
+
+def _parsed(specs: list[str]) -> list[C.Change]:
+    from tracekit.stepmodel import changes as C
+
+    changes = [C.parse(s) for s in specs]
+    if {type(c) for c in changes} >= {C.Microbatches, C.Interleave}:
+        raise C.NotApplicable("--change microbatches=M and interleave=V do not combine (yet)")
+    return changes
+
+
+def _filled(ctx: Facts, changes: list[C.Change]) -> list[C.Change]:
+    """`changes` with what they read of `ctx`: the pipeline's measured operations
+    (`microbatches=M`, `interleave=V`), whether the cores are contended (`overlap`)."""
+    from tracekit.stepmodel import changes as C
+
     for ch in changes:
         if isinstance(ch, C.Microbatches | C.Interleave):
             ch.pipeline = pipeline_shape(ctx)
         if isinstance(ch, C.Overlap):
             ch.contended = contended(ctx)
-    return sm.what_if(changes, path=path)
+    return changes
+
+
+def replay_beside(ctx: Facts, jobs: list, path: bool = False) -> Future | None:
+    """Replay each of `jobs` (a list of changes `prepared` on the caller's thread, or the
+    exception preparing it raised) on a thread, once the model is built: the replays are
+    Python holding the GIL, which the caller's queries release. The future's result is
+    one item a job, in order: its `Outcome` or what it raised (the replays stop after an
+    error that is not `NotApplicable`, as a loop of `what_if` would); None when the run
+    has no model. The thread reads nothing of `ctx`. None (replay where asked, with
+    `what_if`) where the model has no thread (TRACEKIT_STEP_MODEL_THREAD=0)."""
+    if os.environ.get(THREAD_ENV, "1") == "0":
+        return None
+    job = _BESIDE.get(ctx)
+    if job is None:
+        if "step_model" not in vars(ctx):
+            return None  # never started (`start`'s inputs failed): built where asked
+        return ctx.run.beside(_replays, None, ctx.step_model, jobs, path)
+    return ctx.run.beside(_replays, job, None, jobs, path)
+
+
+def _replays(job: Future | None, sm: StepModel | None, jobs: list, path: bool) -> list | None:
+    """`replay_beside`'s work: the model `job` built (what it raised is raised) or `sm`."""
+    from tracekit.stepmodel import changes as C
+
+    if job is not None:
+        _made, sm = job.result()
+    if sm is None:
+        return None
+    out: list = []
+    for changes in jobs:
+        if isinstance(changes, BaseException):
+            out.append(changes)
+            if not isinstance(changes, C.NotApplicable):
+                break
+            continue
+        try:
+            out.append(sm.what_if(changes, path=path))
+        except C.NotApplicable as exc:
+            out.append(exc)
+        except Exception as exc:  # raised where the caller takes it; no replay after it
+            out.append(exc)
+            break
+    return out
 
 
 def contended(ctx: Facts) -> bool:
