@@ -256,3 +256,24 @@ def test_a_remedy_that_fails_to_prepare_reaches_the_report_as_without_the_thread
     threaded = _json(synth_run, monkeypatch, thread=True)
     assert "RuntimeError('cannot read the run')" in " ".join(threaded["step_model"]["notes"])
     assert threaded == _json(synth_run, monkeypatch, thread=False)
+
+
+def test_the_replays_shorten_the_switch_interval_and_restore_it(synth_run, monkeypatch):
+    """While the remedies replay beside the caller, the GIL's switch interval is
+    `SWITCH_S` (the caller's short queries get the GIL back sooner); after, as found."""
+    import sys
+
+    from tracekit.stepmodel.model import StepModel
+
+    seen: list[float] = []
+    what_if = StepModel.what_if
+
+    def spy(self, changes, path=True):
+        seen.append(sys.getswitchinterval())
+        return what_if(self, changes, path=path)
+
+    monkeypatch.setattr(StepModel, "what_if", spy)
+    before = sys.getswitchinterval()
+    _json(synth_run, monkeypatch, thread=True)
+    assert seen and all(s == pytest.approx(whatif_plan.SWITCH_S) for s in seen)
+    assert sys.getswitchinterval() == before

@@ -18,6 +18,10 @@ findings' remedies on a thread too, once the model is built, with their changes
 from __future__ import annotations
 
 import os
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
@@ -35,6 +39,7 @@ if TYPE_CHECKING:
 
 
 NODE_BUDGET = 40_000  # the graph's size the report builds (Python loops: ~10 µs a node)
+SWITCH_S = 0.0005  # the GIL's switch interval while the remedies replay (`replay_beside`)
 THREAD_ENV = "TRACEKIT_STEP_MODEL_THREAD"  # "0": no thread (`start` does nothing)
 _BESIDE: WeakKeyDictionary[Facts, Future] = WeakKeyDictionary()  # `start`'s builds
 
@@ -314,12 +319,44 @@ def replay_beside(ctx: Facts, jobs: list, path: bool = False) -> Future | None:
 
 def _replays(job: Future | None, sm: StepModel | None, jobs: list, path: bool) -> list | None:
     """`replay_beside`'s work: the model `job` built (what it raised is raised) or `sm`."""
-    from tracekit.stepmodel import changes as C
 
     if job is not None:
         _made, sm = job.result()
     if sm is None:
         return None
+    with _short_switch():
+        return _replayed(sm, jobs, path)
+
+
+_switch = threading.Lock()
+_switch_depth = 0
+_switch_was = 0.005
+
+
+@contextmanager
+def _short_switch() -> Iterator[None]:
+    """The GIL's switch interval SWITCH_S for the block: the caller's queries meanwhile
+    are many and short, and each returns to wait for the GIL these replays hold, up to
+    the interval (5 ms by default). Nested and concurrent blocks restore it once the
+    last ends, as they found it."""
+    global _switch_depth, _switch_was
+    with _switch:
+        if _switch_depth == 0:
+            _switch_was = sys.getswitchinterval()
+            sys.setswitchinterval(SWITCH_S)
+        _switch_depth += 1
+    try:
+        yield
+    finally:
+        with _switch:
+            _switch_depth -= 1
+            if _switch_depth == 0:
+                sys.setswitchinterval(_switch_was)
+
+
+def _replayed(sm: StepModel, jobs: list, path: bool) -> list:
+    from tracekit.stepmodel import changes as C
+
     out: list = []
     for changes in jobs:
         if isinstance(changes, BaseException):
