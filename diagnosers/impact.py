@@ -68,6 +68,8 @@ def replayed(ctx: Context, findings: list[Finding]) -> Replays | None:
     must not be computed on two threads at once), are made here, on the caller's thread.
     None where the model has no thread (`impacts` replays them itself)."""
     specs = _specs(ctx, findings)
+    if not specs:
+        return None  # nothing to replay
     future = replay_beside(ctx, _jobs(ctx, specs), path=False)  # the report shows no path
     return None if future is None else Replays(specs, future)
 
