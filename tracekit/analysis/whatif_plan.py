@@ -319,13 +319,12 @@ def replay_beside(ctx: Facts, jobs: list, path: bool = False) -> Future | None:
 
 def _replays(job: Future | None, sm: StepModel | None, jobs: list, path: bool) -> list | None:
     """`replay_beside`'s work: the model `job` built (what it raised is raised) or `sm`."""
-
     if job is not None:
         _made, sm = job.result()
     if sm is None:
         return None
     with _short_switch():
-        return _replayed(sm, jobs, path)
+        return _replay_all(sm, jobs, path)
 
 
 _switch = threading.Lock()
@@ -354,7 +353,9 @@ def _short_switch() -> Iterator[None]:
                 sys.setswitchinterval(_switch_was)
 
 
-def _replayed(sm: StepModel, jobs: list, path: bool) -> list:
+def _replay_all(sm: StepModel, jobs: list, path: bool) -> list:
+    """Each job's `Outcome` or what it raised, in order, to the first error that is not
+    `NotApplicable` (a job that is an exception is that error)."""
     from tracekit.stepmodel import changes as C
 
     out: list = []
