@@ -79,6 +79,7 @@ def analyze(run: Run, options: AnalysisOptions | None = None, debug: bool = Fals
             ctx.raised.append(error_finding(f"the {name} level", exc, name))
             levels.append(level)
     findings = run_rules(ctx, [r for r in rules if r.level not in failed], debug=debug)
+    replays = _replayed(ctx, findings)  # the remedies, on the model's thread meanwhile
     by = {lv.level: lv for lv in levels}
     _rank_figures(ctx, report, failed)
     report.levels = levels
@@ -108,7 +109,7 @@ def analyze(run: Run, options: AnalysisOptions | None = None, debug: bool = Fals
     )
     # each finding's impact: the step its remedy saves in the step model's replay (the
     # model built on its thread while the figures above were computed)
-    report.step_model = step_model(ctx, findings, debug)
+    report.step_model = step_model(ctx, findings, debug, replays)
     for level in levels:
         sev = {f.severity for f in findings if f.verdict_level == level.level}
         level.verdict = "critical" if "critical" in sev else "warning" if "warning" in sev else "ok"
@@ -132,10 +133,25 @@ def _regions(ctx: Context, debug: bool = False) -> list[S.Region]:
         return []
 
 
-def step_model(ctx: Context, findings: list[Finding], debug: bool = False) -> S.StepModelBlock:
+def _replayed(ctx: Context, findings: list[Finding]):
+    """The findings' remedies replayed on the step model's thread
+    (`diagnosers.impact.replayed`); None: `step_model` replays them (and raises there
+    what they raise)."""
+    from diagnosers.impact import replayed
+
+    try:
+        return replayed(ctx, findings)
+    except Exception:
+        return None
+
+
+def step_model(
+    ctx: Context, findings: list[Finding], debug: bool = False, replays=None
+) -> S.StepModelBlock:
     """The step model block (tracekit.stepmodel): the replay, its error, the critical path,
-    and each finding's candidate changes replayed (`what_if`, one row per change) — which
-    set that finding's `remedies` and `impact_ms` (its best saving)."""
+    and each finding's candidate changes replayed (`what_if`, one row per change; by
+    `replays` where given, `diagnosers.impact.replayed`) — which set that finding's
+    `remedies` and `impact_ms` (its best saving)."""
     from diagnosers.impact import impacts
     from tracekit.analysis.whatif_plan import not_built
 
@@ -145,6 +161,8 @@ def step_model(ctx: Context, findings: list[Finding], debug: bool = False) -> S.
         if sm is None:
             block.notes.append(not_built(ctx, "no rank has an analysed window to replay"))
             return block
+        if replays is not None:
+            replays.wait()  # the replays' thread is done with the graph read below
         base = sm.base
         block.measured_step_ms = base.measured_step_ms
         block.replayed_step_ms = base.replayed_step_ms
@@ -152,7 +170,7 @@ def step_model(ctx: Context, findings: list[Finding], debug: bool = False) -> S.
         block.critical_path = critical_path(sm.critical_path())
         block.path_origin_ns = sm.graph.origin + round(base.origin_ns)
         block.collective_slack_ms = sm.collective_slack_ms()
-        for f, o in impacts(ctx, findings):
+        for f, o in impacts(ctx, findings, replays):
             block.what_if.append(
                 S.WhatIf(
                     finding=f.code,

@@ -8,9 +8,12 @@ per-finding estimate; a critical finding whose replay refutes its remedy is a wa
 
 from __future__ import annotations
 
+from concurrent.futures import Future
+from concurrent.futures import wait as _wait
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tracekit.analysis.whatif_plan import what_if
+from tracekit.analysis.whatif_plan import prepared, replay_beside, what_if
 from tracekit.stepmodel import changes as C
 from tracekit.stepmodel.model import Outcome
 
@@ -44,8 +47,66 @@ def gainful(o: Outcome) -> bool:
     return o.saved_ms >= max(GAIN_MS, GAIN_SHARE * o.replayed_step_ms)
 
 
-def impacts(ctx: Context, findings: list[Finding]) -> list[tuple[Finding, Outcome]]:
-    """Each warning or critical finding's candidate changes replayed. The finding gets
+@dataclass
+class Replays:
+    """The findings' candidate changes (`specs`: each replayed finding and its specs, in
+    the findings' order) being replayed on the step model's thread (`future`, one result
+    a spec: `whatif_plan.replay_beside`)."""
+
+    specs: list[tuple[Finding, list[str]]]
+    future: Future
+
+    def wait(self) -> None:
+        """Until the thread is done with the model (its graph is read after)."""
+        _wait([self.future])
+
+
+def replayed(ctx: Context, findings: list[Finding]) -> Replays | None:
+    """Start replaying each finding's candidates (`impacts`) on the step model's thread
+    while the caller makes the rest of the report. The candidates, and what the changes
+    read of the run (`pipeline_shape`, `contended`: the facts' cached properties, which
+    must not be computed on two threads at once), are made here, on the caller's thread.
+    None where the model has no thread (`impacts` replays them itself)."""
+    specs = _specs(ctx, findings)
+    if not specs:
+        return None  # nothing to replay
+    future = replay_beside(ctx, _jobs(ctx, specs), path=False)  # the report shows no path
+    return None if future is None else Replays(specs, future)
+
+
+def _jobs(ctx: Context, specs: list[tuple[Finding, list[str]]]) -> list:
+    """Each spec's changes (`whatif_plan.prepared`) or what preparing them raised; none
+    after an error that is not `NotApplicable` (`impacts` raises it, as `what_if` would)."""
+    jobs: list = []
+    for _f, fspecs in specs:
+        for spec in fspecs:
+            try:
+                jobs.append(prepared(ctx, [spec]))
+            except C.NotApplicable as exc:
+                jobs.append(exc)
+            except Exception as exc:
+                jobs.append(exc)
+                return jobs
+    return jobs
+
+
+def _specs(ctx: Context, findings: list[Finding]) -> list[tuple[Finding, list[str]]]:
+    """The findings whose candidates are replayed, with their candidates."""
+    out = []
+    for f in findings:
+        if f.severity not in REPLAYED:
+            continue
+        specs = candidates(ctx, f)
+        if specs:
+            out.append((f, specs))
+    return out
+
+
+def impacts(
+    ctx: Context, findings: list[Finding], replays: Replays | None = None
+) -> list[tuple[Finding, Outcome]]:
+    """Each warning or critical finding's candidate changes replayed — by `replays` where
+    given (`replayed(ctx, findings)`, the same findings), else here. The finding gets
     `remedies` (each change, its predicted step and saving, best first) and `impact_ms`
     = the best saving (≥ 0; 0 when no candidate applies). Its remedy text leads with the
     replay: the best change and what it saves, or that none saves time and what each
@@ -55,17 +116,22 @@ def impacts(ctx: Context, findings: list[Finding]) -> list[tuple[Finding, Outcom
     out = []
     if ctx.step_model is None:
         return out
-    for f in findings:
-        if f.severity not in REPLAYED:
-            continue
-        specs = candidates(ctx, f)
-        if not specs:
-            continue
+    if replays is None:
+        specs, results = _specs(ctx, findings), None
+    else:
+        specs, results = replays.specs, iter(replays.future.result() or ())
+    for f, fspecs in specs:
         done: list[Outcome] = []
         skipped: list[str] = []
-        for spec in specs:
+        for spec in fspecs:
             try:
-                done.append(what_if(ctx, [spec], path=False))  # the report shows no path
+                if results is None:
+                    o = what_if(ctx, [spec], path=False)  # the report shows no path
+                else:
+                    o = next(results)
+                    if isinstance(o, BaseException):
+                        raise o
+                done.append(o)
             except C.NotApplicable as exc:
                 why = str(exc).removeprefix(f"--change {spec}: ")
                 skipped.append(f"{spec} does not apply ({why})")

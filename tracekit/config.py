@@ -9,6 +9,7 @@ communication-kernel regexes), `select` / `ignore` (rule codes, as `--select` /
 from __future__ import annotations
 
 import sys
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +60,17 @@ def string_list(table: dict[str, Any], key: str, where: Path) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise TracekitError(f"{where}: [tool.tracekit] {key} must be a list of strings")
     return list(value)
+
+
+RULE_PLUGINS = "tracekit.rules"  # the entry-point group plugin rules are installed under
+
+
+@cache
+def rule_plugins() -> tuple:
+    """The installed plugin rules' entry points (group `tracekit.rules`), by name: one
+    scan of the installed distributions' metadata (5–10 ms with ≈ 350 installed) for
+    the rules registry (`diagnosers.rules.registry`) and the report cache's code stamp
+    (`tracekit.report.cache`) of one process."""
+    from importlib.metadata import entry_points
+
+    return tuple(sorted(entry_points(group=RULE_PLUGINS), key=lambda e: e.name))

@@ -26,18 +26,17 @@ import traceback
 from collections.abc import Iterable
 from functools import cache
 from importlib import import_module
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
 from diagnosers.findings import Finding
 from diagnosers.rules.base import Rule
 from diagnosers.rules.rule_error import error_finding
+from tracekit.config import rule_plugins
 from tracekit.errors import TracekitError
 
 if TYPE_CHECKING:
     from diagnosers.context import Context
 
-ENTRY_POINTS = "tracekit.rules"
 
 # module:class of every built-in rule, in the order they run (memory → scaling); the
 # error rule last
@@ -86,7 +85,7 @@ def registry() -> tuple[type[Rule], ...]:
         mod, cls = spec.split(":")
         rules.append(getattr(import_module(f"diagnosers.rules.{mod}"), cls))
     codes = {r.code for r in rules}
-    for ep in sorted(entry_points(group=ENTRY_POINTS), key=lambda e: e.name):
+    for ep in rule_plugins():  # `tracekit.rules`, scanned once a process
         try:
             rule = ep.load()
             if not (isinstance(rule, type) and issubclass(rule, Rule)):

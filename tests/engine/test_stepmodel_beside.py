@@ -187,3 +187,93 @@ def test_a_model_the_plan_does_not_build_says_why_once(synth_run, monkeypatch):
     assert seen == [] and plans == ["tracekit-beside"]
     assert any("the step model is not built" in n for n in threaded["step_model"]["notes"])
     assert threaded == _json(synth_run, monkeypatch, thread=False)
+
+
+def _spy_what_if(monkeypatch, fail=None) -> list[tuple[str, list[str]]]:
+    """(thread, change) of each remedy's replay (`StepModel.what_if`); `fail(i)`: the
+    exception the i-th replay raises instead, or None."""
+    from tracekit.stepmodel.model import StepModel
+
+    seen: list[tuple[str, list[str]]] = []
+    what_if = StepModel.what_if
+
+    def spy(self, changes, path=True):
+        seen.append((threading.current_thread().name, [type(c).__name__ for c in changes]))
+        exc = fail(len(seen) - 1) if fail else None
+        if exc is not None:
+            raise exc
+        return what_if(self, changes, path=path)
+
+    monkeypatch.setattr(StepModel, "what_if", spy)
+    return seen
+
+
+def test_the_remedies_are_replayed_on_the_thread(synth_run, monkeypatch):
+    """The findings' what-if replays run on a thread of their own after the rules (the
+    caller makes the rest of the report meanwhile), in the findings' order, and the
+    report is the one replayed on the caller's thread."""
+    seen = _spy_what_if(monkeypatch)
+    threaded = _json(synth_run, monkeypatch, thread=True)
+    assert seen and {t for t, _ in seen} == {"tracekit-beside"}
+    n = len(seen)
+    alone = _json(synth_run, monkeypatch, thread=False)
+    assert [c for _, c in seen[n:]] == [c for _, c in seen[:n]]
+    assert {t for t, _ in seen[n:]} == {threading.current_thread().name}
+    assert len(threaded["step_model"]["what_if"]) == n
+    assert threaded == alone
+
+
+@pytest.mark.parametrize("error", ["not_applicable", "value_error"])
+def test_a_replay_that_raises_reaches_the_report_as_without_the_thread(
+    synth_run, monkeypatch, error
+):
+    """A remedy that does not apply is skipped with its reason; one that raises anything
+    else stops the replays and leaves the step model's note — as on the caller's thread."""
+    from tracekit.stepmodel.changes import NotApplicable
+
+    exc = NotApplicable("not on this run") if error == "not_applicable" else ValueError("no")
+    seen = _spy_what_if(monkeypatch, fail=lambda i: exc if i == 0 else None)
+    threaded = _json(synth_run, monkeypatch, thread=True)
+    seen.clear()  # the first replay raises again
+    assert threaded == _json(synth_run, monkeypatch, thread=False)
+    notes, remedies = threaded["step_model"]["notes"], [f["remedy"] for f in threaded["findings"]]
+    if error == "value_error":
+        assert "computing them raised ValueError('no')" in " ".join(notes)
+    else:
+        assert any("does not apply (not on this run)" in (r or "") for r in remedies)
+
+
+def test_a_remedy_that_fails_to_prepare_reaches_the_report_as_without_the_thread(
+    synth_run, monkeypatch
+):
+    """What the changes read of the run is read on the caller's thread before the
+    replays start; what that raises is raised where the replay would be."""
+
+    def boom(ctx, changes):
+        raise RuntimeError("cannot read the run")
+
+    monkeypatch.setattr(whatif_plan, "_filled", boom)
+    threaded = _json(synth_run, monkeypatch, thread=True)
+    assert "RuntimeError('cannot read the run')" in " ".join(threaded["step_model"]["notes"])
+    assert threaded == _json(synth_run, monkeypatch, thread=False)
+
+
+def test_the_replays_shorten_the_switch_interval_and_restore_it(synth_run, monkeypatch):
+    """While the remedies replay beside the caller, the GIL's switch interval is
+    `SWITCH_S` (the caller's short queries get the GIL back sooner); after, as found."""
+    import sys
+
+    from tracekit.stepmodel.model import StepModel
+
+    seen: list[float] = []
+    what_if = StepModel.what_if
+
+    def spy(self, changes, path=True):
+        seen.append(sys.getswitchinterval())
+        return what_if(self, changes, path=path)
+
+    monkeypatch.setattr(StepModel, "what_if", spy)
+    before = sys.getswitchinterval()
+    _json(synth_run, monkeypatch, thread=True)
+    assert seen and all(s == pytest.approx(whatif_plan.SWITCH_S) for s in seen)
+    assert sys.getswitchinterval() == before

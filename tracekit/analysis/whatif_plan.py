@@ -10,12 +10,18 @@ judged in `diagnosers.impact`.
 `start(ctx)` builds the model on a thread beside the analysis (`Run.beside`): its graph
 and replays are Python holding the GIL, the levels mostly DuckDB queries that release
 it; `model(ctx)` then takes the thread's result. TRACEKIT_STEP_MODEL_THREAD=0 builds it
-where it is first asked for instead (the same model).
+where it is first asked for instead (the same model). `replay_beside` replays the
+findings' remedies on a thread too, once the model is built, with their changes
+`prepared` on the caller's thread.
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
@@ -33,6 +39,7 @@ if TYPE_CHECKING:
 
 
 NODE_BUDGET = 40_000  # the graph's size the report builds (Python loops: ~10 µs a node)
+SWITCH_S = 0.0005  # the GIL's switch interval while the remedies replay (`replay_beside`)
 THREAD_ENV = "TRACEKIT_STEP_MODEL_THREAD"  # "0": no thread (`start` does nothing)
 _BESIDE: WeakKeyDictionary[Facts, Future] = WeakKeyDictionary()  # `start`'s builds
 
@@ -257,18 +264,115 @@ def what_if(ctx: Facts, specs: list[str], path: bool = True) -> Outcome:
     `path=False`: without the critical path of the replay."""
     from tracekit.stepmodel import changes as C
 
-    changes = [C.parse(s) for s in specs]
-    if {type(c) for c in changes} >= {C.Microbatches, C.Interleave}:
-        raise C.NotApplicable("--change microbatches=M and interleave=V do not combine (yet)")
+    changes = _parsed(specs)
     sm = ctx.step_model
     if sm is None:
         raise C.NotApplicable(not_built(ctx, "the run has no analysed window to replay"))
+    return sm.what_if(_filled(ctx, changes), path=path)
+
+
+def prepared(ctx: Facts, specs: list[str]) -> list[C.Change]:
+    """The changes `specs` name, with what they read of the run filled in, for
+    `replay_beside` (what `what_if` raises for them, it raises)."""
+    return _filled(ctx, _parsed(specs))
+
+
+def _parsed(specs: list[str]) -> list[C.Change]:
+    from tracekit.stepmodel import changes as C
+
+    changes = [C.parse(s) for s in specs]
+    if {type(c) for c in changes} >= {C.Microbatches, C.Interleave}:
+        raise C.NotApplicable("--change microbatches=M and interleave=V do not combine (yet)")
+    return changes
+
+
+def _filled(ctx: Facts, changes: list[C.Change]) -> list[C.Change]:
+    """`changes` with what they read of `ctx`: the pipeline's measured operations
+    (`microbatches=M`, `interleave=V`), whether the cores are contended (`overlap`)."""
+    from tracekit.stepmodel import changes as C
+
     for ch in changes:
         if isinstance(ch, C.Microbatches | C.Interleave):
             ch.pipeline = pipeline_shape(ctx)
         if isinstance(ch, C.Overlap):
             ch.contended = contended(ctx)
-    return sm.what_if(changes, path=path)
+    return changes
+
+
+def replay_beside(ctx: Facts, jobs: list, path: bool = False) -> Future | None:
+    """Replay each of `jobs` (a list of changes `prepared` on the caller's thread, or the
+    exception preparing it raised) on a thread, once the model is built: the replays are
+    Python holding the GIL, which the caller's queries release. The future's result is
+    one item a job, in order: its `Outcome` or what it raised (the replays stop after an
+    error that is not `NotApplicable`, as a loop of `what_if` would); None when the run
+    has no model. The thread reads nothing of `ctx`. None (replay where asked, with
+    `what_if`) where the model has no thread (TRACEKIT_STEP_MODEL_THREAD=0)."""
+    if os.environ.get(THREAD_ENV, "1") == "0":
+        return None
+    job = _BESIDE.get(ctx)
+    if job is None:
+        if "step_model" not in vars(ctx):
+            return None  # never started (`start`'s inputs failed): built where asked
+        return ctx.run.beside(_replays, None, ctx.step_model, jobs, path)
+    return ctx.run.beside(_replays, job, None, jobs, path)
+
+
+def _replays(job: Future | None, sm: StepModel | None, jobs: list, path: bool) -> list | None:
+    """`replay_beside`'s work: the model `job` built (what it raised is raised) or `sm`."""
+    if job is not None:
+        _made, sm = job.result()
+    if sm is None:
+        return None
+    with _short_switch():
+        return _replay_all(sm, jobs, path)
+
+
+_switch = threading.Lock()
+_switch_depth = 0
+_switch_was = 0.005
+
+
+@contextmanager
+def _short_switch() -> Iterator[None]:
+    """The GIL's switch interval SWITCH_S for the block: the caller's queries meanwhile
+    are many and short, and each returns to wait for the GIL these replays hold, up to
+    the interval (5 ms by default). Nested and concurrent blocks restore it once the
+    last ends, as they found it."""
+    global _switch_depth, _switch_was
+    with _switch:
+        if _switch_depth == 0:
+            _switch_was = sys.getswitchinterval()
+            sys.setswitchinterval(SWITCH_S)
+        _switch_depth += 1
+    try:
+        yield
+    finally:
+        with _switch:
+            _switch_depth -= 1
+            if _switch_depth == 0:
+                sys.setswitchinterval(_switch_was)
+
+
+def _replay_all(sm: StepModel, jobs: list, path: bool) -> list:
+    """Each job's `Outcome` or what it raised, in order, to the first error that is not
+    `NotApplicable` (a job that is an exception is that error)."""
+    from tracekit.stepmodel import changes as C
+
+    out: list = []
+    for changes in jobs:
+        if isinstance(changes, BaseException):
+            out.append(changes)
+            if not isinstance(changes, C.NotApplicable):
+                break
+            continue
+        try:
+            out.append(sm.what_if(changes, path=path))
+        except C.NotApplicable as exc:
+            out.append(exc)
+        except Exception as exc:  # raised where the caller takes it; no replay after it
+            out.append(exc)
+            break
+    return out
 
 
 def contended(ctx: Facts) -> bool:

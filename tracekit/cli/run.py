@@ -9,34 +9,52 @@ import click
 from tracekit.errors import TracekitError
 
 
-def _job_options(func):
+def _job_options() -> list[click.Option]:
     """One --option per JobConfig field; the field docs are the help."""
     from dataclasses import MISSING, fields
 
     from instrument.config import JobConfig
 
-    for f in reversed(fields(JobConfig)):
+    out = []
+    for f in fields(JobConfig):
         if f.name in ("job", "world_size", "out"):
             continue
         flag = "--" + f.name.replace("_", "-")
         default = f.default if f.default is not MISSING else None
         if isinstance(default, bool):
-            func = click.option(
-                f"{flag}/--no-{flag[2:]}",
-                default=default,
-                show_default=True,
-                help=f.metadata["doc"],
-            )(func)
+            decls = [f"{flag}/--no-{flag[2:]}"]
+            out.append(
+                click.Option(decls, default=default, show_default=True, help=f.metadata["doc"])
+            )
         else:
-            func = click.option(
-                flag, type=type(default), default=default, show_default=True, help=f.metadata["doc"]
-            )(func)
-    return func
+            out.append(
+                click.Option(
+                    [flag],
+                    type=type(default),
+                    default=default,
+                    show_default=True,
+                    help=f.metadata["doc"],
+                )
+            )
+    return out
 
 
 class _NeedsTorch(click.Command):
     """`tracekit run`: always listed; without torch (the `jobs` extra) it says in one line
-    how to get it, before parsing anything (`--help` still works)."""
+    how to get it, before parsing anything (`--help` still works). Its JobConfig options
+    are made when the command's parameters are first read (`_job_options`), not when
+    the command line is assembled: every other command skips importing `instrument`."""
+
+    @property
+    def params(self) -> list[click.Parameter]:
+        if not self._with_job_options:
+            self._with_job_options = True
+            self._params += _job_options()
+        return self._params
+
+    @params.setter
+    def params(self, value: list[click.Parameter]) -> None:
+        self._params, self._with_job_options = value, False
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         from importlib.util import find_spec
@@ -67,7 +85,6 @@ class _NeedsTorch(click.Command):
     type=click.Path(file_okay=False),
     help="Run folder to write: rank-<r>.json.gz per rank and job.json.",
 )
-@_job_options
 def run(job, world_size, out, **options):
     """Run a reference job with the profiler on: traces per rank + job.json (needs
     torch: pip install 'tracekit-torch[jobs]')."""

@@ -38,8 +38,9 @@ FOLDER = "reports"
 def _code_stamp() -> str:
     """Size and mtime of every module the report is computed by (the engine and the
     diagnosers, found without importing them), and the plugin rules installed."""
-    from importlib.metadata import entry_points
     from importlib.util import find_spec
+
+    from tracekit.config import rule_plugins
 
     h = hashlib.sha256()
     for name in ("tracekit", "diagnosers"):
@@ -52,7 +53,7 @@ def _code_stamp() -> str:
         for parts in sorted(_sources(root)):
             st = os.stat(os.path.join(root, *parts))
             h.update(f"{name}/{'/'.join(parts)}:{st.st_size}:{st.st_mtime_ns};".encode())
-    for ep in sorted(entry_points(group="tracekit.rules"), key=lambda e: e.name):
+    for ep in rule_plugins():
         version = ep.dist.version if ep.dist else ""
         h.update(f"rule:{ep.name}={ep.value}@{version};".encode())
     return h.hexdigest()
