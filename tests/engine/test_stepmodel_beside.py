@@ -154,9 +154,8 @@ def test_the_collector_pause_restores_what_it_found():
     assert gc.isenabled()
 
 
-def test_the_plan_is_made_once_on_the_thread(synth_run, monkeypatch):
-    """The plan's queries (a count of the windows' events) run on the thread; the caller
-    reads the thread's plan, and makes none of its own."""
+def _spy_plan(monkeypatch) -> list[str]:
+    """The names of the threads that make the step model's plan, as they make it."""
     seen: list[str] = []
     plan = whatif_plan._plan
 
@@ -165,6 +164,13 @@ def test_the_plan_is_made_once_on_the_thread(synth_run, monkeypatch):
         return plan(*args)
 
     monkeypatch.setattr(whatif_plan, "_plan", spy)
+    return seen
+
+
+def test_the_plan_is_made_once_on_the_thread(synth_run, monkeypatch):
+    """The plan's queries (a count of the windows' events) run on the thread; the caller
+    reads the thread's plan, and makes none of its own."""
+    seen = _spy_plan(monkeypatch)
     threaded = _json(synth_run, monkeypatch, thread=True)
     assert seen == ["tracekit-beside"]
     assert threaded == _json(synth_run, monkeypatch, thread=False)
@@ -174,14 +180,7 @@ def test_a_model_the_plan_does_not_build_says_why_once(synth_run, monkeypatch):
     """Past the model's reach the thread plans and builds nothing; the report's note is
     the plan's, made once."""
     seen = _spy_build(monkeypatch)
-    plans: list[str] = []
-    plan = whatif_plan._plan
-
-    def spy(*args):
-        plans.append(threading.current_thread().name)
-        return plan(*args)
-
-    monkeypatch.setattr(whatif_plan, "_plan", spy)
+    plans = _spy_plan(monkeypatch)
     monkeypatch.setattr(whatif_plan, "MAX_STEP_NODES", 1)
     threaded = _json(synth_run, monkeypatch, thread=True)
     assert seen == [] and plans == ["tracekit-beside"]

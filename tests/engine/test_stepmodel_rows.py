@@ -159,10 +159,9 @@ def test_a_window_that_cuts_a_host_event_is_grouped_in_the_window(shared_trace):
         assert len(got[0]) > whole
 
 
-def test_device_launches_match_the_raw_trace(shared_trace):
-    """Each kernel's launch call (start, end, name, thread) as the raw JSON says: the
-    runtime event with the kernel's correlation."""
-    path = shared_trace("v100_ddp_rank1")
+def _raw_events_and_launches(path) -> tuple[list[dict], dict]:
+    """The raw JSON's complete events, and its runtime events by correlation (the first
+    of each): the launching calls, read without tracekit."""
     (f,) = path.glob("*.json.gz")
     with gzip.open(f) as fh:
         trace = json.load(fh)
@@ -173,6 +172,14 @@ def test_device_launches_match_the_raw_trace(shared_trace):
             c = e.get("args", {}).get("correlation")
             if c is not None:
                 runtime.setdefault(c, e)
+    return events, runtime
+
+
+def test_device_launches_match_the_raw_trace(shared_trace):
+    """Each kernel's launch call (start, end, name, thread) as the raw JSON says: the
+    runtime event with the kernel's correlation."""
+    path = shared_trace("v100_ddp_rank1")
+    events, runtime = _raw_events_and_launches(path)
     kernels = [e for e in events if e.get("cat") in ("kernel", "Kernel")]
     assert kernels
     with tracekit.open(path) as run:
@@ -234,16 +241,7 @@ def test_device_query_names_only_calls_that_outlast_their_work(shared_trace):
     from collections import Counter
 
     path = shared_trace("v100_ddp_rank1")
-    (f,) = path.glob("*.json.gz")
-    with gzip.open(f) as fh:
-        trace = json.load(fh)
-    events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
-    runtime = {}
-    for e in events:
-        if e.get("cat") in ("cuda_runtime", "Runtime", "cuda_driver"):
-            c = e.get("args", {}).get("correlation")
-            if c is not None:
-                runtime.setdefault(c, e)
+    events, runtime = _raw_events_and_launches(path)
     cats = ("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset")
     want, close = Counter(), 0
     for k in (e for e in events if e.get("cat") in cats):
