@@ -106,7 +106,11 @@ async def still(pilot) -> None:
     """Settled, and the screen drawn the same twice in a row. A DataTable sizes its columns
     on idle after rows are (re)added, and the collectives page refills when its skew worker
     returns; a loaded CI runner took the snapshot between the two more than once, whatever
-    fixed pause came before it. So wait for the drawing itself to stop changing."""
+    fixed pause came before it. So wait for the drawing itself to stop changing. A text
+    cursor blinks every 0.5 s, so it is held visible (as the committed snapshots draw it)
+    before the first draw is taken."""
+    for field in pilot.app.screen.query("Input, TextArea"):
+        field.cursor_blink = False  # shown, steady
     before = None
     for _ in range(50):  # 50 x >= 0.05 s: a screen still moving after that is a bug
         await settle(pilot)
