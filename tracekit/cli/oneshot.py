@@ -18,21 +18,19 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from tracekit.stepmodel.nogc import paused
+
 _frozen_at_exit = False
 
 
 @contextmanager
 def collector_off() -> Iterator[None]:
-    """The collector paused for the block (restored as found, for callers in-process,
-    such as tests), and frozen at exit: the process's objects are freed with it."""
+    """The collector paused for the block (`tracekit.stepmodel.nogc.paused`: restored as
+    found, for callers in-process such as tests), and frozen at exit: the process's
+    objects are freed with it."""
     global _frozen_at_exit
     if not _frozen_at_exit:
         atexit.register(gc.freeze)  # the last pass would walk every object still held
         _frozen_at_exit = True
-    was = gc.isenabled()
-    gc.disable()
-    try:
+    with paused():
         yield
-    finally:
-        if was:
-            gc.enable()

@@ -12,26 +12,45 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-_lock = threading.Lock()
-_depth = 0
-_was_enabled = False
+
+class Held:
+    """A process-wide setting changed for a block: `enter()` returns the value found and
+    changes it, `restore(found)` puts it back. Nested and concurrent blocks (on several
+    threads) change it once, when the first starts, and restore it once the last ends."""
+
+    def __init__(self, enter: Callable[[], object], restore: Callable[[object], None]):
+        self._enter, self._restore = enter, restore
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._found: object = None
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._lock:
+            if self._depth == 0:
+                self._found = self._enter()
+            self._depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._depth -= 1
+                if self._depth == 0:
+                    self._restore(self._found)
 
 
-@contextmanager
-def paused() -> Iterator[None]:
-    global _depth, _was_enabled
-    with _lock:
-        if _depth == 0:
-            _was_enabled = gc.isenabled()
-            gc.disable()
-        _depth += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0 and _was_enabled:
-                gc.enable()
+def _collector_off() -> bool:
+    was = gc.isenabled()
+    gc.disable()
+    return was
+
+
+def _collector_back(was: object) -> None:
+    if was:
+        gc.enable()
+
+
+paused = Held(_collector_off, _collector_back)
