@@ -13,7 +13,7 @@ from concurrent.futures import wait as _wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tracekit.analysis.whatif_plan import prepared, replay_beside, what_if
+from tracekit.analysis.whatif_plan import prepared, replay_beside, replays_beside, what_if
 from tracekit.stepmodel import changes as C
 from tracekit.stepmodel.model import Outcome
 
@@ -67,6 +67,8 @@ def replayed(ctx: Context, findings: list[Finding]) -> Replays | None:
     read of the run (`pipeline_shape`, `contended`: the facts' cached properties, which
     must not be computed on two threads at once), are made here, on the caller's thread.
     None where the model has no thread (`impacts` replays them itself)."""
+    if not replays_beside(ctx):
+        return None  # nothing prepared that `impacts` would prepare again
     specs = _specs(ctx, findings)
     if not specs:
         return None  # nothing to replay
@@ -82,11 +84,10 @@ def _jobs(ctx: Context, specs: list[tuple[Finding, list[str]]]) -> list:
         for spec in fspecs:
             try:
                 jobs.append(prepared(ctx, [spec]))
-            except C.NotApplicable as exc:
-                jobs.append(exc)
             except Exception as exc:
                 jobs.append(exc)
-                return jobs
+                if not isinstance(exc, C.NotApplicable):
+                    return jobs
     return jobs
 
 

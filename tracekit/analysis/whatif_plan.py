@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
 from tracekit.ingest.steptables import MAX_STEP_NODES  # the ingest's test too
 from tracekit.metrics import windows as W
 from tracekit.metrics.breakdown import windows_of
+from tracekit.stepmodel.nogc import Held  # gc, threading: no step model loaded
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -93,8 +91,9 @@ def _planned(run: Run, made: tuple | None, given: tuple = ()) -> tuple:
 def _build(run: Run, windows: str, note: str | None, prepare: bool = True) -> StepModel | None:
     """The model of `windows` (None when empty); `prepare`: with its base path and the
     collectives' slack computed now (`StepModel.prepare`)."""
-    # imported here, on the thread that builds it: the step model's modules and numpy
-    # (≈ 0.1 s) load while the caller's levels run
+    # imported here, on the thread that builds it: the step model's modules load while
+    # the caller's levels run (numpy and numpy.ma are loaded before the thread starts:
+    # `Run.beside` calls `load_before_threads`)
     from tracekit.stepmodel.model import StepModel
 
     sm = StepModel(run, windows)
@@ -307,14 +306,21 @@ def replay_beside(ctx: Facts, jobs: list, path: bool = False) -> Future | None:
     error that is not `NotApplicable`, as a loop of `what_if` would); None when the run
     has no model. The thread reads nothing of `ctx`. None (replay where asked, with
     `what_if`) where the model has no thread (TRACEKIT_STEP_MODEL_THREAD=0)."""
-    if os.environ.get(THREAD_ENV, "1") == "0":
+    if not replays_beside(ctx):
         return None
     job = _BESIDE.get(ctx)
     if job is None:
-        if "step_model" not in vars(ctx):
-            return None  # never started (`start`'s inputs failed): built where asked
         return ctx.run.beside(_replays, None, ctx.step_model, jobs, path)
     return ctx.run.beside(_replays, job, None, jobs, path)
+
+
+def replays_beside(ctx: Facts) -> bool:
+    """Whether `replay_beside` replays on a thread: the model has threads (not
+    TRACEKIT_STEP_MODEL_THREAD=0) and was started on one or is built; not when `start`'s
+    inputs failed and the model is built where it is asked for."""
+    if os.environ.get(THREAD_ENV, "1") == "0":
+        return False
+    return ctx in _BESIDE or "step_model" in vars(ctx)
 
 
 def _replays(job: Future | None, sm: StepModel | None, jobs: list, path: bool) -> list | None:
@@ -327,30 +333,16 @@ def _replays(job: Future | None, sm: StepModel | None, jobs: list, path: bool) -
         return _replay_all(sm, jobs, path)
 
 
-_switch = threading.Lock()
-_switch_depth = 0
-_switch_was = 0.005
+def _short_switch_on() -> float:
+    """The GIL's switch interval SWITCH_S (the one found returned): the caller's queries
+    beside the replays are many and short, and each returns to wait for the GIL these
+    replays hold, up to the interval (5 ms by default)."""
+    was = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_S)
+    return was
 
 
-@contextmanager
-def _short_switch() -> Iterator[None]:
-    """The GIL's switch interval SWITCH_S for the block: the caller's queries meanwhile
-    are many and short, and each returns to wait for the GIL these replays hold, up to
-    the interval (5 ms by default). Nested and concurrent blocks restore it once the
-    last ends, as they found it."""
-    global _switch_depth, _switch_was
-    with _switch:
-        if _switch_depth == 0:
-            _switch_was = sys.getswitchinterval()
-            sys.setswitchinterval(SWITCH_S)
-        _switch_depth += 1
-    try:
-        yield
-    finally:
-        with _switch:
-            _switch_depth -= 1
-            if _switch_depth == 0:
-                sys.setswitchinterval(_switch_was)
+_short_switch = Held(_short_switch_on, sys.setswitchinterval)
 
 
 def _replay_all(sm: StepModel, jobs: list, path: bool) -> list:
@@ -362,16 +354,13 @@ def _replay_all(sm: StepModel, jobs: list, path: bool) -> list:
     for changes in jobs:
         if isinstance(changes, BaseException):
             out.append(changes)
-            if not isinstance(changes, C.NotApplicable):
-                break
-            continue
-        try:
-            out.append(sm.what_if(changes, path=path))
-        except C.NotApplicable as exc:
-            out.append(exc)
-        except Exception as exc:  # raised where the caller takes it; no replay after it
-            out.append(exc)
-            break
+        else:
+            try:
+                out.append(sm.what_if(changes, path=path))
+            except Exception as exc:  # raised where the caller takes it
+                out.append(exc)
+        if isinstance(out[-1], BaseException) and not isinstance(out[-1], C.NotApplicable):
+            break  # no replay after an error that is not NotApplicable
     return out
 
 
