@@ -115,7 +115,8 @@ def _piece_work(run: Run, name: str, items: str, pieces: str) -> None:
         piece_work = sql.query(_GAPS, "piece_work", work=work_sql(pieces))
         con.execute(f"CREATE TABLE {name} AS {piece_work}")
         return
-    end = np.asarray(end, dtype=np.int64) - int(end.min())
+    lo = int(end.min())  # the times rebased on it (the running maxima count from 0)
+    end = np.asarray(end, dtype=np.int64) - lo
     rank, wid = np.asarray(c["rank"]), np.asarray(c["wid"])
     new_rank = np.ones(n, dtype=bool)
     new_rank[1:] = rank[1:] != rank[:-1]
@@ -128,7 +129,6 @@ def _piece_work(run: Run, name: str, items: str, pieces: str) -> None:
     prev = np.zeros(n, dtype=np.int64)
     prev[1:] = upto_piece[:-1]
     before = upto_rank[np.maximum(piece_start - 1, 0)]
-    lo = int(c["end_ns"].min())
     cols = {"prev": prev + lo, "before": before + lo, "p0": new_piece, "r0": new_rank[piece_start]}
     con.register(f"{name}_p", cols)
     try:

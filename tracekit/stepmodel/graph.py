@@ -264,7 +264,6 @@ def build(run, windows: str) -> Graph:
         host_nodes.setdefault(rank, []).append(i)
     # ---- device work and gloo spans (the rows' arrays: `dcols.arrays`)
     dev_nodes: dict[int, list[int]] = {}
-    launch_of: dict[int, tuple[int, int]] = {}  # device node → (host node, launch ts)
     by_instance: dict[str, list[int]] = {}
     for v in host_nodes.values():  # by (start, id): ids are appended in increasing order
         v.sort(key=g.ts.__getitem__)
@@ -296,6 +295,7 @@ def build(run, windows: str) -> Graph:
     launched = np.flatnonzero(launcher >= 0)
     lts_l, lend_l, lname_l = dcols[8], dcols[9], dcols[14]
     h_l = launcher.tolist()
+    # device node → (its launching host node, the launch's ts)
     launch_of = {a + k: (h_l[k], lts_l[k]) for k in launched.tolist()}
     # a call that returns only once its own work is done (a blocking copy) waited for it
     lend_a = np.ma.filled(da[9].astype(np.int64), np.iinfo(np.int64).min)
