@@ -170,13 +170,7 @@ def _computing_oracle(compute, waits) -> list[tuple[int, int]]:
             cur = max(cur, we)
         if cur < e:
             out.append((cur, e))
-    merged: list[tuple[int, int]] = []
-    for s, e in out:
-        if merged and s == merged[-1][1]:
-            merged[-1] = (merged[-1][0], e)
-        else:
-            merged.append((s, e))
-    return merged
+    return [(s, e) for s, e in merge_intervals(out)]  # touching pieces joined
 
 
 @pytest.mark.parametrize(("kind", "name"), _cases())

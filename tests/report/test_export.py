@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.helpers import invoke
 from tests.report.test_html import STEP_MODEL
 from tests.synth import SCENARIOS, Scenario, generate
 from tracekit.cli import main
@@ -27,7 +28,7 @@ SKEW_NS = 5_000_000  # rank 1's clock runs 5 ms ahead
 
 
 def _cli(*args) -> str:
-    res = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    res = invoke(*args)
     assert res.exit_code == 0, res.output
     return res.stdout
 

@@ -19,6 +19,7 @@ from msgspec import convert
 from msgspec.structs import replace
 
 from tests import browser
+from tests.helpers import invoke
 from tests.synth import SCENARIOS, generate
 from tracekit.cli import main
 from tracekit.report import html as H
@@ -54,7 +55,7 @@ def _step_model() -> StepModelBlock:
 
 
 def _cli(*args) -> str:
-    res = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    res = invoke(*args)
     assert res.exit_code == 0, res.output
     return res.stdout
 

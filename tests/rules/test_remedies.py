@@ -22,7 +22,7 @@ import tracekit
 from diagnosers import assemble
 from diagnosers.context import Context
 from tests.snapshot_reports import SYNTH as SNAPSHOT_SYNTH
-from tests.synth import Scenario, generate
+from tests.synth import Scenario, generate, merge_intervals
 from tracekit.analysis.whatif_plan import what_if
 from tracekit.errors import TracekitError
 from tracekit.model.pipeline import bubble_fraction, simulate
@@ -49,14 +49,7 @@ def _events(path: Path) -> list[dict]:
 
 
 def _union_us(iv: list[tuple[float, float]]) -> float:
-    total, cur = 0.0, None
-    for a, b in sorted(iv):
-        if cur is None or a > cur[1]:
-            total += cur[1] - cur[0] if cur else 0.0
-            cur = [a, b]
-        else:
-            cur[1] = max(cur[1], b)
-    return total + (cur[1] - cur[0] if cur else 0.0)
+    return sum(b - a for a, b in merge_intervals(iv))
 
 
 def _idle_ms_per_step(events: list[dict]) -> list[float]:
