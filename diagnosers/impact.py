@@ -112,8 +112,8 @@ def impacts(
     = the best saving (≥ 0; 0 when no candidate applies). Its remedy text leads with the
     replay: the best change and what it saves, or that none saves time and what each
     cost. A finding none of whose candidates wins is not critical on a remedy the replay
-    refutes: its severity is capped at warning (docs/findings.md). Returns every
-    (finding, replay)."""
+    refutes: its severity is capped at warning (docs/findings.md), and its title drops
+    a gain it claims (`Rule.refuted`). Returns every (finding, replay)."""
     out = []
     if ctx.step_model is None:
         return out
@@ -147,6 +147,8 @@ def impacts(
         ]
         f.impact_ms = max(done[0].saved_ms, 0.0) if done else 0.0
         f.remedy = lead(done, skipped) + ("; " + f.remedy if f.remedy else "")
+        if done and not gainful(done[0]):
+            f.title = _refuted(f)
         if f.severity == "critical" and not (
             done
             and gainful(done[0])
@@ -156,6 +158,15 @@ def impacts(
         out += [(f, o) for o in done]
     _same_change(findings)
     return out
+
+
+def _refuted(f: Finding) -> str:
+    """The title its rule gives a finding whose replays save no time (`Rule.refuted`);
+    the title as it is where that raises."""
+    try:
+        return f.rule().refuted(f)
+    except Exception:  # a rule's wording must not break the report
+        return f.title
 
 
 def _same_change(findings: list[Finding]) -> None:

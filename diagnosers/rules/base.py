@@ -37,6 +37,12 @@ class Rule:
         keeps the impact its rule estimates."""
         return []
 
+    def refuted(self, finding: Finding) -> str:
+        """`finding`'s title once its candidates were replayed and none saves time
+        (`diagnosers.impact.impacts`): a title must not claim a gain its own replay
+        refutes. The title as it is by default (most titles state what was measured)."""
+        return finding.title
+
     @staticmethod
     def faster_compute(ctx: Context, saved_ms: float) -> list[str]:
         """`compute-speed=F` that takes `saved_ms` out of the mean rank's compute time:

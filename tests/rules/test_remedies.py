@@ -90,6 +90,8 @@ def check_remedies(report) -> None:
             assert f.remedy.startswith(f"replayed, {f.remedies[0].change} saves"), f.code
         if saved and saved[0] <= 0:
             assert f.remedy.startswith("replayed, none of the candidate changes"), f.code
+        if f.remedies and f.remedy.startswith("replayed, none of the candidate changes"):
+            assert "would win" not in f.title, (f.code, f.title)  # its replay refutes it
     impacts = [f.impact_ms or 0 for f in report.findings]
     assert impacts == sorted(impacts, reverse=True)
 
@@ -274,6 +276,75 @@ def test_a_finding_whose_remedies_win_nothing_is_not_critical(tmp_path):
     assert "microbatches=8 makes the step" in f.remedy
     assert "overlap:no_such does not apply" in f.remedy and f.remedy.endswith("; advice")
     assert [r["change"] for r in f.remedies] == ["microbatches=8"]
+
+
+def test_a_title_claims_no_gain_its_replay_refutes(tmp_path):
+    """TK-N301's title says overlap would win the exposed time; once its candidates are
+    replayed and none saves time it says the replay found no gain (the exposed time and
+    its parts stay); where none of them could be replayed (no replay made) it is kept."""
+    from diagnosers.findings import Finding
+    from diagnosers.impact import impacts
+    from diagnosers.rules.exposed_communication import ExposedCommunication
+
+    title = (
+        "communication is exposed 30% of the step; 30% (9.00 ms) is not explained by a "
+        "straggler or a pipeline and overlap with compute would win it: 9.00 ms transfer "
+        "compute could hide"
+    )
+    shutil.copytree(SAMPLES / "pp_1f1b", tmp_path / "pp")
+    with tracekit.open(tmp_path / "pp") as run:
+        run.materialize()
+        ctx = Context(run, AnalysisOptions())
+
+        class Longer(ExposedCommunication):  # a change the replay shows costs time
+            def candidates(self, ctx, finding):
+                return ["microbatches=8", "overlap:no_such"]
+
+        class NoneApplies(ExposedCommunication):
+            def candidates(self, ctx, finding):
+                return ["overlap:no_such"]
+
+        refuted = Finding(Longer, "critical", title, ranks=[0])
+        unreplayed = Finding(NoneApplies, "warning", title, ranks=[0])
+        impacts(ctx, [refuted, unreplayed])
+    assert refuted.remedy.startswith("replayed, none of the candidate changes saves time")
+    assert refuted.title == (
+        "communication is exposed 30% of the step; 30% (9.00 ms) is not explained by a "
+        "straggler or a pipeline; the replay finds no gain from overlapping it: 9.00 ms "
+        "transfer compute could hide"
+    )
+    assert refuted.severity == "warning"  # the exposed time is measured: still a warning
+    assert not unreplayed.remedies and unreplayed.title == title
+
+
+def test_exposed_communication_the_replay_refutes_says_so(shared_trace):
+    """a100_sendrecv_2rank: TK-N301 said "… and overlap with compute would win it" while
+    every overlap replayed saved 0.00 ms; its title now says the replay found no gain,
+    and keeps the exposed time it measured."""
+    rep = _report(shared_trace("a100_sendrecv_2rank"))
+    f = next(x for x in rep.findings if x.code == "TK-N301")
+    assert f.remedies and all(r.saved_ms < 0.05 for r in f.remedies)
+    assert "would win" not in f.title
+    assert (
+        "is not explained by a straggler or a pipeline; the replay finds no gain from "
+        "overlapping it: "
+    ) in f.title
+    assert f.severity == "warning" and f.measured["overlap_win_ms"] > 0
+    check_remedies(rep)
+
+
+def test_exposed_communication_the_replay_proves_keeps_its_claim(tmp_path):
+    """The synthetic exposed all-reduce (buckets reduced after backward, tests/synth.py):
+    overlap wins in the replay, so the title keeps "overlap with compute would win it"."""
+    generate(Scenario(**SNAPSHOT_SYNTH["exposed"]), tmp_path / "run")
+    rep = _report(tmp_path / "run")
+    f = next(x for x in rep.findings if x.code == "TK-N301")
+    assert f.remedies[0].change == "overlap:all_reduce" and f.remedies[0].saved_ms > 1.0
+    assert (
+        "is not explained by a straggler or a pipeline and overlap with compute would "
+        "win it: "
+    ) in f.title
+    check_remedies(rep)
 
 
 # ------------------------------------------------------------------ graph replays
