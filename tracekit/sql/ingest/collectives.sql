@@ -95,7 +95,11 @@ WITH k AS (
 -- the ops around each launch: a range join on (rank, tid) alone ran as a hash join that
 -- tested every op of the thread against every launch (16M pairs on v100_ddp_rank1, 0.05 s);
 -- joined on 1 ms buckets of the thread's time axis too (an op of at most 64 ms listed once
--- per bucket it covers, as `rank.kernel_ops` does), the few longer ops range-joined alone
+-- per bucket it covers, as `rank.kernel_ops` does), the few longer ops range-joined alone.
+-- Whole rows, not keys with the metadata joined back by number as `rank.kernel_ops` does:
+-- that measured slower (CPU, median of 30: 25.7 vs 23.2 ms on v100_ddp_rank1; 50.5 vs
+-- 49.6 ms on 128 small ranks; by rowid, 92 vs 44 ms there), these ops being short (one
+-- or two buckets each, few copies) and the join back costing more than it saves
 SELECT kr.rank, kr.kid, kr.rt_ts, o.* EXCLUDE (rank, b)
 FROM kr JOIN (SELECT *, unnest(range(ts_ns // 1000000, end_ns // 1000000 + 1)) AS b
               FROM ops WHERE end_ns - ts_ns <= 64000000) o
