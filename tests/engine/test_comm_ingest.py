@@ -417,3 +417,40 @@ def test_kind_and_size_from_the_issuing_cpu_ops(tmp_path):
         ("all_reduce", "issue_op", 394241, 394241, "float", 394241 * 4, "issue_op", 4),
         ("all_gather", "kernel_name", None, None, "int8", None, None, 4),
     ]
+
+
+def test_group_ranks_are_the_groups_once_not_a_list_per_cached_row(tmp_path):
+    """Two TP groups ({0, 2} and {1, 3}, "Process Group Ranks" as traced): each row of the
+    `collectives` view carries its group's ranks, read from the raw trace by hand; the
+    cache keeps each rank's group once (`collective_groups`) and writes no list on the
+    collective rows (nothing read them: the view joins the group back)."""
+    truth = {}
+    for rank in range(4):
+        b = TraceBuilder(rank=rank, world_size=4)
+        b.step(1, 0, 400.0)
+        meta = nccl_meta("allreduce", 1024, group=2, pg="1") | {
+            "Process Group Ranks": str([rank % 2, rank % 2 + 2])
+        }
+        b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+                 10.0, 50.0, **meta)  # fmt: skip
+        b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+                 110.0, 50.0, **meta)  # fmt: skip
+        b.write(tmp_path / f"rank-{rank}.json")
+    for rank in range(4):
+        events = json.loads((tmp_path / f"rank-{rank}.json").read_text())["traceEvents"]
+        (ranks,) = {e["args"]["Process Group Ranks"] for e in events if e.get("cat") == "kernel"}
+        truth[rank] = json.loads(ranks)
+    with tracekit.open(tmp_path) as run:
+        rows = run.sql("SELECT rank, group_ranks FROM collectives ORDER BY rank").fetchall()
+        groups = run.sql(
+            "SELECT rank, group_ranks FROM collective_groups ORDER BY rank"
+        ).fetchall()
+    assert rows == [(r, truth[r]) for r in range(4) for _ in range(2)]
+    assert groups == [(r, truth[r]) for r in range(4)]
+    cached = sorted(str(p) for p in tmp_path.glob(".tracekit/v*/*.collectives.parquet"))
+    import duckdb
+
+    n, lists = duckdb.sql(
+        "SELECT count(*), count(group_ranks) FROM read_parquet($files)", params={"files": cached}
+    ).fetchall()[0]
+    assert n == 8 and lists == 0

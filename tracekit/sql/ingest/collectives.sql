@@ -144,11 +144,13 @@ CREATE OR REPLACE TABLE _groups AS
 -- Table `_collectives` from the derived rows `_derived` and their groups `_groups`: each
 -- row keyed by the hash of its group's ranks, so matching never carries a world-sized
 -- list per collective row. The rows keep their order (a lookup by position, not a join).
+-- Its group_ranks stays null (`_derived`'s: the rows' lists went to `_groups`): the
+-- `collectives` view joins each row's list back from `collective_groups` by group_hash,
+-- and nothing reads this column (`_collectives_matched` nulls it), so no list is copied
+-- onto every row and written to the cache (1,024 numbers a row at 1,024 ranks).
 CREATE OR REPLACE TABLE _collectives AS
-        WITH g AS (SELECT list(group_ranks ORDER BY gid) AS ranks,
-                          list(group_hash ORDER BY gid) AS hashes FROM _groups)
-        SELECT d.* EXCLUDE (gid) REPLACE (g.ranks[d.gid + 1] AS group_ranks),
-               g.hashes[d.gid + 1] AS group_hash
+        WITH g AS (SELECT list(group_hash ORDER BY gid) AS hashes FROM _groups)
+        SELECT d.* EXCLUDE (gid), g.hashes[d.gid + 1] AS group_hash
         FROM _derived d, g
 
 -- @query collective_groups_table

@@ -56,7 +56,8 @@
 CREATE OR REPLACE VIEW _collectives_matched AS
 -- group_ranks (a list of the group's ranks per row: 8 KB a row at 1,024 ranks) is left out
 -- of the window functions below and joined back at the end from collective_groups
--- (group_hash is its hash, per rank)
+-- (group_hash is its hash, per rank); the cache writes it null (ingest.collectives
+-- collectives_table), caches written before carry the lists: nulled here alike
 WITH s AS (
     SELECT * REPLACE (NULL::BIGINT[] AS group_ranks),
            CASE WHEN name = 'all_to_all' THEN '*' ELSE coalesce(bytes::VARCHAR, '?') END
