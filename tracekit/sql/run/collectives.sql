@@ -53,19 +53,29 @@
 -- @column matched BOOLEAN: every rank of the group is in the run and has this instance (and, for a synchronizing collective matched by occurrence, their spans overlap)
 -- @column last_arrival_ns BIGINT: latest transfer start among the group's ranks; null unless matched
 -- @column wait_ns BIGINT: last_arrival_ns − ts_ns: time this rank waited for the last peer; null unless matched
+-- The Seq rule, one definition for the matching below and for clock alignment's `any_seq`
+-- (store.clocks): a row can be matched by Seq (`_by_seq`) where it has a sequence number
+-- and a process group name. Seq ("Seq" in the collective metadata of newer torch's
+-- record_param_comms and NCCL kernels) counts the collectives of one process group, so it
+-- names an instance only with the group: Seq 7 of the default group and Seq 7 of a TP group
+-- are different ones. A view's column, not a macro: the SQL sandbox rebuilds views alone;
+-- a filter on it still reaches the Parquet scan (its statistics answer `any_seq`).
+CREATE OR REPLACE VIEW _collectives_seq AS
+SELECT *, seq IS NOT NULL AND pg_name IS NOT NULL AS _by_seq FROM _collectives;
+
 CREATE OR REPLACE VIEW _collectives_matched AS
 -- group_ranks (a list of the group's ranks per row: 8 KB a row at 1,024 ranks) is left out
 -- of the window functions below and joined back at the end from collective_groups
 -- (group_hash is its hash, per rank); the cache writes it null (ingest.collectives
 -- collectives_table), caches written before carry the lists: nulled here alike
 WITH s AS (
-    SELECT * REPLACE (NULL::BIGINT[] AS group_ranks),
+    SELECT * EXCLUDE (_by_seq) REPLACE (NULL::BIGINT[] AS group_ranks),
            CASE WHEN name = 'all_to_all' THEN '*' ELSE coalesce(bytes::VARCHAR, '?') END
                AS _size_key,
            CASE WHEN name IS NULL OR name IN ('send', 'recv', 'send_recv') THEN NULL
-                WHEN seq IS NOT NULL AND pg_name IS NOT NULL THEN 'seq'
+                WHEN _by_seq THEN 'seq'
                 ELSE 'occurrence' END AS match_by
-    FROM _collectives
+    FROM _collectives_seq
 ), c AS (
     SELECT *, ts_ns + dur_ns AS end_ns,
            row_number() OVER (

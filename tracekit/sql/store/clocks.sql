@@ -26,15 +26,15 @@ SELECT m.rank, m.med, median(abs(d.diff - m.med)) AS mad, m.n
 FROM m JOIN d USING (rank) GROUP BY m.rank, m.med, m.n ORDER BY m.rank
 
 -- @query any_seq
--- Whether any row could be matched by Seq (a synchronizing collective with a sequence
--- number and a process group name): read from the cached rows (`_collectives`, the
--- Parquet's statistics answer for traces without Seq), not the `collectives` view, whose
--- matching (window functions over every rank's rows) `offsets` needs only when it is.
+-- Whether any row could be matched by Seq (a synchronizing collective the Seq rule,
+-- run.collectives' `_by_seq`, holds for): read from the cached rows (`_collectives_seq`
+-- over `_collectives`, the Parquet's statistics answer for traces without Seq), not the
+-- `collectives` view, whose matching (window functions over every rank's rows) `offsets`
+-- needs only when it is.
 -- Binds $names: the synchronizing collectives.
 -- @column any BOOLEAN: such a row exists
 SELECT EXISTS (
-    SELECT 1 FROM _collectives
-    WHERE seq IS NOT NULL AND pg_name IS NOT NULL AND list_contains($names, name)
+    SELECT 1 FROM _collectives_seq WHERE _by_seq AND list_contains($names, name)
 ) AS any
 
 -- @query aligned
