@@ -32,7 +32,7 @@ from typing import Any
 import duckdb
 
 from tracekit import sql
-from tracekit.ingest.tracefile import Header
+from tracekit.ingest.tracefile import COMM_RANK, Header
 from tracekit.sql.text import sql_str
 
 _M = "ingest.tables"
@@ -98,7 +98,7 @@ ARG_TYPES = {
     "Concrete Inputs": "JSON",
     "wait_on_stream": "BIGINT",
     "wait_on_cuda_event_record_corr_id": "BIGINT",
-    "Comm rank": "BIGINT",  # record_param_comms' "Rank" (`arg_types`, `tracefile.decode`)
+    COMM_RANK: "BIGINT",  # record_param_comms' "Rank" (`arg_types`, `tracefile.decode`)
     "Device Type": "BIGINT",
     "Device Id": "BIGINT",
     "Addr": "BIGINT",
@@ -111,18 +111,18 @@ ARG_TYPES = {
 }
 
 
-def arg_types(comm_rank_key: str = "Comm rank") -> dict[str, str]:
+def arg_types(comm_rank_key: str = COMM_RANK) -> dict[str, str]:
     """`ARG_TYPES` for events whose record_param_comms' "Rank" is under `comm_rank_key`
     (`tracefile.comm_rank_key`): "Rank" as torch writes it replaces "Comm rank" and
     "rank" (a file with distributedInfo has no per-event rank, and a DuckDB struct
     cannot hold names that differ only in case)."""
-    if comm_rank_key == "Comm rank":
+    if comm_rank_key == COMM_RANK:
         return ARG_TYPES
     kept = {k: t for k, t in ARG_TYPES.items() if k != "rank"}
-    return {(comm_rank_key if k == "Comm rank" else k): t for k, t in kept.items()}
+    return {(comm_rank_key if k == COMM_RANK else k): t for k, t in kept.items()}
 
 
-def raw_columns(typed: bool, comm_rank_key: str = "Comm rank") -> str:
+def raw_columns(typed: bool, comm_rank_key: str = COMM_RANK) -> str:
     types = arg_types(comm_rank_key)
     args = ", ".join(f'"{k}" {t if typed else "JSON"}' for k, t in types.items())
     cols = {
@@ -140,7 +140,7 @@ def raw_columns(typed: bool, comm_rank_key: str = "Comm rank") -> str:
 
 
 def load_raw(
-    con: duckdb.DuckDBPyConnection, events_json: Path, comm_rank_key: str = "Comm rank"
+    con: duckdb.DuckDBPyConnection, events_json: Path, comm_rank_key: str = COMM_RANK
 ) -> bool:
     """Parse the events array file into the `raw` table; True when its args are typed
     (the fast path), False when every arg is JSON. `comm_rank_key`: `arg_types`'.
@@ -171,7 +171,7 @@ def load_raw(
 
 
 def load_raw_lenient(
-    con: duckdb.DuckDBPyConnection, events_json: Path, comm_rank_key: str = "Comm rank"
+    con: duckdb.DuckDBPyConnection, events_json: Path, comm_rank_key: str = COMM_RANK
 ) -> None:
     """`raw` from each event as JSON: any field of the wrong type becomes NULL.
 
@@ -291,7 +291,7 @@ EVENT_ARGS = {
     "concrete_inputs": ("Concrete Inputs", "json"),
     "wait_on_stream": ("wait_on_stream", "int"),
     "wait_on_event_correlation": ("wait_on_cuda_event_record_corr_id", "int"),
-    "comm_rank": ("Comm rank", "int"),
+    "comm_rank": (COMM_RANK, "int"),
 }
 MEMORY_ARGS = {
     "device_type": ("Device Type", "int"),
@@ -314,7 +314,7 @@ def _located(rank: int | str, base_ns: int | str) -> dict[str, str]:
 
 
 def events_sql(
-    rank: int | str, base_ns: int | str, typed: bool, comm_rank_key: str = "Comm rank"
+    rank: int | str, base_ns: int | str, typed: bool, comm_rank_key: str = COMM_RANK
 ) -> str:
     spec = {**EVENT_ARGS, "comm_rank": (comm_rank_key, "int")}
     return sql.query(

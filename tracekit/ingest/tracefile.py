@@ -145,11 +145,17 @@ def decode(path: Path, rank_as_is: bool = False) -> tuple[Header, bytes | msgspe
     return header, events
 
 
+# the `args` key record_param_comms' "Rank" is renamed to (`_comm_rank`), the ingest's
+# default (`comm_rank_key`, `tracekit.ingest.tables`)
+COMM_RANK = "Comm rank"
+_COMM_RANK_ARG = f'"{COMM_RANK}":'.encode()
+
+
 def _comm_rank(text: bytes | msgspec.Raw) -> bytes | msgspec.Raw:
     """record_param_comms' "Rank" (the peer of a send/recv, else the rank in the group)
     renamed "Comm rank": it would clash with TraceFusion's per-event "rank"."""
     data = bytes(text)  # a copy where `text` is the events' msgspec.Raw: a merged file's
-    return data.replace(b'"Rank":', b'"Comm rank":') if b'"Rank":' in data else text
+    return data.replace(b'"Rank":', _COMM_RANK_ARG) if b'"Rank":' in data else text
 
 
 def comm_rank_key(header: Header) -> str:
@@ -157,7 +163,7 @@ def comm_rank_key(header: Header) -> str:
     rank_as_is=True)` gave with `header`: as torch writes it in a file with
     distributedInfo (one rank's: no per-event "rank" beside it, which a DuckDB struct
     could not hold as well), else renamed "Comm rank"."""
-    return "Rank" if header.distributedInfo else "Comm rank"
+    return "Rank" if header.distributedInfo else COMM_RANK
 
 
 def rank_from_name(path: Path) -> int | None:
