@@ -191,13 +191,17 @@ class Graph:
     def n(self) -> int:
         return len(self.rank)
 
-    def step_of(self, i: int) -> int:
-        """Index of the step (of its rank) node `i` starts in (0 before the first)."""
-        r = self.rank[i]
+    def step_starts(self, r: int) -> list[int]:
+        """Rank `r`'s step starts in order (made once a rank: `step_of` and `overlap:`
+        bisect them)."""
         starts = self._step_starts.get(r)
         if starts is None:
             starts = self._step_starts[r] = [s for s, _ in self.spans[r].steps]
-        k = bisect_right(starts, self.ts[i]) - 1
+        return starts
+
+    def step_of(self, i: int) -> int:
+        """Index of the step (of its rank) node `i` starts in (0 before the first)."""
+        k = bisect_right(self.step_starts(self.rank[i]), self.ts[i]) - 1
         return k if k > 0 else 0
 
 

@@ -31,8 +31,8 @@ class Overlap(Change):
         kind, coll, backward, rank, ts = g.kind, g.coll, g.backward, g.rank, g.ts
         comm, compute, name, cpu = G.COMM, G.COMPUTE, self.name, g.cpu
         # `Graph.step_of` inline (≈ 20,000 backward nodes at 8 big ranks): each rank's
-        # step starts, the step a node starts in by `bisect`, 0 before the first
-        starts = {r: [s for s, _ in sp.steps] for r, sp in g.spans.items()}
+        # step starts (the graph's), the step a node starts in by `bisect`, 0 before the first
+        starts = {r: g.step_starts(r) for r in g.spans}
         for i in range(g.n):  # names bound once: a loop over every node
             k = kind[i]
             if k == comm and coll[i] == name:
