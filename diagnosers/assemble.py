@@ -170,7 +170,7 @@ def step_model(
         block.critical_path = critical_path(sm.critical_path())
         block.path_origin_ns = sm.graph.origin + round(base.origin_ns)
         block.collective_slack_ms = sm.collective_slack_ms()
-        for f, o in impacts(ctx, findings, replays):
+        for f, o in impacts(ctx, findings if replays is None else replays):
             block.what_if.append(
                 S.WhatIf(
                     finding=f.code,

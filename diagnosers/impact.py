@@ -103,11 +103,10 @@ def _specs(ctx: Context, findings: list[Finding]) -> list[tuple[Finding, list[st
     return out
 
 
-def impacts(
-    ctx: Context, findings: list[Finding], replays: Replays | None = None
-) -> list[tuple[Finding, Outcome]]:
-    """Each warning or critical finding's candidate changes replayed — by `replays` where
-    given (`replayed(ctx, findings)`, the same findings), else here. The finding gets
+def impacts(ctx: Context, of: list[Finding] | Replays) -> list[tuple[Finding, Outcome]]:
+    """Each warning or critical finding's candidate changes replayed: `of` the findings,
+    replayed here, or the `Replays` that `replayed` started for them on the step model's
+    thread (which hold the findings they replay). The finding gets
     `remedies` (each change, its predicted step and saving, best first) and `impact_ms`
     = the best saving (≥ 0; 0 when no candidate applies). Its remedy text leads with the
     replay: the best change and what it saves, or that none saves time and what each
@@ -117,10 +116,10 @@ def impacts(
     out = []
     if ctx.step_model is None:
         return out
-    if replays is None:
-        specs, results = _specs(ctx, findings), None
+    if isinstance(of, Replays):
+        specs, results = of.specs, iter(of.future.result() or ())
     else:
-        specs, results = replays.specs, iter(replays.future.result() or ())
+        specs, results = _specs(ctx, of), None
     for f, fspecs in specs:
         done: list[Outcome] = []
         skipped: list[str] = []
@@ -156,7 +155,7 @@ def impacts(
         ):
             f.severity = "warning"
         out += [(f, o) for o in done]
-    _same_change(findings)
+    _same_change([f for f, _ in specs])  # the replayed ones: only they have remedies
     return out
 
 
