@@ -21,10 +21,10 @@ CREATE OR REPLACE TABLE raw AS SELECT * FROM read_json(
 columns = {columns}, maximum_object_size = 268435456)
 
 -- @query read_batch
--- Table `raw` from the files {paths} (each a trace's `traceEvents` array, named
--- `.<batch>.<n>.events.tmp`), each row with the number `_f` of its file.
+-- Table `raw` from the files {paths} (each a trace's `traceEvents` array), each row with
+-- the number `_f` of its file, {file} (an expression of its `filename`).
 CREATE OR REPLACE TABLE raw AS SELECT * EXCLUDE (filename),
-TRY_CAST(split_part(filename, '.', -3) AS INTEGER) AS _f FROM read_json(
+{file} AS _f FROM read_json(
 [{paths}], format = 'array', columns = {columns},
 maximum_object_size = 268435456, filename = true)
 
