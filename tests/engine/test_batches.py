@@ -120,28 +120,3 @@ def test_a_batch_read_partly_from_files_holds_what_memfds_give(tmp_path, monkeyp
     for table in cache.TABLES:
         assert _rows(mixed, ["b"], table) == _rows(mem, ["b"], table), table
     assert not [p for p in mixed.iterdir() if p.name.endswith(".tmp")]
-
-
-def test_a_batch_keeps_freed_pages_and_restores_the_decay_after():
-    """Within a batch DuckDB's jemalloc keeps the pages it frees (`allocator`); nested
-    batches (a batch read again file by file) change nothing more; after it the decay is
-    what it was, so the process returns memory as before."""
-    import ctypes
-
-    from tracekit.ingest import allocator
-
-    fn = allocator._mallctl()
-    if fn is None:
-        pytest.skip("this DuckDB build has no jemalloc to configure")
-
-    def decay():
-        return allocator._read(fn, b"arenas.dirty_decay_ms", ctypes.c_ssize_t)
-
-    before = decay()
-    assert before is not None and before >= 0
-    with allocator.keep_freed_pages():
-        assert decay() == -1
-        with allocator.keep_freed_pages():
-            assert decay() == -1
-        assert decay() == -1
-    assert decay() == before

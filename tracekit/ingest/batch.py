@@ -62,16 +62,6 @@ def ingest_batch(
     each. A batch of Kineto traces is read by one JSON scan (`_read_together`); every
     table after that is one statement over all its ranks, every query of the Python-built
     tables one query, and the Parquet files one set."""
-    from contextlib import nullcontext
-
-    from tracekit.ingest.allocator import keep_freed_pages
-
-    # a batch of several traces only: at one big rank it saved no CPU and cost 50 MB
-    with keep_freed_pages() if len(items) > 1 else nullcontext():
-        return _ingest_batch(items, cdir, batch, single, threads, comm_kernels, run_ranks)
-
-
-def _ingest_batch(items, cdir, batch, single, threads, comm_kernels, run_ranks) -> list[dict]:
     import duckdb
 
     errors = _file_errors()
