@@ -91,32 +91,3 @@ def test_python_built_rows_reach_duckdb_by_the_schema_alone(tmp_path):
     assert con.execute("SELECT * FROM t").fetchall() == [("x", 1, None), (None, None, [3, 4])]
     assert [c[0] for c in con.execute("DESCRIBE t").fetchall()] == ["b", "a", "r"]
     assert not list(tmp_path.iterdir())
-
-
-def test_a_batch_read_partly_from_files_holds_what_memfds_give(tmp_path, monkeypatch):
-    """A batch's texts go to DuckDB as memfds (`memfile`) where it can, else as files
-    beside the cache (no memfd, or past the open-file budget): the file each event came
-    from is told either way, so the tables are the same, rank by rank; nothing is left
-    in the cache folder."""
-    from tracekit.ingest import memfile
-
-    src = ROOT / "sample_traces" / "ddp"
-    files = sorted(p for p in src.iterdir() if p.name.startswith("rank"))
-    items = [(f, f"k{i}") for i, f in enumerate(files)]
-    mem, mixed = tmp_path / "mem", tmp_path / "mixed"
-    mem.mkdir()
-    mixed.mkdir()
-    assert all("parts" in r for r in runner.ingest_batch(items, mem, "b", single=False))
-    made = []
-    real = memfile.create
-
-    def every_other(name, data):  # the first file from a memfd, the next from disk, …
-        made.append(name)
-        return real(name, data) if len(made) % 2 else None
-
-    monkeypatch.setattr(memfile, "create", every_other)
-    assert all("parts" in r for r in runner.ingest_batch(items, mixed, "b", single=False))
-    assert len([n for n in made if n.startswith("events.")]) == len(files) > 1
-    for table in cache.TABLES:
-        assert _rows(mixed, ["b"], table) == _rows(mem, ["b"], table), table
-    assert not [p for p in mixed.iterdir() if p.name.endswith(".tmp")]

@@ -17,7 +17,6 @@ from pathlib import Path
 import duckdb
 import msgspec
 
-from tracekit.ingest import memfile
 from tracekit.sql.text import sql_str
 
 Schema = Sequence[tuple[str, str]]  # (column, DuckDB type), in table order
@@ -30,27 +29,19 @@ def create(
 ) -> None:
     """Table `name` of `con` with `schema`, from `rows` (dicts; a missing key is null, a
     key not in `schema` is left out by the reader, so the rows are encoded as they are).
-    The JSON goes through an in-memory file (`memfile`), else a temporary file in
-    `tmp_dir`, removed before returning."""
+    The JSON goes through a temporary file in `tmp_dir`, removed before returning."""
     cols = ", ".join(f"{sql_str(c)}: {sql_str(t)}" for c, t in schema)
-    data = _ENCODE.encode(rows)
-    mem = memfile.create(name, data)  # in memory where it can be (`memfile`)
-    if mem is None:
-        fd, tmp = tempfile.mkstemp(dir=tmp_dir, prefix=f".{name}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-    del data
+    fd, tmp = tempfile.mkstemp(dir=tmp_dir, prefix=f".{name}.", suffix=".tmp")
     try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(_ENCODE.encode(rows))
         names = ", ".join(f'"{c}"' for c, _ in schema)
         con.execute(
             f"CREATE OR REPLACE TABLE {name} AS SELECT {names} FROM read_json("
-            f"{sql_str(tmp if mem is None else mem[1])}, format = 'array', columns = {{{cols}}})"
+            f"{sql_str(tmp)}, format = 'array', columns = {{{cols}}})"
         )
     finally:
-        if mem is None:
-            Path(tmp).unlink(missing_ok=True)
-        else:
-            os.close(mem[0])
+        Path(tmp).unlink(missing_ok=True)
 
 
 def dicts(rel: duckdb.DuckDBPyRelation) -> list[dict]:

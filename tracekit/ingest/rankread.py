@@ -51,16 +51,12 @@ def _read_together(con, items, cdir: Path, batch: str, single: bool, rows: _Batc
     import duckdb
 
     from tracekit import sql
-    from tracekit.ingest import memfile
     from tracekit.ingest import tables as ingest
     from tracekit.ingest.tracefile import comm_rank_key, decode, resolve_rank
 
     results: list[dict | None] = [None] * len(items)
     read: list[tuple[int, Path, str, object, int, str]] = []
     tmps: list[Path] = []
-    paths: list[str] = []
-    fds: list[int | None] = []  # each file's memfd (`memfile`), None where written to disk
-    room = memfile.budget()
     try:
         for i, (path, key) in enumerate(items):
             try:
@@ -71,37 +67,26 @@ def _read_together(con, items, cdir: Path, batch: str, single: bool, rows: _Batc
             except TracekitError as exc:
                 results[i] = _failure(path, exc)
                 continue
-            mem = memfile.create(f"events.{len(read)}", text) if len(read) < room else None
-            if mem is None:
-                # beside the cache, named as the lock holder's leftovers are (removed
-                # after a kill); the file's number is read back from its name
-                tmp = cdir / f".{batch}.{len(read):06d}.events.tmp"
-                tmps.append(tmp)
-                tmp.write_bytes(text)
-                mem = (None, str(tmp))
+            # beside the cache, named as the lock holder's leftovers are (removed after a kill)
+            tmp = cdir / f".{batch}.{len(read):06d}.events.tmp"
+            tmps.append(tmp)
+            tmp.write_bytes(text)
             del text
-            fds.append(mem[0])
-            paths.append(mem[1])
             read.append((i, path, key, header, rank, rank_source))
         if not read:
             return results
         # every file has distributedInfo (else None was returned): one key of
         # record_param_comms' "Rank" for the whole batch
         key_of_rank = comm_rank_key(read[0][3])
-        listed = ", ".join(sql_str(p) for p in paths)
-        number = memfile.file_number(fds, "TRY_CAST(split_part(filename, '.', -3) AS INTEGER)")
+        listed = ", ".join(sql_str(str(t)) for t in tmps)
         try:
             columns = ingest.raw_columns(True, key_of_rank)
-            parts = {"paths": listed, "columns": columns, "file": number}
-            con.execute(sql.query("ingest.tables", "read_batch", **parts))
+            con.execute(sql.query("ingest.tables", "read_batch", paths=listed, columns=columns))
         except duckdb.Error:
             return None
     finally:
         for t in tmps:
             t.unlink(missing_ok=True)
-        for fd in fds:
-            if fd is not None:
-                os.close(fd)
     counts = dict(con.execute(sql.query("ingest.tables", "events_per_file")).fetchall())
     skipped = ingest.skipped_events_by(con, "_f")
     # each event's rank and base time: the file's, by its index `_f`
