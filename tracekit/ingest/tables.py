@@ -215,6 +215,7 @@ def skipped_events_by(con: duckdb.DuckDBPyConnection, part: str) -> dict:
         dur_max=str(DUR_MAX_US),
         device_cat=sql_str(UNMODELED_DEVICE),
         host_cat=sql_str(UNMODELED_HOST),
+        modeled="(" + ", ".join(sql_str(c) for c in CAT_KIND) + ")",
         part=part,
     )
     rows = con.execute(query).fetchall()

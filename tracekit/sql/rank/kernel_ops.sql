@@ -49,10 +49,14 @@ c AS (  -- CPU ops of the threads that launched those kernels
     FROM events e SEMI JOIN (SELECT DISTINCT rank, tid FROM kl) t USING (rank, tid)
     WHERE e.kind = 'cpu_op'
 ),
-kc AS (
-    SELECT kf.*, c.op_id AS c_id, c.ts_ns AS c_ts, c.end_ns AS c_end, c.name AS c_name
-    FROM kf ASOF LEFT JOIN c
-      ON c.rank = kf.rank AND c.tid = kf.tid AND kf.launch_ns >= c.ts_ns
+-- each launch once, with the last op started before it: ids and times only through the
+-- ASOF join (sorting the kernels' rows and the ops' names with it was half its cost at
+-- 128 small ranks); names join back for the ops chosen
+p AS (SELECT DISTINCT rank, tid, launch_ns FROM kl WHERE launch_ns IS NOT NULL),
+pc AS (
+    SELECT p.rank, p.tid, p.launch_ns, c.op_id AS c_id, c.ts_ns AS c_ts, c.end_ns AS c_end
+    FROM p ASOF LEFT JOIN (SELECT rank, tid, ts_ns, end_ns, op_id FROM c) c
+      ON c.rank = p.rank AND c.tid = p.tid AND p.launch_ns >= c.ts_ns
 ),
 -- where the last op started before the launch has ended (a child such as aten::empty
 -- ran first), the innermost op around the launch is the latest-starting op that encloses
@@ -60,7 +64,7 @@ kc AS (
 -- v100_ddp_rank1); the same predicate joined on 1 ms buckets of the thread's time axis
 -- is a hash join: an op of at most 64 ms is listed once per bucket it covers (a launch's
 -- bucket is then one of them), the few longer ops are range-joined alone
-dead AS (SELECT DISTINCT rank, tid, launch_ns FROM kc WHERE launch_ns > c_end),
+dead AS (SELECT rank, tid, launch_ns FROM pc WHERE launch_ns > c_end),
 -- the ops that can enclose one (by the thread's span of such launches), without names:
 -- an op is listed once per 1 ms it covers, so names would be copied that many times
 cd AS (
@@ -88,31 +92,39 @@ enc AS (
     SELECT rank, tid, launch_ns, arg_max(op_id, (ts_ns, -op_id)) AS e_id, max(ts_ns) AS e_ts
     FROM around GROUP BY rank, tid, launch_ns
 ),
--- the enclosing op's name: looked up for those launches alone
-en AS (SELECT enc.*, c.name AS e_name FROM enc JOIN c ON c.op_id = enc.e_id),
-x AS (
+-- each launch's op: the last one started before it where that encloses the launch, else
+-- the enclosing one; its name looked up for those ops alone
+po AS (
+    SELECT pc.rank, pc.tid, pc.launch_ns,
+           CASE WHEN pc.launch_ns <= pc.c_end THEN pc.c_id ELSE enc.e_id END AS o_id,
+           CASE WHEN pc.launch_ns <= pc.c_end THEN pc.c_ts ELSE enc.e_ts END AS o_ts
+    FROM pc LEFT JOIN enc USING (rank, tid, launch_ns)
+),
+pn AS (SELECT po.*, c.name AS o_name FROM po JOIN c ON c.op_id = po.o_id),
+x AS (  -- by External id: for the kernels without an op around their launch alone
     SELECT rank, external_id, min(name::VARCHAR) AS name
-    FROM events e SEMI JOIN k USING (rank, external_id)
+    FROM events e SEMI JOIN (
+        SELECT kf.rank, kf.external_id FROM kf
+        ANTI JOIN pn ON pn.rank = kf.rank AND pn.tid = kf.tid AND pn.launch_ns = kf.launch_ns
+    ) USING (rank, external_id)
     WHERE e.kind = 'cpu_op'
     GROUP BY rank, external_id
 ),
 a AS (
-    SELECT kc.rank, kc.kid, kc.ts_ns, kc.end_ns, kc.correlation,
-           CASE WHEN kc.launch_ns <= kc.t_end THEN kc.t_op END AS t_op,
-           CASE WHEN kc.launch_ns <= kc.t_end THEN kc.flops END AS flops,
-           CASE WHEN kc.launch_ns <= kc.t_end THEN kc.flops_note END AS note,
-           CASE WHEN kc.launch_ns <= kc.t_end THEN kc.t_ts END AS t_key,
-           coalesce(contains(kc.launch, 'GraphLaunch'), false) AS graph,
-           coalesce(CASE WHEN kc.launch_ns <= kc.c_end THEN kc.c_name ELSE en.e_name END,
-                    x.name) AS c_op,
+    SELECT kf.rank, kf.kid, kf.ts_ns, kf.end_ns, kf.correlation,
+           CASE WHEN kf.launch_ns <= kf.t_end THEN kf.t_op END AS t_op,
+           CASE WHEN kf.launch_ns <= kf.t_end THEN kf.flops END AS flops,
+           CASE WHEN kf.launch_ns <= kf.t_end THEN kf.flops_note END AS note,
+           CASE WHEN kf.launch_ns <= kf.t_end THEN kf.t_ts END AS t_key,
+           coalesce(contains(kf.launch, 'GraphLaunch'), false) AS graph,
+           coalesce(pn.o_name, x.name) AS c_op,
            -- an op by its start (ns, > 0) or, found by External id, by −id − 1 (< 0)
-           CASE WHEN kc.launch_ns <= kc.c_end THEN kc.c_ts
-                WHEN en.e_id IS NOT NULL THEN en.e_ts
-                WHEN x.name IS NOT NULL THEN -kc.external_id - 1 END AS c_key,
-           kc.launch
-    FROM kc LEFT JOIN x ON x.rank = kc.rank AND x.external_id = kc.external_id
+           CASE WHEN pn.o_id IS NOT NULL THEN pn.o_ts
+                WHEN x.name IS NOT NULL THEN -kf.external_id - 1 END AS c_key,
+           kf.launch
+    FROM kf LEFT JOIN x ON x.rank = kf.rank AND x.external_id = kf.external_id
     -- the op around the launch: the last one started before it, else the enclosing one
-    LEFT JOIN en ON en.rank = kc.rank AND en.tid = kc.tid AND en.launch_ns = kc.launch_ns
+    LEFT JOIN pn ON pn.rank = kf.rank AND pn.tid = kf.tid AND pn.launch_ns = kf.launch_ns
 )
 SELECT a.rank, a.ts_ns, a.end_ns, kn.name AS kernel,
        CASE WHEN t_op IS NOT NULL AND flops IS NOT NULL THEN 'counted'
