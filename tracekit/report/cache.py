@@ -11,7 +11,9 @@ reports.
 
 The code includes the rules plugins add (`tracekit.rules` entry points: name, target and
 their distribution's version). The stored report is the JSON the user would get
-(`tracekit.report.schema.encode`), so a hit renders exactly what a miss does.
+(`tracekit.report.schema.encode`), so a hit renders exactly what a miss does. The
+report's types are imported when a report is read or written: a cold `analyze` computes
+the answer's key before its ingest, and the workers it forks have no use for them.
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracekit.atomic import write_bytes, write_text
-from tracekit.report.schema import Report, decode, encode
 
 if TYPE_CHECKING:
+    from tracekit.report.schema import Report
     from tracekit.store.run import Run
 
 KEEP = 32
@@ -82,6 +84,8 @@ def key(run: Run, options: dict[str, Any]) -> str:
 
 def cached(run: Run, options: dict[str, Any], compute: Callable[[], Report]) -> Report:
     """The report for `options`: read back when this exact one was computed before."""
+    from tracekit.report.schema import decode, encode
+
     folder = run.cache_dir / FOLDER
     path = folder / f"{key(run, options)}.json"
     try:
@@ -172,6 +176,8 @@ def answer_key(root: Path, options: dict[str, Any]) -> Path | None:
 
 def read_answer(path: Path) -> tuple[Report, list[str]] | None:
     """The stored report and warnings, or None (none yet, or unreadable)."""
+    from tracekit.report.schema import decode
+
     try:
         data = json.loads(path.read_bytes())
         return decode(data["report"]), [str(w) for w in data["warnings"]]
@@ -183,6 +189,8 @@ def write_answer(path: Path, report: Report, warnings: list[str], text: str | No
     """Store the answer the normal path gave (an atomic write; newest `KEEP` kept);
     `text`: the report's JSON (`encode(report)`) where the caller has it already."""
     import msgspec
+
+    from tracekit.report.schema import encode
 
     try:
         path.parent.mkdir(exist_ok=True)
