@@ -176,12 +176,15 @@ def answer_key(root: Path, options: dict[str, Any]) -> Path | None:
 
 def read_answer(path: Path) -> tuple[Report, list[str]] | None:
     """The stored report and warnings, or None (none yet, or unreadable)."""
-    from tracekit.report.schema import decode
-
     try:
         data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    from tracekit.report.schema import decode  # a miss (a cold analyze) does not need it
+
+    try:
         return decode(data["report"]), [str(w) for w in data["warnings"]]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         return None
 
 
