@@ -52,8 +52,8 @@ def analyze(run, values: Mapping[str, Any], fmt: str, debug: bool = False):
     opts, options = resolve_options(run, values, root)
     answer = None
     if root is not None:
-        answer = cache.answer_key(root, {"open": asdict(opts), "analysis": options.key()})
-    hit = cache.read_answer(answer) if answer else None
+        answer = cache.answer_stamp(root, {"open": asdict(opts), "analysis": options.key()})
+    hit = cache.read_answer(answer.path) if answer and answer.may_hit() else None
     if hit:
         from tracekit.report.render import RENDERERS
 
@@ -67,17 +67,20 @@ def analyze(run, values: Mapping[str, Any], fmt: str, debug: bool = False):
         rep = assemble.cached(r, options, debug=debug)
         text = _html_report(r, rep) if fmt == "html" else RENDERERS[fmt](rep)
     if answer:
-        cache.write_answer(answer, rep, r.warnings, text if fmt == "json" else None)
+        cache.write_answer(answer.path, rep, r.warnings, text if fmt == "json" else None)
     return text, list(r.warnings)
 
 
 def load_analysis() -> None:
     """Import what a report's analysis imports when it first needs it (numpy, the step
-    model, the rules and their registry, the renderers), and scan the plugin rules: done
-    on a thread while a cold ingest's workers read (`open_run`'s `while_ingesting`), the
-    analysis after the ingest finds them loaded."""
+    model, the rules and their registry, the renderers), scan the plugin rules and stat
+    the code for the report cache's stamp: done on a thread while a cold ingest's
+    workers read (`open_run`'s `while_ingesting`), the analysis after the ingest finds
+    them done."""
+    from tracekit.report.cache import code_stamp
     from tracekit.store.run import load_before_threads
 
+    code_stamp()  # the answer's key, when the run had no answers to read
     load_before_threads()  # numpy.ma, which the analysis's threads need loaded first
     from diagnosers import assemble, impact  # noqa: F401
     from diagnosers.rules import registry

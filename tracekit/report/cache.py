@@ -37,7 +37,7 @@ FOLDER = "reports"
 
 
 @cache
-def _code_stamp() -> str:
+def code_stamp() -> str:
     """Size and mtime of every module the report is computed by (the engine and the
     diagnosers, found without importing them), and the plugin rules installed."""
     from importlib.util import find_spec
@@ -73,7 +73,7 @@ def _sources(root: str) -> list[tuple[str, ...]]:
 
 
 def key(run: Run, options: dict[str, Any]) -> str:
-    h = hashlib.sha256(_code_stamp().encode())
+    h = hashlib.sha256(code_stamp().encode())
     for p in (run.cache_dir / "index.json", run.root / "job.json"):
         h.update(p.read_bytes() if p.is_file() else b"-")
     sel = run.rank_selection.to_dict() if run.rank_selection else None
@@ -112,7 +112,7 @@ def _prune(folder: Path) -> None:
 #
 # `tracekit analyze RUN_FOLDER` answers from `<cache>/answers/<key>.json` without
 # discovering the traces, opening DuckDB or the Parquet tables, or running the health
-# check, when nothing it depends on changed. The key hashes the code (`_code_stamp`), the
+# check, when nothing it depends on changed. The key hashes the code (`code_stamp`), the
 # run folder, the open and analysis options, the project's pyproject.toml (found as
 # `tracekit.config.pyproject_for` finds it: path, size, mtime) and the path, size and
 # mtime of every file under the folder outside `.tracekit/` — the traces (the freshness
@@ -134,9 +134,39 @@ def answer_root(inputs: tuple[str, ...]) -> Path | None:
     return Path(inputs[0]).resolve()
 
 
+class AnswerKey:
+    """An answer's key, made from the folder as it is now (`answer_stamp`); the code's
+    stamp is hashed in when the answer's file is first asked for (`path`). A run with no
+    answers yet (`may_hit` false: a cold analyze) reads none, and its stamp (≈ 20 ms: a
+    stat of every module, the plugin rules' scan) is made while the ingest's workers read
+    (`tracekit.commands.load_analysis`), not before they start."""
+
+    def __init__(self, folder: Path, stamp: bytes):
+        self.folder = folder
+        self._stamp = stamp
+        self._path: Path | None = None
+
+    def may_hit(self) -> bool:
+        return self.folder.is_dir()
+
+    @property
+    def path(self) -> Path:
+        if self._path is None:
+            h = hashlib.sha256(code_stamp().encode())
+            h.update(self._stamp)
+            self._path = self.folder / f"{h.hexdigest()[:32]}.json"
+        return self._path
+
+
 def answer_key(root: Path, options: dict[str, Any]) -> Path | None:
     """The answer's file for the run folder `root` and `options` as they are now, or None
     when the fast answer does not apply. Costs a walk of the folder and one stat a file."""
+    key = answer_stamp(root, options)
+    return key.path if key is not None else None
+
+
+def answer_stamp(root: Path, options: dict[str, Any]) -> AnswerKey | None:
+    """`answer_key`, its code stamp not hashed in yet (`AnswerKey`)."""
     import os
 
     from tracekit import config
@@ -168,10 +198,8 @@ def answer_key(root: Path, options: dict[str, Any]) -> Path | None:
         cdir = cache_dir(root)
     except (OSError, TracekitError):
         return None
-    h = hashlib.sha256(_code_stamp().encode())
     stamp = [str(root), sorted(files), project, options]
-    h.update(json.dumps(stamp, sort_keys=True, default=str).encode())
-    return cdir / ANSWERS / f"{h.hexdigest()[:32]}.json"
+    return AnswerKey(cdir / ANSWERS, json.dumps(stamp, sort_keys=True, default=str).encode())
 
 
 def read_answer(path: Path) -> tuple[Report, list[str]] | None:
