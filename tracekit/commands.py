@@ -73,15 +73,16 @@ def analyze(run, values: Mapping[str, Any], fmt: str, debug: bool = False):
 
 def load_analysis() -> None:
     """Import what a report's analysis imports when it first needs it (numpy, the step
-    model, the rules and their registry, the renderers), scan the plugin rules and stat
-    the code for the report cache's stamp: done on a thread while a cold ingest's
-    workers read (`open_run`'s `while_ingesting`), the analysis after the ingest finds
-    them done."""
+    model, the rules and their registry, the renderers), scan the plugin rules, stat
+    the code for the report cache's stamp and make the run's DuckDB database: done on a
+    thread while a cold ingest's workers read (`open_run`'s `while_ingesting`), the
+    analysis after the ingest finds them done."""
     from tracekit.report.cache import code_stamp
-    from tracekit.store.run import load_before_threads
+    from tracekit.store.run import connect_ahead, load_before_threads
 
     code_stamp()  # the answer's key, when the run had no answers to read
     load_before_threads()  # numpy.ma, which the analysis's threads need loaded first
+    connect_ahead()
     from diagnosers import assemble, impact  # noqa: F401
     from diagnosers.rules import registry
     from tracekit.analysis import (  # noqa: F401

@@ -58,3 +58,18 @@ def test_the_analysis_loads_ahead():
     from tracekit import commands
 
     commands.load_analysis()
+
+
+def test_a_run_opens_on_the_connection_made_ahead(tmp_path):
+    """`connect_ahead`'s connection is the next `Run`'s, configured as `Run` makes its
+    own, and taken once."""
+    import tracekit
+    from tracekit.store import run as store
+
+    root, _ = _run(tmp_path)
+    store.connect_ahead()
+    made = store._AHEAD[-1]
+    with tracekit.open(root) as r:
+        assert r._con is made
+        assert r.sql("SELECT current_setting('asof_loop_join_threshold')").fetchone() == (0,)
+    assert made not in store._AHEAD
