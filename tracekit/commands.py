@@ -19,11 +19,12 @@ from typing import Any
 from tracekit.options import AnalysisOptions, OpenOptions, check_names, resolve
 
 
-def open_run(run, opts: OpenOptions):
-    """Open the run (its warnings wait in `r.warnings`, for the door to say)."""
+def open_run(run, opts: OpenOptions, while_ingesting=None):
+    """Open the run (its warnings wait in `r.warnings`, for the door to say);
+    `while_ingesting`: as `tracekit.store.open.open_run` takes it."""
     from tracekit.store.open import open_run as _open_run
 
-    return _open_run(*run, options=opts)
+    return _open_run(*run, options=opts, while_ingesting=while_ingesting)
 
 
 def resolve_options(
@@ -46,24 +47,58 @@ def analyze(run, values: Mapping[str, Any], fmt: str, debug: bool = False):
     answer cache, `tracekit.report.cache.answer_key`): no discovery, no tables; HTML
     reads the run, and --debug always computes."""
     from tracekit.report import cache
-    from tracekit.report.render import RENDERERS
 
     root = cache.answer_root(run) if fmt != "html" and not debug else None
     opts, options = resolve_options(run, values, root)
     answer = None
     if root is not None:
-        answer = cache.answer_key(root, {"open": asdict(opts), "analysis": options.key()})
-    hit = cache.read_answer(answer) if answer else None
+        answer = cache.answer_stamp(root, {"open": asdict(opts), "analysis": options.key()})
+    hit = cache.read_answer(answer.path) if answer and answer.may_hit() else None
     if hit:
-        return RENDERERS[fmt](hit[0]), hit[1]
-    from diagnosers import assemble
+        from tracekit.report.render import RENDERERS
 
-    with open_run(run, opts) as r:
+        return RENDERERS[fmt](hit[0]), hit[1]
+    # the report's modules are imported while the ingest's workers read, not before
+    # (they are not the workers') nor after (the report waits for them)
+    with open_run(run, opts, while_ingesting=load_analysis) as r:
+        from diagnosers import assemble
+        from tracekit.report.render import RENDERERS
+
         rep = assemble.cached(r, options, debug=debug)
         text = _html_report(r, rep) if fmt == "html" else RENDERERS[fmt](rep)
     if answer:
-        cache.write_answer(answer, rep, r.warnings, text if fmt == "json" else None)
+        cache.write_answer(answer.path, rep, r.warnings, text if fmt == "json" else None)
     return text, list(r.warnings)
+
+
+def load_analysis() -> None:
+    """Import what a report's analysis imports when it first needs it (numpy, the step
+    model, the rules and their registry, the renderers), scan the plugin rules, stat
+    the code for the report cache's stamp and make the run's DuckDB database: done on a
+    thread while a cold ingest's workers read (`open_run`'s `while_ingesting`), the
+    analysis after the ingest finds them done."""
+    from tracekit.report.cache import code_stamp
+    from tracekit.store.run import connect_ahead, load_before_threads
+
+    code_stamp()  # the answer's key, when the run had no answers to read
+    load_before_threads()  # numpy.ma, which the analysis's threads need loaded first
+    connect_ahead()
+    from diagnosers import assemble, impact  # noqa: F401
+    from diagnosers.rules import registry
+    from tracekit.analysis import (  # noqa: F401
+        dataloader,
+        fusion,
+        memory,
+        regions,
+        stragglers,
+        topology,
+        whatif_plan,
+    )
+    from tracekit.report import render  # noqa: F401
+    from tracekit.stepmodel import model  # noqa: F401
+    from tracekit.store import clocks, sandbox  # noqa: F401
+
+    registry()
 
 
 def _html_report(r, rep) -> str:

@@ -106,6 +106,32 @@ def test_find_trace_files_scans_folders_and_skips_non_traces(tmp_path):
     assert sorted(f.name for f in files) == ["rank-0.json.gz", "rank-1.json"]
 
 
+def test_find_trace_files_opens_only_files_not_named_like_a_rank(tmp_path, monkeypatch):
+    """A file named like a rank's trace is listed unopened (`looks_like_trace` would say
+    yes whatever it holds: a damaged one is named unreadable by the ingest); the others
+    are probed. The files come in the order of their paths."""
+    from tracekit.ingest import discover
+
+    (tmp_path / "rank-3.json").write_text('{"hello": 1}')
+    (tmp_path / "notes.json").write_text('{"hello": 1}')
+    tb(rank=0).write(tmp_path / "trace.json")
+    tb(rank=1).write(tmp_path / "a" / "rank-1.json")
+    tb(rank=2).write(tmp_path / "a-b" / "rank-2.json")
+    probed: list[str] = []
+    real = discover.looks_like_trace
+    monkeypatch.setattr(
+        discover, "looks_like_trace", lambda p, *a: probed.append(p.name) or real(p, *a)
+    )
+    root, files = find_trace_files([tmp_path])
+    assert sorted(probed) == ["notes.json", "trace.json"]
+    assert [f.relative_to(root).as_posix() for f in files] == [
+        "a/rank-1.json",  # Path order: ("a", …) before ("a-b", …), unlike the strings'
+        "a-b/rank-2.json",
+        "rank-3.json",
+        "trace.json",
+    ]
+
+
 def test_find_trace_files_errors(tmp_path):
     with pytest.raises(TracekitError, match="does not exist"):
         find_trace_files([tmp_path / "nope"])

@@ -140,7 +140,7 @@ def test_the_answer_key_stamps_every_file_outside_the_cache(run):
 
 
 def test_the_code_stamp_lists_the_sources_as_sorted_paths_would(tmp_path):
-    """`_code_stamp`'s files (`_sources`): every .py and .sql file below the package,
+    """`code_stamp`'s files (`_sources`): every .py and .sql file below the package,
     __pycache__ left out, in the order of their sorted Paths (the stamp an rglob gave)."""
     from tracekit.report.cache import _sources
 

@@ -139,8 +139,14 @@ def _real(path: Path) -> str:
 
 
 def source_key(root: Path, path: Path) -> str:
-    rel = os.path.relpath(_real(path), _real_dir(os.path.abspath(root)))
-    stem = Path(rel).name.split(".json")[0][:40]
+    real, base = _real(path), _real_dir(os.path.abspath(root))
+    # a file under the root (every one a folder's discovery finds) is its path past the
+    # root's: `relpath`'s answer without its walk over both (20 ms for 1,024 traces)
+    if base != os.sep and real.startswith(base + os.sep):
+        rel = real[len(base) + 1 :]
+    else:
+        rel = os.path.relpath(real, base)
+    stem = os.path.basename(rel).split(".json")[0][:40]
     return f"{stem}-{hashlib.sha1(rel.encode()).hexdigest()[:10]}"
 
 

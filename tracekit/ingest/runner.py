@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,6 +76,7 @@ def ingest_run(
     notes: IngestNotes | None = None,
     cluster: str | None = None,
     single: bool | None = None,
+    while_ingesting: Callable[[], object] | None = None,
 ) -> tuple[Path, list[Source]]:
     """Make sure every file has a fresh cache entry; return the cache dir and the sources
     (one per rank: a merged multi-rank file gives several).
@@ -84,13 +86,20 @@ def ingest_run(
 
     A file that cannot be read is left out and named in `notes.unreadable` (the run is
     analysed without it); when no file can be read, its error is raised. `cluster`: run
-    the per-file ingest on a Dask cluster (`tracekit.ingest.cluster`) instead of local processes."""
+    the per-file ingest on a Dask cluster (`tracekit.ingest.cluster`) instead of local processes.
+
+    `while_ingesting`: called on a thread of this process while local worker processes
+    read (this process only waits for them meanwhile), joined before the ingest returns;
+    what it raises is dropped. Not called when nothing is read, or read here alone
+    (`--workers 1`), or on a cluster."""
     notes = notes if notes is not None else IngestNotes()
     cdir = cache.cache_dir(root)
     with cache.locked(cdir):  # a second process waits here, then finds the work done
         if single is None:
             single = len(files) == 1
-        return _ingest_locked(root, files, cdir, workers, notes, comm_kernels, cluster, single)
+        return _ingest_locked(
+            root, files, cdir, workers, notes, comm_kernels, cluster, single, while_ingesting
+        )
 
 
 @contextmanager
@@ -102,8 +111,28 @@ def _executor(n: int, cluster: str | None) -> Iterator[Executor]:
             yield ex
     else:
         _preload()
-        with ProcessPoolExecutor(max_workers=n) as ex:
-            yield ex
+        pool = ProcessPoolExecutor(max_workers=n)
+        try:
+            yield pool
+        except BaseException:
+            pool.shutdown(wait=True)  # the batches still running end first, as before
+            raise
+        # every batch is done: the workers' exit (10–30 ms of unmapping their memory) is
+        # not waited for here; the interpreter's exit joins them
+        pool.shutdown(wait=False)
+
+
+def _beside(fn: Callable[[], object]) -> threading.Thread:
+    """`fn()` on a thread of its own; what it raises is dropped (work done ahead of need,
+    which its caller does again, and meets the error there)."""
+
+    def work() -> None:
+        with suppress(Exception):
+            fn()
+
+    t = threading.Thread(target=work, name="tracekit-while-ingesting", daemon=True)
+    t.start()
+    return t
 
 
 def _preload() -> None:
@@ -133,6 +162,7 @@ def _ingest_locked(
     comm_kernels: tuple[str, ...],
     cluster: str | None = None,
     single: bool = False,
+    while_ingesting: Callable[[], object] | None = None,
 ) -> tuple[Path, list[Source]]:
     index = cache.load_index(cdir)
     keys = {f: cache.source_key(root, f) for f in files}
@@ -194,6 +224,8 @@ def _ingest_locked(
             else:
                 with _executor(n, cluster) as pool:
                     futs = {pool.submit(ingest_batch, *args(b)): i for i, b in enumerate(batches)}
+                    # after the submits: the pool forks its workers at the first
+                    beside = _beside(while_ingesting) if while_ingesting and not cluster else None
                     try:
                         for fut in as_completed(futs):
                             batch = batches[futs[fut]]
@@ -215,6 +247,9 @@ def _ingest_locked(
                                 "memory and that they see the run folder at the same path"
                             ) from exc
                         raise
+                    finally:
+                        if beside is not None:
+                            beside.join()
         for f, r in results.items():
             index[keys[f]] = {
                 "source": os.path.relpath(f, root),

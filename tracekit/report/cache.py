@@ -11,7 +11,9 @@ reports.
 
 The code includes the rules plugins add (`tracekit.rules` entry points: name, target and
 their distribution's version). The stored report is the JSON the user would get
-(`tracekit.report.schema.encode`), so a hit renders exactly what a miss does.
+(`tracekit.report.schema.encode`), so a hit renders exactly what a miss does. The
+report's types are imported when a report is read or written: a cold `analyze` computes
+the answer's key before its ingest, and the workers it forks have no use for them.
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracekit.atomic import write_bytes, write_text
-from tracekit.report.schema import Report, decode, encode
 
 if TYPE_CHECKING:
+    from tracekit.report.schema import Report
     from tracekit.store.run import Run
 
 KEEP = 32
@@ -35,7 +37,7 @@ FOLDER = "reports"
 
 
 @cache
-def _code_stamp() -> str:
+def code_stamp() -> str:
     """Size and mtime of every module the report is computed by (the engine and the
     diagnosers, found without importing them), and the plugin rules installed."""
     from importlib.util import find_spec
@@ -71,7 +73,7 @@ def _sources(root: str) -> list[tuple[str, ...]]:
 
 
 def key(run: Run, options: dict[str, Any]) -> str:
-    h = hashlib.sha256(_code_stamp().encode())
+    h = hashlib.sha256(code_stamp().encode())
     for p in (run.cache_dir / "index.json", run.root / "job.json"):
         h.update(p.read_bytes() if p.is_file() else b"-")
     sel = run.rank_selection.to_dict() if run.rank_selection else None
@@ -82,6 +84,8 @@ def key(run: Run, options: dict[str, Any]) -> str:
 
 def cached(run: Run, options: dict[str, Any], compute: Callable[[], Report]) -> Report:
     """The report for `options`: read back when this exact one was computed before."""
+    from tracekit.report.schema import decode, encode
+
     folder = run.cache_dir / FOLDER
     path = folder / f"{key(run, options)}.json"
     try:
@@ -108,7 +112,7 @@ def _prune(folder: Path) -> None:
 #
 # `tracekit analyze RUN_FOLDER` answers from `<cache>/answers/<key>.json` without
 # discovering the traces, opening DuckDB or the Parquet tables, or running the health
-# check, when nothing it depends on changed. The key hashes the code (`_code_stamp`), the
+# check, when nothing it depends on changed. The key hashes the code (`code_stamp`), the
 # run folder, the open and analysis options, the project's pyproject.toml (found as
 # `tracekit.config.pyproject_for` finds it: path, size, mtime) and the path, size and
 # mtime of every file under the folder outside `.tracekit/` — the traces (the freshness
@@ -130,9 +134,39 @@ def answer_root(inputs: tuple[str, ...]) -> Path | None:
     return Path(inputs[0]).resolve()
 
 
+class AnswerKey:
+    """An answer's key, made from the folder as it is now (`answer_stamp`); the code's
+    stamp is hashed in when the answer's file is first asked for (`path`). A run with no
+    answers yet (`may_hit` false: a cold analyze) reads none, and its stamp (≈ 20 ms: a
+    stat of every module, the plugin rules' scan) is made while the ingest's workers read
+    (`tracekit.commands.load_analysis`), not before they start."""
+
+    def __init__(self, folder: Path, stamp: bytes):
+        self.folder = folder
+        self._stamp = stamp
+        self._path: Path | None = None
+
+    def may_hit(self) -> bool:
+        return self.folder.is_dir()
+
+    @property
+    def path(self) -> Path:
+        if self._path is None:
+            h = hashlib.sha256(code_stamp().encode())
+            h.update(self._stamp)
+            self._path = self.folder / f"{h.hexdigest()[:32]}.json"
+        return self._path
+
+
 def answer_key(root: Path, options: dict[str, Any]) -> Path | None:
     """The answer's file for the run folder `root` and `options` as they are now, or None
     when the fast answer does not apply. Costs a walk of the folder and one stat a file."""
+    key = answer_stamp(root, options)
+    return key.path if key is not None else None
+
+
+def answer_stamp(root: Path, options: dict[str, Any]) -> AnswerKey | None:
+    """`answer_key`, its code stamp not hashed in yet (`AnswerKey`)."""
     import os
 
     from tracekit import config
@@ -164,18 +198,21 @@ def answer_key(root: Path, options: dict[str, Any]) -> Path | None:
         cdir = cache_dir(root)
     except (OSError, TracekitError):
         return None
-    h = hashlib.sha256(_code_stamp().encode())
     stamp = [str(root), sorted(files), project, options]
-    h.update(json.dumps(stamp, sort_keys=True, default=str).encode())
-    return cdir / ANSWERS / f"{h.hexdigest()[:32]}.json"
+    return AnswerKey(cdir / ANSWERS, json.dumps(stamp, sort_keys=True, default=str).encode())
 
 
 def read_answer(path: Path) -> tuple[Report, list[str]] | None:
     """The stored report and warnings, or None (none yet, or unreadable)."""
     try:
         data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    from tracekit.report.schema import decode  # a miss (a cold analyze) does not need it
+
+    try:
         return decode(data["report"]), [str(w) for w in data["warnings"]]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         return None
 
 
@@ -183,6 +220,8 @@ def write_answer(path: Path, report: Report, warnings: list[str], text: str | No
     """Store the answer the normal path gave (an atomic write; newest `KEEP` kept);
     `text`: the report's JSON (`encode(report)`) where the caller has it already."""
     import msgspec
+
+    from tracekit.report.schema import encode
 
     try:
         path.parent.mkdir(exist_ok=True)

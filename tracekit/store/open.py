@@ -18,7 +18,12 @@ if TYPE_CHECKING:
     from tracekit.ingest import ranksel
 
 
-def open_run(*inputs: str | Path, options: OpenOptions | None = None, **kwargs) -> Run:
+def open_run(
+    *inputs: str | Path,
+    options: OpenOptions | None = None,
+    while_ingesting: Callable[[], object] | None = None,
+    **kwargs,
+) -> Run:
     """Open a run folder (or trace files), ingesting what the cache lacks. `options` (an
     `OpenOptions`), or its fields as keywords:
 
@@ -30,7 +35,10 @@ def open_run(*inputs: str | Path, options: OpenOptions | None = None, **kwargs) 
 
     `ranks` (`"0-7,64"` or a list) or `sample_ranks` (N ranks spread evenly): open only
     those ranks, without ingesting the other traces (`tracekit.ingest.ranksel`); the selection
-    is `run.rank_selection`."""
+    is `run.rank_selection`.
+
+    `while_ingesting`: work for this process while the ingest's worker processes read
+    (`tracekit.ingest.runner.ingest_run`)."""
     o = options or OpenOptions(**kwargs)
     workers, strict, allow_mixed, cluster = o.workers, o.strict, o.allow_mixed, o.cluster
     ranks, sample_ranks, comm_kernels = o.ranks, o.sample_ranks, o.comm_kernels
@@ -59,6 +67,7 @@ def open_run(*inputs: str | Path, options: OpenOptions | None = None, **kwargs) 
             notes=notes,
             cluster=cluster,
             single=len(files) == 1,
+            while_ingesting=while_ingesting,
         )
 
     selection = None
