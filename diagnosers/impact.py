@@ -163,9 +163,10 @@ def _refuted(f: Finding) -> str:
     """The title its rule gives a finding whose replays save no time (`Rule.refuted`);
     the title as it is where that raises."""
     try:
-        return f.rule().refuted(f)
+        title = f.rule().refuted(f)
     except Exception:  # a rule's wording must not break the report
         return f.title
+    return title if isinstance(title, str) and title else f.title
 
 
 def _same_change(findings: list[Finding]) -> None:

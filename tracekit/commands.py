@@ -61,6 +61,11 @@ def analyze(run, values: Mapping[str, Any], fmt: str, debug: bool = False):
     # the report's modules are imported while the ingest's workers read, not before
     # (they are not the workers') nor after (the report waits for them)
     with open_run(run, opts, while_ingesting=load_analysis) as r:
+        if answer:
+            # the code's stamp before the analysis's code is imported and run (made on the
+            # ingest's thread where there was one): an edit during the analysis must not
+            # key this answer as the new code's
+            answer.path  # noqa: B018
         from diagnosers import assemble
         from tracekit.report.render import RENDERERS
 
@@ -73,8 +78,8 @@ def analyze(run, values: Mapping[str, Any], fmt: str, debug: bool = False):
 
 def load_analysis() -> None:
     """Import what a report's analysis imports when it first needs it (numpy, the step
-    model, the rules and their registry, the renderers), scan the plugin rules, stat
-    the code for the report cache's stamp and make the run's DuckDB database: done on a
+    model, the built-in rules, the renderers), stat the code for the report cache's
+    stamp and make the run's DuckDB database: done on a
     thread while a cold ingest's workers read (`open_run`'s `while_ingesting`), the
     analysis after the ingest finds them done."""
     from tracekit.report.cache import code_stamp
@@ -83,8 +88,15 @@ def load_analysis() -> None:
     code_stamp()  # the answer's key, when the run had no answers to read
     load_before_threads()  # numpy.ma, which the analysis's threads need loaded first
     connect_ahead()
+    # the built-in rules only: a plugin's import is left to the main thread (one that
+    # sets a signal handler fails elsewhere, and the registry would cache it broken)
+    from importlib import import_module
+
     from diagnosers import assemble, impact  # noqa: F401
-    from diagnosers.rules import registry
+    from diagnosers.rules import BUILTIN
+
+    for spec in BUILTIN:
+        import_module(f"diagnosers.rules.{spec.split(':')[0]}")
     from tracekit.analysis import (  # noqa: F401
         dataloader,
         fusion,
@@ -97,8 +109,6 @@ def load_analysis() -> None:
     from tracekit.report import render  # noqa: F401
     from tracekit.stepmodel import model  # noqa: F401
     from tracekit.store import clocks, sandbox  # noqa: F401
-
-    registry()
 
 
 def _html_report(r, rep) -> str:
@@ -195,7 +205,11 @@ def gate_compare(base_side, new_side, max_regression=None, run_noise=None, fail_
     noise = {**cfg.run_noise, **parse_spec(run_noise, "--run-noise")}
     sides = [gb.join([gb.load_side(p, analyze) for p in side]) for side in (base_side, new_side)]
     return run_compare(
-        *sides, th, alpha or cfg.alpha or 0.05, fail_on or cfg.fail_on or "regression", noise,
+        *sides,
+        th,
+        alpha or cfg.alpha or 0.05,
+        fail_on or cfg.fail_on or "regression",
+        noise,
         strict,
     )
 

@@ -73,3 +73,46 @@ def test_a_run_opens_on_the_connection_made_ahead(tmp_path):
         assert r._con is made
         assert r.sql("SELECT current_setting('asof_loop_join_threshold')").fetchone() == (0,)
     assert made not in store._AHEAD
+
+
+def test_a_sampled_open_runs_it_once_in_its_last_ingest(tmp_path, monkeypatch):
+    """`--sample-ranks` over files whose rank neither name nor header start tells
+    ingests twice (those files and the lowest known rank first, then the sampled ranks
+    left): the work beside runs in the second only, so no pool forks after its thread
+    (and the DuckDB database it makes) started."""
+    from tracekit.store import open as store_open
+
+    import gzip
+    import json
+
+    for r in range(2, 5):
+        ddp_like_rank(r, world=5).write(tmp_path / f"rank-{r}.json.gz")
+    for r in range(2):  # no rank in the name, and the header after the events: unknown
+        doc = ddp_like_rank(r, world=5).doc()
+        doc = {"traceEvents": doc.pop("traceEvents"), **doc}
+        with gzip.open(tmp_path / f"worker{'ab'[r]}.json.gz", "wt") as fh:
+            json.dump(doc, fh)
+    seen: list[tuple[int, bool]] = []
+    real = runner.ingest_run
+
+    def spy(root, batch, **kw):
+        seen.append((len(batch), kw.get("while_ingesting") is not None))
+        return real(root, batch, **kw)
+
+    monkeypatch.setattr(store_open.loader, "ingest_run", spy)
+    calls: list[int] = []
+    with store_open.open_run(
+        tmp_path, sample_ranks=5, workers=2, while_ingesting=lambda: calls.append(1)
+    ) as run:
+        assert sorted(s.rank for s in run.sources) == [0, 1, 2, 3, 4]
+    assert [beside for _, beside in seen] == [False, True]
+    assert calls == [1]
+
+
+def test_connect_ahead_keeps_one_connection(tmp_path):
+    from tracekit.store import run as store
+
+    store.connect_ahead()
+    store.connect_ahead()
+    assert len(store._AHEAD) == 1
+    store._AHEAD.pop().close()

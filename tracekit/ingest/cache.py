@@ -24,6 +24,7 @@ import functools
 import hashlib
 import json
 import os
+import secrets
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -191,7 +192,8 @@ def write_table(
     dest = table_path(cdir, key, table)
     # a name of this process (the cache is locked, a batch is written once), not mkstemp:
     # its extra create of the file was 0.6 ms of CPU a table, 20 tables a batch
-    tmp = str(cdir / f".{key}.{table}.{os.getpid()}.tmp")
+    # and a random part: a Dask worker on another host (or container) may have this pid
+    tmp = str(cdir / f".{key}.{table}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
         # snappy, by measurement (one rank of v100_ddp_rank1, events table, one thread):
         # write 0.079 s / 1.4 MB against zstd level 1's 0.126 s / 0.6 MB, reads as fast;

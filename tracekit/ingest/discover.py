@@ -8,12 +8,22 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import zlib
 from pathlib import Path
 
 from tracekit.errors import TracekitError
 
 TRACE_SUFFIXES = (".json", ".json.gz")
+
+# here, not in `tracefile` (msgspec, isal): discovery reads names on every open
+_RANK_IN_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
+
+
+def rank_from_name(path: Path) -> int | None:
+    """The rank a file's name gives (`rank-3.json`, `trace_rank_12.json.gz`), else None."""
+    m = _RANK_IN_NAME.search(path.name)
+    return int(m.group(1)) if m else None
 
 
 _LOOKED: dict[tuple[str, int, int], bool] = {}  # (path, size, mtime_ns) → looks_like_trace
@@ -24,8 +34,6 @@ def _looks_like_trace_once(path: Path) -> bool:
     may find a run's files twice: its options and its open). A file named like a rank's
     trace is one whatever it holds (`looks_like_trace`'s last test): not opened (1,024
     small ranks: 1,024 opens and gunzips of 4 KiB, 0.06 s before the ingest starts)."""
-    from tracekit.ingest.tracefile import rank_from_name
-
     if rank_from_name(path) is not None:
         return True
     try:
@@ -60,8 +68,6 @@ def looks_like_trace(path: Path, probe_bytes: int = 1 << 20) -> bool:
         return True
     if chunk.lstrip()[:1] not in (b"{", b"["):
         return True  # empty or not JSON at all
-    from tracekit.ingest.tracefile import rank_from_name
-
     return rank_from_name(path) is not None
 
 

@@ -18,6 +18,7 @@ import msgspec
 from isal import igzip, isal_zlib
 
 from tracekit.errors import TracekitError
+from tracekit.ingest.discover import rank_from_name
 
 
 class Header(msgspec.Struct):
@@ -38,7 +39,6 @@ class Header(msgspec.Struct):
 
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _HEADER_KEYS = frozenset(Header.__struct_fields__)
-_RANK_IN_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
 
 
 def read_bytes(path: Path) -> bytes:
@@ -164,11 +164,6 @@ def comm_rank_key(header: Header) -> str:
     distributedInfo (one rank's: no per-event "rank" beside it, which a DuckDB struct
     could not hold as well), else renamed "Comm rank"."""
     return "Rank" if header.distributedInfo else COMM_RANK
-
-
-def rank_from_name(path: Path) -> int | None:
-    m = _RANK_IN_NAME.search(path.name)
-    return int(m.group(1)) if m else None
 
 
 def resolve_rank(path: Path, header: Header, single: bool) -> tuple[int, str]:

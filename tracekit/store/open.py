@@ -58,7 +58,10 @@ def open_run(
     patterns = user_patterns(root, comm_kernels, man.comm_kernels if man else ())
     notes = loader.IngestNotes()
 
-    def ingest(batch: list[Path]) -> tuple[Path, list[loader.Source]]:
+    def ingest(batch: list[Path], last: bool = True) -> tuple[Path, list[loader.Source]]:
+        # the work beside runs once, in the last ingest: its thread (and the DuckDB
+        # database it makes, whose threads start with it) must not be alive when a later
+        # ingest's pool forks its workers
         return loader.ingest_run(
             root,
             batch,
@@ -67,7 +70,7 @@ def open_run(
             notes=notes,
             cluster=cluster,
             single=len(files) == 1,
-            while_ingesting=while_ingesting,
+            while_ingesting=while_ingesting if last else None,
         )
 
     selection = None
@@ -90,7 +93,7 @@ def open_run(
 def _ingest_selected(
     files: list[Path],
     request: ranksel.Request,
-    ingest: Callable[[list[Path]], tuple[Path, list[loader.Source]]],
+    ingest: Callable[..., tuple[Path, list[loader.Source]]],
 ) -> tuple[Path, list[loader.Source], ranksel.RankSelection]:
     """Ingest only the traces of the ranks `request` picks (`tracekit.ingest.ranksel`): files
     whose rank the name or header tells are chosen before reading; the others (and
@@ -112,7 +115,7 @@ def _ingest_selected(
             first = [min(known, key=lambda f: known[f])]
         elif request.ranks is not None:
             first = batch_of(set(request.ranks), set())
-        cdir, sources = ingest(unknown + first)
+        cdir, sources = ingest(unknown + first, last=False)
     found = sorted(set(known.values()) | {s.rank for s in sources})
     chosen = ranksel.choose(request, found)
     rest = batch_of(set(chosen), {s.path for s in sources})

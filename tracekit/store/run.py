@@ -64,7 +64,8 @@ def connect_ahead() -> None:
     (its catalog), which a cold open pays on a thread while the ingest's workers read
     (`tracekit.commands.load_analysis`) instead of after them. A fresh database with the
     run's settings, as `Run` would make it; not shared (each is taken once)."""
-    _AHEAD.append(_configured(duckdb.connect()))
+    if not _AHEAD:  # one waiting connection at most: a Run takes one
+        _AHEAD.append(_configured(duckdb.connect()))
 
 
 def _connection() -> duckdb.DuckDBPyConnection:
