@@ -80,10 +80,10 @@ def test_a_sampled_open_runs_it_once_in_its_last_ingest(tmp_path, monkeypatch):
     ingests twice (those files and the lowest known rank first, then the sampled ranks
     left): the work beside runs in the second only, so no pool forks after its thread
     (and the DuckDB database it makes) started."""
-    from tracekit.store import open as store_open
-
     import gzip
     import json
+
+    from tracekit.store import open as store_open
 
     for r in range(2, 5):
         ddp_like_rank(r, world=5).write(tmp_path / f"rank-{r}.json.gz")
