@@ -48,7 +48,8 @@ def label(query: str) -> str:
     if "read_json(" in q:
         return "small tables (rows → JSON → DuckDB)"
     if q.startswith("COPY"):
-        m = re.search(r"\.(\w+)\.[^.]*\.tmp", q)
+        # `cache.write_table`'s temp name: .{key}.{table}.{pid}.{random hex}.tmp
+        m = re.search(r"\.(\w+)\.\d+\.[0-9a-f]+\.tmp", q)
         return f"parquet {m.group(1) if m else '?'}"
     m = _CREATE.search(q)
     if m:
