@@ -146,12 +146,11 @@ def impacts(ctx: Context, of: list[Finding] | Replays) -> list[tuple[Finding, Ou
         ]
         f.impact_ms = max(done[0].saved_ms, 0.0) if done else 0.0
         f.remedy = lead(done, skipped) + ("; " + f.remedy if f.remedy else "")
-        if done and not gainful(done[0]):
+        wins = bool(done) and gainful(done[0])
+        if done and not wins:
             f.title = _refuted(f)
         if f.severity == "critical" and not (
-            done
-            and gainful(done[0])
-            and done[0].saved_ms >= CRITICAL_SHARE * done[0].replayed_step_ms
+            wins and done[0].saved_ms >= CRITICAL_SHARE * done[0].replayed_step_ms
         ):
             f.severity = "warning"
         out += [(f, o) for o in done]

@@ -61,18 +61,17 @@ def analyze(run, values: Mapping[str, Any], fmt: str, debug: bool = False):
     # the report's modules are imported while the ingest's workers read, not before
     # (they are not the workers') nor after (the report waits for them)
     with open_run(run, opts, while_ingesting=load_analysis) as r:
-        if answer:
-            # the code's stamp before the analysis's code is imported and run (made on the
-            # ingest's thread where there was one): an edit during the analysis must not
-            # key this answer as the new code's
-            answer.path  # noqa: B018
+        # the code's stamp hashed in before the analysis's code is imported and run (made
+        # on the ingest's thread where there was one): an edit during the analysis must
+        # not key this answer as the new code's
+        answer_path = answer.path if answer else None
         from diagnosers import assemble
         from tracekit.report.render import RENDERERS
 
         rep = assemble.cached(r, options, debug=debug)
         text = _html_report(r, rep) if fmt == "html" else RENDERERS[fmt](rep)
-    if answer:
-        cache.write_answer(answer.path, rep, r.warnings, text if fmt == "json" else None)
+    if answer_path is not None:
+        cache.write_answer(answer_path, rep, r.warnings, text if fmt == "json" else None)
     return text, list(r.warnings)
 
 
@@ -88,15 +87,12 @@ def load_analysis() -> None:
     code_stamp()  # the answer's key, when the run had no answers to read
     load_before_threads()  # numpy.ma, which the analysis's threads need loaded first
     connect_ahead()
+    from diagnosers import assemble, impact  # noqa: F401
+    from diagnosers.rules import builtin
+
     # the built-in rules only: a plugin's import is left to the main thread (one that
     # sets a signal handler fails elsewhere, and the registry would cache it broken)
-    from importlib import import_module
-
-    from diagnosers import assemble, impact  # noqa: F401
-    from diagnosers.rules import BUILTIN
-
-    for spec in BUILTIN:
-        import_module(f"diagnosers.rules.{spec.split(':')[0]}")
+    builtin()
     from tracekit.analysis import (  # noqa: F401
         dataloader,
         fusion,

@@ -77,13 +77,19 @@ def _failed_plugin(ep_name: str, exc: Exception) -> type[Rule]:
     return Broken
 
 
-@cache
-def registry() -> tuple[type[Rule], ...]:
-    """Every rule: the built-in ones, then the plugins' (`tracekit.rules` entry points)."""
+def builtin() -> list[type[Rule]]:
+    """The built-in rules (`BUILTIN`), their modules imported."""
     rules: list[type[Rule]] = []
     for spec in BUILTIN:
         mod, cls = spec.split(":")
         rules.append(getattr(import_module(f"diagnosers.rules.{mod}"), cls))
+    return rules
+
+
+@cache
+def registry() -> tuple[type[Rule], ...]:
+    """Every rule: the built-in ones, then the plugins' (`tracekit.rules` entry points)."""
+    rules = builtin()
     codes = {r.code for r in rules}
     for ep in rule_plugins():  # `tracekit.rules`, scanned once a process
         try:
